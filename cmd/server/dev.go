@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/poppyhost/poppyhost/internal/accounts"
+	"github.com/poppyhost/poppyhost/internal/config"
+	"github.com/poppyhost/poppyhost/internal/pglocal"
+	"github.com/poppyhost/poppyhost/internal/platform"
+	"github.com/poppyhost/poppyhost/internal/tenant"
+)
+
+// The demo Company of dev mode: the shop of the spec's examples.
+const (
+	demoSlug     = "stormline"
+	demoDomain   = "stormline.localhost"
+	demoUsername = "demo"
+	devDatabase  = "poppyhost"
+)
+
+// devSetup is what dev mode prepared before the platform starts.
+type devSetup struct {
+	dataDir      string
+	demoPassword string
+}
+
+// prepareDev fills in dev mode's database and admin token: a private
+// PostgreSQL under the data folder unless a database URL was given, and an
+// admin token kept in the data folder so it survives restarts.
+func prepareDev(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*devSetup, error) {
+	dir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if cfg.DatabaseURL == "" {
+		logger.Info("dev mode: starting a private PostgreSQL", slog.String("dir", filepath.Join(dir, "postgres")))
+		cluster, err := pglocal.Start(ctx, pglocal.Options{Dir: filepath.Join(dir, "postgres"), Logger: logger, InstallWithApt: true})
+		if err != nil {
+			return nil, err
+		}
+		if err := ensureDatabase(ctx, cluster.URL("postgres"), devDatabase); err != nil {
+			return nil, err
+		}
+		cfg.DatabaseURL = cluster.URL(devDatabase)
+	}
+	if cfg.AdminToken == "" {
+		tok, err := readOrCreate(filepath.Join(dir, "admin-token"), "dev-admin-")
+		if err != nil {
+			return nil, err
+		}
+		cfg.AdminToken = tok
+	}
+	pw, err := readOrCreate(filepath.Join(dir, "demo-password"), "")
+	if err != nil {
+		return nil, err
+	}
+	return &devSetup{dataDir: dir, demoPassword: pw}, nil
+}
+
+func ensureDatabase(ctx context.Context, serverURL, name string) error {
+	conn, err := pgx.Connect(ctx, serverURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
+		return err
+	}
+	if !exists {
+		_, err = conn.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{name}.Sanitize())
+	}
+	return err
+}
+
+// readOrCreate returns the secret kept in path, creating a random one first.
+func readOrCreate(path, prefix string) (string, error) {
+	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) >= 16 {
+		return strings.TrimSpace(string(b)), nil
+	}
+	var raw [18]byte
+	_, _ = rand.Read(raw[:])
+	s := prefix + base64.RawURLEncoding.EncodeToString(raw[:])
+	return s, os.WriteFile(path, []byte(s+"\n"), 0o600)
+}
+
+// demoSettings is Stormline Outfitters as the spec's examples describe it.
+func demoSettings() tenant.Settings {
+	yes := true
+	s := tenant.DefaultSettings()
+	s.Organization = tenant.Organization{Name: "Stormline Outfitters", Domain: demoDomain}
+	s.Auth.Scopes = map[string]string{
+		"orders:read":  "See your orders, returns, and bookings",
+		"orders:write": "Exchange or return items, and change bookings",
+		"addresses":    "See and change your saved shipping addresses",
+	}
+	s.Auth.ScopeHints = map[string]tenant.ScopeHint{
+		"orders:read":  {Changes: "none", PersonalData: &yes},
+		"orders:write": {Changes: "irreversible", PersonalData: &yes},
+		"addresses":    {Changes: "reversible", PersonalData: &yes},
+	}
+	s.ExcludedTasks = []tenant.ExcludedTask{{
+		Task:        "Buy a gift card",
+		Alternative: &tenant.Alternative{Instructions: "Gift cards are sold in Stormline stores only."},
+	}}
+	tenant.Normalize(&s)
+	return s
+}
+
+// seed creates the demo Company and its account unless they exist, then
+// prints how to reach them.
+func (d *devSetup) seed(ctx context.Context, p *platform.Platform, urls tenant.URLs, out io.Writer) error {
+	c, err := p.Tenants.Get(ctx, demoSlug)
+	if errors.Is(err, tenant.ErrNotFound) {
+		s := demoSettings()
+		if err := tenant.Validate(demoSlug, &s, urls.Public.Hostname()); err != nil {
+			return err
+		}
+		c, err = p.Tenants.Create(ctx, demoSlug, s)
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := p.Accounts.Create(ctx, c.ID, demoUsername, d.demoPassword); err != nil && !errors.Is(err, accounts.ErrTaken) {
+		return err
+	}
+	port := urls.Public.Port()
+	site := "https://" + demoDomain
+	if port != "" {
+		site += ":" + port
+	}
+	ca := filepath.Join(d.dataDir, "dev-ca.pem")
+	fmt.Fprintf(out, `
+poppyhost is running in dev mode.
+
+  platform      %s
+  demo Company  %s  (slug %s, site %s)
+  issuer        %s
+  admin token   in %s
+  demo account  %s, password in %s
+  dev CA        %s  (trust it to reach any *.localhost host)
+
+Fetch the demo Company's poppy.json:
+
+  curl --cacert %s %s/.well-known/poppy.json
+
+`, urls.Public, c.Settings.Organization.Name, c.Slug, site, urls.Issuer(c),
+		d.rel(filepath.Join(d.dataDir, "admin-token")), demoUsername, d.rel(filepath.Join(d.dataDir, "demo-password")),
+		d.rel(ca), d.rel(ca), site)
+	return nil
+}
+
+// rel shortens a path under the working directory for printing.
+func (d *devSetup) rel(path string) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return path
+	}
+	if r, err := filepath.Rel(wd, path); err == nil && !strings.HasPrefix(r, "..") {
+		return r
+	}
+	return path
+}

@@ -1,0 +1,190 @@
+// Command server runs poppyhost: the Company side of the Personal Agent
+// Protocol for many Companies, over HTTPS, on one PostgreSQL database.
+//
+//	server [flags]          serve, configured by POPPYHOST_* variables or flags
+//	server --dev            dev mode: private database, dev CA, demo Company
+//	server --help           list every setting
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/poppyhost/poppyhost/internal/config"
+	"github.com/poppyhost/poppyhost/internal/devca"
+	"github.com/poppyhost/poppyhost/internal/httpx"
+	"github.com/poppyhost/poppyhost/internal/platform"
+	"github.com/poppyhost/poppyhost/internal/tenant"
+	"github.com/poppyhost/poppyhost/migrations"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, runEnv{args: os.Args[1:], getenv: os.Getenv, stdout: os.Stdout, stderr: os.Stderr})
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "poppyhost:", err)
+		os.Exit(1)
+	}
+}
+
+// runEnv is everything run takes from its surroundings, so tests can start
+// the real server in-process.
+type runEnv struct {
+	args           []string
+	getenv         func(string) string
+	stdout, stderr io.Writer
+	// onListen, when set, is told the address the server listens on.
+	onListen func(addr net.Addr)
+}
+
+// run starts the server and serves until ctx ends, then drains.
+func run(ctx context.Context, env runEnv) error {
+	cfg, err := config.Load(env.args, env.getenv, env.stderr)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewJSONHandler(env.stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+
+	var dev *devSetup
+	if cfg.Dev {
+		dev, err = prepareDev(ctx, &cfg, logger)
+		if err != nil {
+			return fmt.Errorf("dev mode: %w", err)
+		}
+	}
+	logger.Info("starting poppyhost", slog.Any("config", cfg))
+
+	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("database: %w", err)
+	}
+	defer pool.Close()
+	if err := checkSchema(ctx, pool, cfg.Dev, logger); err != nil {
+		return err
+	}
+
+	urls := tenant.URLs{Public: cfg.PublicURL}
+	p, err := platform.New(ctx, platform.Options{
+		Pool: pool, Logger: logger, URLs: urls,
+		Proxies:    httpx.Proxies{Trusted: cfg.TrustedProxies},
+		AdminToken: cfg.AdminToken,
+	})
+	if err != nil {
+		return err
+	}
+	if dev != nil {
+		if err := dev.seed(ctx, p, urls, env.stdout); err != nil {
+			return fmt.Errorf("dev mode: seeding the demo Company: %w", err)
+		}
+	}
+
+	tlsConfig, err := serverTLS(cfg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.ListenAddr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	if tlsConfig != nil {
+		ln = tls.NewListener(ln, tlsConfig)
+	}
+	srv := &http.Server{
+		Handler:           p.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          log.New(serverErrorLog{logger}, "", 0),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	logger.Info("listening", slog.String("addr", ln.Addr().String()), slog.String("public_url", cfg.PublicURL.String()))
+	if env.onListen != nil {
+		env.onListen(ln.Addr())
+	}
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+
+	// Stop taking new requests and let in-flight ones finish.
+	logger.Info("shutting down", slog.Duration("timeout", cfg.ShutdownTimeout))
+	p.Drain()
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+		return fmt.Errorf("shutdown: requests still running after %s: %w", cfg.ShutdownTimeout, err)
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+// checkSchema refuses to serve a database this build's migrations have not
+// reached. Dev mode migrates it instead.
+func checkSchema(ctx context.Context, pool *pgxpool.Pool, dev bool, logger *slog.Logger) error {
+	m, err := migrations.New(pool, logger)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if dev {
+		return m.Up(ctx)
+	}
+	if err := m.Check(ctx); err != nil {
+		if errors.Is(err, migrations.ErrPending) {
+			return fmt.Errorf("%w\nrun the migrations first: `migrate up` (or `go run ./cmd/migrate up`) with the same POPPYHOST_DATABASE_URL", err)
+		}
+		return fmt.Errorf("database: %w", err)
+	}
+	return nil
+}
+
+// serverTLS returns the TLS configuration, or nil for plain HTTP behind a
+// TLS-terminating proxy.
+func serverTLS(cfg config.Config) (*tls.Config, error) {
+	switch {
+	case cfg.PlainHTTP:
+		return nil, nil
+	case cfg.DevCADir != "":
+		ca, err := devca.Load(cfg.DevCADir)
+		if err != nil {
+			return nil, fmt.Errorf("dev CA: %w", err)
+		}
+		return ca.ServerTLSConfig(), nil
+	default:
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("TLS certificate: %w", err)
+		}
+		return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12,
+			NextProtos: []string{"h2", "http/1.1"}}, nil
+	}
+}
+
+// serverErrorLog sends net/http's own messages (mostly TLS handshake
+// failures from scanners) to the structured log at debug level.
+type serverErrorLog struct{ logger *slog.Logger }
+
+func (l serverErrorLog) Write(p []byte) (int, error) {
+	l.logger.Debug("http server", slog.String("msg", string(p)))
+	return len(p), nil
+}

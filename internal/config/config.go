@@ -1,0 +1,322 @@
+// Package config reads poppyhost's settings from POPPYHOST_* environment
+// variables and command-line flags (a flag wins over its variable),
+// validates them once at start, and describes them for the log with
+// secrets masked.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the server's validated configuration.
+type Config struct {
+	// PublicURL is the platform's public origin: https, a host, no path.
+	PublicURL *url.URL
+	// ListenAddr is the TCP address to listen on.
+	ListenAddr string
+	// DatabaseURL is a pgx connection string. Empty only in dev mode, which
+	// then starts a private PostgreSQL under DataDir.
+	DatabaseURL string
+	// TLSCertFile and TLSKeyFile serve HTTPS with a fixed certificate.
+	TLSCertFile, TLSKeyFile string
+	// DevCADir serves HTTPS with a dev CA kept in this folder.
+	DevCADir string
+	// PlainHTTP serves plain HTTP behind a TLS-terminating proxy.
+	PlainHTTP bool
+	// TrustedProxies are the proxies whose forwarded headers are honoured.
+	TrustedProxies []netip.Prefix
+	// AdminToken is the bootstrap operator token for /admin/v1.
+	AdminToken string
+	// AllowPrivateFetch lets outbound fetches reach loopback and private
+	// addresses (spec 3 forbids it unless configured on purpose).
+	AllowPrivateFetch bool
+	// Dev turns on dev mode: private database, dev CA, demo Company.
+	Dev bool
+	// DataDir holds dev mode's database, CA and admin token.
+	DataDir string
+	// LogLevel is the minimum level logged.
+	LogLevel slog.Level
+	// ShutdownTimeout bounds how long in-flight requests may drain.
+	ShutdownTimeout time.Duration
+}
+
+// setting is one configuration value: its env name, flag name and help.
+type setting struct {
+	env, flag, def, help string
+	secret               bool
+}
+
+var settings = []setting{
+	{env: "POPPYHOST_PUBLIC_URL", flag: "public-url", help: "the platform's public origin, e.g. https://poppyhost.example"},
+	{env: "POPPYHOST_LISTEN_ADDR", flag: "listen-addr", def: ":8443", help: "address to listen on"},
+	{env: "POPPYHOST_DATABASE_URL", flag: "database-url", help: "PostgreSQL URL (pgx syntax)", secret: true},
+	{env: "POPPYHOST_TLS_CERT_FILE", flag: "tls-cert-file", help: "serve HTTPS with this certificate (PEM)"},
+	{env: "POPPYHOST_TLS_KEY_FILE", flag: "tls-key-file", help: "private key of --tls-cert-file (PEM)"},
+	{env: "POPPYHOST_DEV_CA_DIR", flag: "dev-ca-dir", help: "serve HTTPS with a dev CA kept in this folder"},
+	{env: "POPPYHOST_PLAIN_HTTP", flag: "plain-http", def: "false", help: "serve plain HTTP behind a TLS-terminating proxy"},
+	{env: "POPPYHOST_TRUSTED_PROXIES", flag: "trusted-proxies", help: "comma-separated CIDRs whose X-Forwarded-* headers are honoured"},
+	{env: "POPPYHOST_ADMIN_TOKEN", flag: "admin-token", help: "bootstrap operator token for /admin/v1", secret: true},
+	{env: "POPPYHOST_ALLOW_PRIVATE_FETCH", flag: "allow-private-fetch", def: "false", help: "let outbound fetches reach loopback and private addresses"},
+	{env: "POPPYHOST_DEV", flag: "dev", def: "false", help: "dev mode: private database, dev CA, demo Company"},
+	{env: "POPPYHOST_DATA_DIR", flag: "data-dir", def: ".data", help: "dev mode's folder for the database, CA and admin token"},
+	{env: "POPPYHOST_LOG_LEVEL", flag: "log-level", def: "info", help: "debug, info, warn or error"},
+	{env: "POPPYHOST_SHUTDOWN_TIMEOUT", flag: "shutdown-timeout", def: "20s", help: "how long in-flight requests may drain on shutdown"},
+}
+
+// Dev mode defaults, used for settings left empty.
+const (
+	DevPublicURL  = "https://poppyhost.localhost:8443"
+	DevListenAddr = "127.0.0.1:8443"
+)
+
+// Load reads the configuration from args (without the program name) and
+// getenv. It returns every problem it finds at once.
+func Load(args []string, getenv func(string) string, usage io.Writer) (Config, error) {
+	fs := flag.NewFlagSet("poppyhost", flag.ContinueOnError)
+	fs.SetOutput(usage)
+	vals := make(map[string]*string, len(settings))
+	for _, s := range settings {
+		def := getenv(s.env)
+		if def == "" {
+			def = s.def
+		}
+		v := new(string)
+		if s.flag == "dev" || s.flag == "plain-http" || s.flag == "allow-private-fetch" {
+			// Boolean flags accept a bare --flag.
+			*v = def
+			fs.Var((*boolString)(v), s.flag, s.help+" (env "+s.env+")")
+			vals[s.env] = v
+			continue
+		}
+		fs.StringVar(v, s.flag, def, s.help+" (env "+s.env+")")
+		vals[s.env] = v
+	}
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	get := func(env string) string { return strings.TrimSpace(*vals[env]) }
+
+	var c Config
+	var errs []error
+	bad := func(env, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", env, fmt.Sprintf(format, a...)))
+	}
+	parseBool := func(env string) bool {
+		b, err := strconv.ParseBool(get(env))
+		if err != nil {
+			bad(env, "must be true or false")
+		}
+		return b
+	}
+	c.Dev = parseBool("POPPYHOST_DEV")
+	c.PlainHTTP = parseBool("POPPYHOST_PLAIN_HTTP")
+	c.AllowPrivateFetch = parseBool("POPPYHOST_ALLOW_PRIVATE_FETCH")
+	c.DataDir = get("POPPYHOST_DATA_DIR")
+	c.DatabaseURL = get("POPPYHOST_DATABASE_URL")
+	c.TLSCertFile = get("POPPYHOST_TLS_CERT_FILE")
+	c.TLSKeyFile = get("POPPYHOST_TLS_KEY_FILE")
+	c.DevCADir = get("POPPYHOST_DEV_CA_DIR")
+	c.AdminToken = get("POPPYHOST_ADMIN_TOKEN")
+	c.ListenAddr = get("POPPYHOST_LISTEN_ADDR")
+	public := get("POPPYHOST_PUBLIC_URL")
+
+	if c.Dev {
+		// Dev mode fills what is left empty; explicit settings still win.
+		c.AllowPrivateFetch = true
+		if public == "" {
+			public = DevPublicURL
+		}
+		if *vals["POPPYHOST_LISTEN_ADDR"] == ":8443" && getenv("POPPYHOST_LISTEN_ADDR") == "" {
+			c.ListenAddr = DevListenAddr
+		}
+		if c.DevCADir == "" && c.TLSCertFile == "" && !c.PlainHTTP {
+			c.DevCADir = c.DataDir
+		}
+	}
+
+	if public == "" {
+		bad("POPPYHOST_PUBLIC_URL", "is required, e.g. https://poppyhost.example")
+	} else if u, err := ParsePublicURL(public); err != nil {
+		bad("POPPYHOST_PUBLIC_URL", "%v", err)
+	} else {
+		c.PublicURL = u
+	}
+	if _, _, err := net.SplitHostPort(c.ListenAddr); err != nil {
+		bad("POPPYHOST_LISTEN_ADDR", "must be host:port, e.g. :8443")
+	}
+	if c.DatabaseURL == "" && !c.Dev {
+		bad("POPPYHOST_DATABASE_URL", "is required (or use dev mode, which starts a private PostgreSQL)")
+	}
+	if c.Dev && c.DataDir == "" {
+		bad("POPPYHOST_DATA_DIR", "must not be empty in dev mode")
+	}
+
+	modes := 0
+	if c.TLSCertFile != "" || c.TLSKeyFile != "" {
+		modes++
+		if c.TLSCertFile == "" || c.TLSKeyFile == "" {
+			bad("POPPYHOST_TLS_CERT_FILE", "and POPPYHOST_TLS_KEY_FILE must be set together")
+		}
+	}
+	if c.DevCADir != "" {
+		modes++
+	}
+	if c.PlainHTTP {
+		modes++
+	}
+	switch {
+	case modes == 0:
+		errs = append(errs, errors.New("choose how to serve: POPPYHOST_TLS_CERT_FILE and POPPYHOST_TLS_KEY_FILE, POPPYHOST_DEV_CA_DIR, or POPPYHOST_PLAIN_HTTP=true behind a TLS-terminating proxy"))
+	case modes > 1:
+		errs = append(errs, errors.New("choose one way to serve: a certificate, a dev CA, or plain HTTP"))
+	}
+
+	if raw := get("POPPYHOST_TRUSTED_PROXIES"); raw != "" {
+		for _, part := range strings.Split(raw, ",") {
+			part = strings.TrimSpace(part)
+			p, err := netip.ParsePrefix(part)
+			if err != nil {
+				a, aerr := netip.ParseAddr(part)
+				if aerr != nil {
+					bad("POPPYHOST_TRUSTED_PROXIES", "%q is not a CIDR or address", part)
+					continue
+				}
+				p = netip.PrefixFrom(a, a.BitLen())
+			}
+			c.TrustedProxies = append(c.TrustedProxies, p.Masked())
+		}
+	}
+	if c.AdminToken != "" && len(c.AdminToken) < 16 {
+		bad("POPPYHOST_ADMIN_TOKEN", "must be at least 16 characters")
+	}
+	if err := c.LogLevel.UnmarshalText([]byte(get("POPPYHOST_LOG_LEVEL"))); err != nil {
+		bad("POPPYHOST_LOG_LEVEL", "must be debug, info, warn or error")
+	}
+	d, err := time.ParseDuration(get("POPPYHOST_SHUTDOWN_TIMEOUT"))
+	if err != nil || d <= 0 {
+		bad("POPPYHOST_SHUTDOWN_TIMEOUT", "must be a positive duration, e.g. 20s")
+	}
+	c.ShutdownTimeout = d
+	if len(errs) > 0 {
+		return Config{}, fmt.Errorf("invalid configuration:\n  %w", joinLines(errs))
+	}
+	return c, nil
+}
+
+// boolString is a boolean flag kept as text, so it is validated with the
+// environment variable it mirrors; it accepts a bare --flag.
+type boolString string
+
+func (b *boolString) String() string   { return string(*b) }
+func (b *boolString) IsBoolFlag() bool { return true }
+func (b *boolString) Set(s string) error {
+	if _, err := strconv.ParseBool(s); err != nil {
+		return errors.New("must be true or false")
+	}
+	*b = boolString(s)
+	return nil
+}
+
+type lines []error
+
+func (l lines) Error() string {
+	s := make([]string, len(l))
+	for i, e := range l {
+		s[i] = e.Error()
+	}
+	return strings.Join(s, "\n  ")
+}
+
+func joinLines(errs []error) error { return lines(errs) }
+
+// ParsePublicURL checks that raw is an https origin (no path, query,
+// fragment or user info) and returns it.
+func ParsePublicURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("not a URL: %v", err)
+	}
+	switch {
+	case u.Scheme != "https":
+		return nil, errors.New("must be an https URL (spec 3)")
+	case u.Host == "" || u.Hostname() == "":
+		return nil, errors.New("must name a host")
+	case u.User != nil:
+		return nil, errors.New("must not carry user info")
+	case u.Path != "" && u.Path != "/", u.RawQuery != "", u.Fragment != "":
+		return nil, errors.New("must be an origin without path, query or fragment")
+	}
+	return &url.URL{Scheme: "https", Host: strings.ToLower(u.Host)}, nil
+}
+
+// LogValue describes the configuration for the start-up log line, with the
+// database password and the admin token masked.
+func (c Config) LogValue() slog.Value {
+	public := ""
+	if c.PublicURL != nil {
+		public = c.PublicURL.String()
+	}
+	tls := "dev-ca"
+	switch {
+	case c.PlainHTTP:
+		tls = "plain-http-behind-proxy"
+	case c.TLSCertFile != "":
+		tls = "certificate"
+	}
+	proxies := make([]string, len(c.TrustedProxies))
+	for i, p := range c.TrustedProxies {
+		proxies[i] = p.String()
+	}
+	return slog.GroupValue(
+		slog.String("public_url", public),
+		slog.String("listen_addr", c.ListenAddr),
+		slog.String("database_url", MaskDatabaseURL(c.DatabaseURL)),
+		slog.String("tls", tls),
+		slog.String("dev_ca_dir", c.DevCADir),
+		slog.String("trusted_proxies", strings.Join(proxies, ",")),
+		slog.Bool("admin_token_set", c.AdminToken != ""),
+		slog.Bool("allow_private_fetch", c.AllowPrivateFetch),
+		slog.Bool("dev", c.Dev),
+		slog.String("log_level", c.LogLevel.String()),
+		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
+	)
+}
+
+// MaskDatabaseURL hides the password of a URL-form connection string and
+// of a key=value one.
+func MaskDatabaseURL(s string) string {
+	if s == "" {
+		return ""
+	}
+	if u, err := url.Parse(s); err == nil && u.Scheme != "" {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		}
+		q := u.Query()
+		if q.Has("password") {
+			q.Set("password", "xxxxx")
+			u.RawQuery = q.Encode()
+		}
+		return u.String()
+	}
+	fields := strings.Fields(s)
+	for i, f := range fields {
+		if strings.HasPrefix(f, "password=") {
+			fields[i] = "password=xxxxx"
+		}
+	}
+	return strings.Join(fields, " ")
+}

@@ -1,0 +1,73 @@
+package discovery
+
+import (
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/poppyhost/poppyhost/internal/httpx"
+	"github.com/poppyhost/poppyhost/internal/tenant"
+)
+
+// CacheControl is sent with every discovery document. One minute bounds how
+// long a settings change can take to reach Personal Agents.
+const CacheControl = "public, max-age=60"
+
+// Handler serves the discovery documents of the Company in the request
+// context.
+type Handler struct {
+	urls tenant.URLs
+}
+
+// NewHandler returns a Handler deriving URLs from urls.
+func NewHandler(urls tenant.URLs) *Handler { return &Handler{urls: urls} }
+
+// MountDomain mounts the documents served on each Company domain.
+func (h *Handler) MountDomain(r chi.Router) {
+	r.Get("/.well-known/poppy.json", h.poppyJSON)
+	r.Get("/.well-known/oauth-protected-resource", h.protectedResource)
+}
+
+// MountIssuer mounts the documents under {PUBLIC_URL}/t/{slug}.
+func (h *Handler) MountIssuer(r chi.Router) {
+	r.Get("/poppy/excluded-tasks.json", h.excludedTasks)
+}
+
+// ServeASMetadata serves {PUBLIC_URL}/.well-known/oauth-authorization-server/t/{slug}.
+func (h *Handler) ServeASMetadata(w http.ResponseWriter, r *http.Request) {
+	m, ok := BuildASMetadata(tenant.FromContext(r.Context()), h.urls)
+	if !ok {
+		httpx.NotFound(w, r)
+		return
+	}
+	writeDoc(w, m)
+}
+
+func writeDoc(w http.ResponseWriter, v any) {
+	w.Header().Set("Cache-Control", CacheControl)
+	httpx.WriteJSON(w, http.StatusOK, v)
+}
+
+func (h *Handler) poppyJSON(w http.ResponseWriter, r *http.Request) {
+	c := tenant.FromContext(r.Context())
+	writeDoc(w, BuildPoppyJSON(c, httpx.HostOnly(r.Host), h.urls))
+}
+
+func (h *Handler) protectedResource(w http.ResponseWriter, r *http.Request) {
+	m, ok := BuildProtectedResource(tenant.FromContext(r.Context()), httpx.HostOnly(r.Host), h.urls)
+	if !ok {
+		// No issuer: 404 tells Personal Agents so (spec 3.2).
+		httpx.NotFound(w, r)
+		return
+	}
+	writeDoc(w, m)
+}
+
+func (h *Handler) excludedTasks(w http.ResponseWriter, r *http.Request) {
+	c := tenant.FromContext(r.Context())
+	if len(c.Settings.ExcludedTasks) == 0 {
+		httpx.NotFound(w, r)
+		return
+	}
+	writeDoc(w, ExcludedTasksDoc{Tasks: c.Settings.ExcludedTasks})
+}

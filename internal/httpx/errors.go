@@ -1,0 +1,158 @@
+package httpx
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+)
+
+// Error codes. The protocol's own codes come first; the rest are ours, used
+// on the admin and Company APIs and for routing failures.
+const (
+	CodeInvalidRequest       = "invalid_request"
+	CodeInvalidSession       = "invalid_session"
+	CodeSessionEnded         = "session_ended"
+	CodeExtensionRequired    = "extension_required"
+	CodeUnauthorized         = "unauthorized"
+	CodeForbidden            = "forbidden"
+	CodeNotFound             = "not_found"
+	CodeMethodNotAllowed     = "method_not_allowed"
+	CodeConflict             = "conflict"
+	CodeRequestTooLarge      = "request_too_large"
+	CodeUnsupportedMediaType = "unsupported_media_type"
+	CodeRateLimited          = "rate_limited"
+	CodeInternal             = "internal_error"
+	CodeNotImplemented       = "not_implemented"
+	CodeUnavailable          = "unavailable"
+)
+
+// statusOf is the one table from error code to HTTP status.
+var statusOf = map[string]int{
+	CodeInvalidRequest:       http.StatusBadRequest,
+	CodeInvalidSession:       http.StatusBadRequest,
+	CodeSessionEnded:         http.StatusBadRequest,
+	CodeExtensionRequired:    http.StatusForbidden,
+	CodeUnauthorized:         http.StatusUnauthorized,
+	CodeForbidden:            http.StatusForbidden,
+	CodeNotFound:             http.StatusNotFound,
+	CodeMethodNotAllowed:     http.StatusMethodNotAllowed,
+	CodeConflict:             http.StatusConflict,
+	CodeRequestTooLarge:      http.StatusRequestEntityTooLarge,
+	CodeUnsupportedMediaType: http.StatusUnsupportedMediaType,
+	CodeRateLimited:          http.StatusTooManyRequests,
+	CodeInternal:             http.StatusInternalServerError,
+	CodeNotImplemented:       http.StatusNotImplemented,
+	CodeUnavailable:          http.StatusServiceUnavailable,
+}
+
+// FieldError names one invalid field of a request body.
+type FieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// Error is an error that knows the JSON body it becomes. Cause is logged,
+// never sent.
+type Error struct {
+	Code        string
+	Description string
+	Fields      []FieldError
+	Cause       error
+}
+
+func (e *Error) Error() string {
+	msg := e.Code
+	if e.Description != "" {
+		msg += ": " + e.Description
+	}
+	if e.Cause != nil {
+		msg += ": " + e.Cause.Error()
+	}
+	return msg
+}
+
+func (e *Error) Unwrap() error { return e.Cause }
+
+// Status is the HTTP status for the error's code.
+func (e *Error) Status() int {
+	if s, ok := statusOf[e.Code]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
+
+// Errorf returns an *Error with code and a formatted description.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Description: fmt.Sprintf(format, args...)}
+}
+
+// Invalid returns an invalid_request error listing field errors; its
+// description repeats the first so that a reader of the body alone sees it.
+func Invalid(fields ...FieldError) *Error {
+	e := &Error{Code: CodeInvalidRequest, Fields: fields}
+	if len(fields) > 0 {
+		e.Description = fields[0].Field + ": " + fields[0].Message
+		if len(fields) > 1 {
+			e.Description += fmt.Sprintf(" (and %d more)", len(fields)-1)
+		}
+	}
+	return e
+}
+
+type errorBody struct {
+	Error       string       `json:"error"`
+	Description string       `json:"error_description,omitempty"`
+	Fields      []FieldError `json:"fields,omitempty"`
+	RequestID   string       `json:"request_id,omitempty"`
+}
+
+// WriteError writes err as the JSON error body. An error that is not an
+// *Error becomes internal_error; its text is logged with the request ID and
+// never sent.
+func WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	var e *Error
+	if !errors.As(err, &e) {
+		e = &Error{Code: CodeInternal, Description: "internal error", Cause: err}
+	}
+	status := e.Status()
+	if status >= 500 {
+		Logger(r.Context()).ErrorContext(r.Context(), "request failed", slog.String("code", e.Code), slog.Any("err", err))
+	} else if e.Cause != nil {
+		Logger(r.Context()).DebugContext(r.Context(), "request refused", slog.String("code", e.Code), slog.Any("err", e.Cause))
+	}
+	if status == http.StatusTooManyRequests && w.Header().Get("Retry-After") == "" {
+		w.Header().Set("Retry-After", "1")
+	}
+	body := errorBody{Error: e.Code, Description: e.Description, Fields: e.Fields}
+	if status >= 500 {
+		body.RequestID = RequestID(r.Context())
+	}
+	WriteJSON(w, status, body)
+}
+
+// WriteJSON writes v as a JSON response with status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only our own types reach here; a failure is a programming error.
+		http.Error(w, `{"error":"internal_error"}`, http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// NotFound answers every unmatched route with a JSON 404 that reveals
+// nothing about what exists.
+func NotFound(w http.ResponseWriter, r *http.Request) {
+	WriteError(w, r, Errorf(CodeNotFound, "no such resource"))
+}
+
+// MethodNotAllowed answers a known path with an unsupported method; the
+// router has already set Allow.
+func MethodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	WriteError(w, r, Errorf(CodeMethodNotAllowed, "method %s is not allowed here", r.Method))
+}

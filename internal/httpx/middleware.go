@@ -1,0 +1,200 @@
+package httpx
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type ctxKey int
+
+const (
+	requestIDKey ctxKey = iota
+	loggerKey
+	routeKey
+)
+
+// routeHolder carries the matched route pattern out of the router.
+type routeHolder struct{ pattern string }
+
+// RecordRoute is a chi middleware that reports the matched route pattern
+// to Instrument. Use it first on every top-level router.
+func RecordRoute(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r)
+		if h, ok := r.Context().Value(routeKey).(*routeHolder); ok {
+			if rctx := chi.RouteContext(r.Context()); rctx != nil {
+				h.pattern = rctx.RoutePattern()
+			}
+		}
+	})
+}
+
+// RequestID returns the request's ID, or "" outside a request.
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey).(string)
+	return id
+}
+
+// Logger returns the request's logger (carrying its request ID), or the
+// default logger outside a request.
+func Logger(ctx context.Context) *slog.Logger {
+	if l, ok := ctx.Value(loggerKey).(*slog.Logger); ok {
+		return l
+	}
+	return slog.Default()
+}
+
+// WithLogger returns ctx carrying logger; used where work outside a request
+// should log like one.
+func WithLogger(ctx context.Context, logger *slog.Logger) context.Context {
+	return context.WithValue(ctx, loggerKey, logger)
+}
+
+var idEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
+
+func newRequestID() string {
+	var b [10]byte
+	_, _ = rand.Read(b[:])
+	return idEncoding.EncodeToString(b[:])
+}
+
+// validRequestID accepts an incoming X-Request-ID only when it is short and
+// plain, so a stranger cannot inject text into our logs.
+func validRequestID(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_', c == '.':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Metrics are the HTTP metrics every request updates. Labels are route
+// patterns, never raw paths, so IDs and tokens cannot become label values.
+type Metrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+// NewMetrics registers the HTTP metrics on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "poppyhost_http_requests_total",
+			Help: "HTTP requests served, by route pattern, method and status.",
+		}, []string{"route", "method", "status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "poppyhost_http_request_duration_seconds",
+			Help:    "Time to serve HTTP requests, by route pattern and method.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"route", "method"}),
+	}
+	reg.MustRegister(m.requests, m.duration)
+	return m
+}
+
+// knownMethod keeps the method label bounded.
+func knownMethod(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions:
+		return m
+	}
+	return "OTHER"
+}
+
+// Instrument wraps the whole server: request ID, request logger, panic
+// recovery, access log and metrics. The route label is filled in by the
+// router that matched (chi's route pattern).
+func Instrument(base *slog.Logger, m *Metrics, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := r.Header.Get("X-Request-ID")
+		if !validRequestID(id) {
+			id = newRequestID()
+		}
+		logger := base.With(slog.String("request_id", id))
+		ctx := context.WithValue(r.Context(), requestIDKey, id)
+		ctx = context.WithValue(ctx, loggerKey, logger)
+		route := &routeHolder{}
+		ctx = context.WithValue(ctx, routeKey, route)
+		r = r.WithContext(ctx)
+		w.Header().Set("X-Request-ID", id)
+		rec := &statusRecorder{ResponseWriter: w}
+
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				logger.ErrorContext(ctx, "panic", slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+				if !rec.wroteHeader {
+					WriteError(rec, r, Errorf(CodeInternal, "internal error"))
+				}
+			}
+			pattern := route.pattern
+			if pattern == "" {
+				pattern = "unmatched"
+			}
+			status := rec.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			elapsed := time.Since(start)
+			method := knownMethod(r.Method)
+			m.requests.WithLabelValues(pattern, method, strconv.Itoa(status)).Inc()
+			m.duration.WithLabelValues(pattern, method).Observe(elapsed.Seconds())
+			logger.LogAttrs(ctx, slog.LevelInfo, "request",
+				slog.String("method", r.Method),
+				slog.String("host", r.Host),
+				slog.String("path", r.URL.Path),
+				slog.String("route", pattern),
+				slog.Int("status", status),
+				slog.Int64("bytes", rec.bytes),
+				slog.Duration("duration", elapsed),
+			)
+		}()
+		next.ServeHTTP(rec, r)
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status      int
+	bytes       int64
+	wroteHeader bool
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if !s.wroteHeader {
+		s.status = code
+		s.wroteHeader = true
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if !s.wroteHeader {
+		s.WriteHeader(http.StatusOK)
+	}
+	n, err := s.ResponseWriter.Write(b)
+	s.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach Flush and deadlines.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }

@@ -1,0 +1,185 @@
+// Package platform wires poppyhost together: it builds every domain
+// package's store and handler on one database pool and mounts them on the
+// two surfaces a request can reach, the platform's own host and the
+// Companies' domains. It holds no logic of its own.
+package platform
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/pgxpoolprometheus"
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/poppyhost/poppyhost/internal/accounts"
+	"github.com/poppyhost/poppyhost/internal/discovery"
+	"github.com/poppyhost/poppyhost/internal/httpx"
+	"github.com/poppyhost/poppyhost/internal/tenant"
+	"github.com/poppyhost/poppyhost/migrations"
+)
+
+// Options are what the platform is built from.
+type Options struct {
+	Pool    *pgxpool.Pool
+	Logger  *slog.Logger
+	URLs    tenant.URLs
+	Proxies httpx.Proxies
+	// AdminToken, when set, is stored as an operator token at start.
+	AdminToken string
+}
+
+// Platform is the assembled server.
+type Platform struct {
+	handler  http.Handler
+	Tenants  *tenant.Store
+	Accounts *accounts.Store
+
+	pool     *pgxpool.Pool
+	draining atomic.Bool
+	ready    readiness
+}
+
+// New builds the platform. It stores the bootstrap admin token.
+func New(ctx context.Context, opts Options) (*Platform, error) {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	p := &Platform{
+		Tenants:  tenant.NewStore(opts.Pool),
+		Accounts: accounts.NewStore(opts.Pool),
+		pool:     opts.Pool,
+	}
+	p.ready.pool = opts.Pool
+	if opts.AdminToken != "" {
+		if err := p.Tenants.EnsureOperatorToken(ctx, "bootstrap (POPPYHOST_ADMIN_TOKEN)", opts.AdminToken); err != nil {
+			return nil, err
+		}
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		pgxpoolprometheus.NewCollector(opts.Pool, map[string]string{"db": "poppyhost"}),
+	)
+	metrics := httpx.NewMetrics(reg)
+
+	disc := discovery.NewHandler(opts.URLs)
+	admin := tenant.NewAdmin(p.Tenants, p.Accounts, opts.URLs)
+
+	platform := newRouter()
+	platform.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	platform.Get("/readyz", p.readyz)
+	platform.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	admin.MountAdmin(platform)
+	platform.Route("/company/v1", func(r chi.Router) {
+		r.Use(tenant.RequireAPIKey(p.Tenants))
+		admin.MountCompanyAPI(r)
+	})
+	platform.With(tenant.BySlug(p.Tenants)).Get("/.well-known/oauth-authorization-server/t/{slug}", disc.ServeASMetadata)
+	platform.Route("/t/{slug}", func(r chi.Router) {
+		r.Use(tenant.BySlug(p.Tenants))
+		disc.MountIssuer(r)
+		mountPending(r)
+	})
+
+	company := newRouter()
+	disc.MountDomain(company)
+
+	host := tenant.HostRouter(p.Tenants, opts.URLs.Public.Hostname(), platform, company)
+	p.handler = httpx.Instrument(logger, metrics, opts.Proxies.Middleware(host))
+	return p, nil
+}
+
+func newRouter() *chi.Mux {
+	r := chi.NewRouter()
+	r.Use(httpx.RecordRoute, middleware.GetHead)
+	r.NotFound(httpx.NotFound)
+	r.MethodNotAllowed(httpx.MethodNotAllowed)
+	return r
+}
+
+// mountPending answers the routes whose features have not landed yet with
+// 501, so a Personal Agent that follows our metadata gets a clear answer
+// rather than a 404.
+func mountPending(r chi.Router) {
+	notYet := func(w http.ResponseWriter, r *http.Request) {
+		httpx.WriteError(w, r, httpx.Errorf(httpx.CodeNotImplemented, "this endpoint is not available yet"))
+	}
+	for _, path := range []string{"/oauth/authorize", "/oauth/token", "/oauth/device_authorization", "/oauth/revoke",
+		"/poppy/feedback", "/poppy/conversations", "/poppy/conversations/*"} {
+		r.HandleFunc(path, notYet)
+	}
+}
+
+// Handler is the platform's HTTP handler.
+func (p *Platform) Handler() http.Handler { return p.handler }
+
+// Drain marks the platform as shutting down: /readyz answers 503 so load
+// balancers stop sending new requests while in-flight ones finish.
+func (p *Platform) Drain() { p.draining.Store(true) }
+
+func (p *Platform) readyz(w http.ResponseWriter, r *http.Request) {
+	if p.draining.Load() {
+		httpx.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
+		return
+	}
+	if err := p.ready.check(r.Context()); err != nil {
+		httpx.Logger(r.Context()).WarnContext(r.Context(), "not ready", slog.Any("err", err))
+		httpx.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": err.Error()})
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readiness checks that the database answers on every call, and that its
+// schema is current at most every schemaEvery (the check reads two tables).
+type readiness struct {
+	pool *pgxpool.Pool
+
+	mu        sync.Mutex
+	checkedAt time.Time
+}
+
+const schemaEvery = 30 * time.Second
+
+func (rd *readiness) check(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := rd.pool.Ping(ctx); err != nil {
+		return errDatabase
+	}
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	if time.Since(rd.checkedAt) < schemaEvery {
+		return nil
+	}
+	m, err := migrations.New(rd.pool, nil)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if err := m.Check(ctx); err != nil {
+		return err
+	}
+	rd.checkedAt = time.Now()
+	return nil
+}
+
+type readyError string
+
+func (e readyError) Error() string { return string(e) }
+
+const errDatabase = readyError("database unreachable")

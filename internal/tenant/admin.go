@@ -1,0 +1,445 @@
+package tenant
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/go-chi/chi/v5"
+
+	"github.com/poppyhost/poppyhost/internal/accounts"
+	"github.com/poppyhost/poppyhost/internal/httpx"
+)
+
+// AccountCreator creates a Company's user accounts.
+type AccountCreator interface {
+	Create(ctx context.Context, companyID int64, username, password string) (accounts.Account, error)
+}
+
+// Admin serves the operator API under /admin/v1 and the Company API's
+// own-settings route under /company/v1.
+type Admin struct {
+	store    *Store
+	accounts AccountCreator
+	urls     URLs
+}
+
+// NewAdmin returns the admin API handler.
+func NewAdmin(store *Store, accts AccountCreator, urls URLs) *Admin {
+	return &Admin{store: store, accounts: accts, urls: urls}
+}
+
+// maxAdminBody bounds admin request bodies; a Company's settings with
+// hundreds of scopes and tasks fit comfortably.
+const maxAdminBody = 256 << 10
+
+// MountAdmin mounts /admin/v1 routes on r, behind operator token checks.
+func (a *Admin) MountAdmin(r chi.Router) {
+	r.Route("/admin/v1", func(r chi.Router) {
+		r.Use(a.requireOperator)
+		r.Post("/companies", a.createCompany)
+		r.Get("/companies", a.listCompanies)
+		r.Route("/companies/{slug}", func(r chi.Router) {
+			r.Use(BySlug(a.store))
+			r.Get("/", a.getCompany)
+			r.Patch("/", a.patchCompany)
+			r.Delete("/", a.deleteCompany)
+			r.Post("/accounts", a.createAccount)
+			r.Post("/api-keys", a.createAPIKey)
+			r.Get("/api-keys", a.listAPIKeys)
+			r.Delete("/api-keys/{id}", a.revokeAPIKey)
+		})
+		r.Post("/operator-tokens", a.createOperatorToken)
+		r.Delete("/operator-tokens/{id}", a.revokeOperatorToken)
+	})
+}
+
+// MountCompanyAPI mounts the /company/v1 routes this package owns on r,
+// which must already require a Company API key (RequireAPIKey).
+func (a *Admin) MountCompanyAPI(r chi.Router) {
+	r.Get("/company", a.getCompany)
+}
+
+func bearer(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		return strings.TrimSpace(h[7:])
+	}
+	return ""
+}
+
+func unauthorized(w http.ResponseWriter, r *http.Request, realm, msg string) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="`+realm+`"`)
+	httpx.WriteError(w, r, httpx.Errorf(httpx.CodeUnauthorized, "%s", msg))
+}
+
+func (a *Admin) requireOperator(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok := bearer(r)
+		if tok == "" {
+			unauthorized(w, r, "poppyhost-admin", "an operator token is required (Authorization: Bearer ...)")
+			return
+		}
+		ok, err := a.store.OperatorTokenValid(r.Context(), tok)
+		if err != nil {
+			httpx.WriteError(w, r, err)
+			return
+		}
+		if !ok {
+			unauthorized(w, r, "poppyhost-admin", "the operator token is not valid")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// RequireAPIKey authenticates a Company API key and puts its Company in
+// the request context.
+func RequireAPIKey(store *Store) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			tok := bearer(r)
+			if tok == "" {
+				unauthorized(w, r, "poppyhost-company", "a Company API key is required (Authorization: Bearer ...)")
+				return
+			}
+			c, err := store.CompanyForAPIKey(r.Context(), tok)
+			if errors.Is(err, ErrNotFound) {
+				unauthorized(w, r, "poppyhost-company", "the API key is not valid")
+				return
+			}
+			if err != nil {
+				httpx.WriteError(w, r, err)
+				return
+			}
+			next.ServeHTTP(w, r.WithContext(WithCompany(r.Context(), c)))
+		})
+	}
+}
+
+// companyBody is a Company as the admin API reads it.
+type companyBody struct {
+	Slug string `json:"slug"`
+	Settings
+}
+
+// CompanyView is a Company as the admin API shows it: its settings plus the
+// URLs derived from them.
+type CompanyView struct {
+	Slug string `json:"slug"`
+	Settings
+	Identifier string    `json:"identifier"`
+	Issuer     string    `json:"issuer,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
+}
+
+func (a *Admin) view(c *Company) CompanyView {
+	return CompanyView{
+		Slug: c.Slug, Settings: c.Settings,
+		Identifier: a.urls.Identifier(c), Issuer: a.urls.Issuer(c),
+		CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
+	}
+}
+
+// Normalize fills defaults that depend on other settings and turns absent
+// lists into empty ones, so stored documents have one shape.
+func Normalize(s *Settings) {
+	if s.Auth.GrantTypes == nil && s.Auth.Issuer && !s.Auth.Disabled {
+		s.Auth.GrantTypes = []string{GrantAuthorizationCode, GrantDeviceCode}
+	}
+	if s.Auth.GrantTypes == nil {
+		s.Auth.GrantTypes = []string{}
+	}
+	if s.Conversations.Access == "" {
+		s.Conversations.Access = "session"
+	}
+	if s.Domains == nil {
+		s.Domains = []string{}
+	}
+	if s.Auth.Scopes == nil {
+		s.Auth.Scopes = map[string]string{}
+	}
+	if s.Auth.ScopeHints == nil {
+		s.Auth.ScopeHints = map[string]ScopeHint{}
+	}
+	if s.Auth.OtherAuthorizationServers == nil {
+		s.Auth.OtherAuthorizationServers = []string{}
+	}
+	if s.ExcludedTasks == nil {
+		s.ExcludedTasks = []ExcludedTask{}
+	}
+	if s.APIs == nil {
+		s.APIs = []API{}
+	}
+	if s.Extensions == nil {
+		s.Extensions = map[string]map[string]any{}
+	}
+}
+
+// decodeCompany reads a Company body strictly on top of the defaults.
+func decodeCompany(raw []byte) (companyBody, error) {
+	b := companyBody{Settings: DefaultSettings()}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&b); err != nil {
+		return b, httpx.DecodeError(err, maxAdminBody)
+	}
+	Normalize(&b.Settings)
+	return b, nil
+}
+
+func (a *Admin) publicHost() string { return a.urls.Public.Hostname() }
+
+func (a *Admin) writeStoreError(w http.ResponseWriter, r *http.Request, err error) {
+	var ce *ConflictError
+	switch {
+	case errors.As(err, &ce):
+		httpx.WriteError(w, r, &httpx.Error{Code: httpx.CodeConflict, Description: ce.Error(),
+			Fields: []httpx.FieldError{{Field: ce.Field, Message: ce.Message}}})
+	case errors.Is(err, ErrNotFound):
+		httpx.NotFound(w, r)
+	default:
+		httpx.WriteError(w, r, err)
+	}
+}
+
+func (a *Admin) createCompany(w http.ResponseWriter, r *http.Request) {
+	var raw json.RawMessage
+	if err := httpx.DecodeJSON(w, r, &raw, httpx.DecodeOptions{MaxBytes: maxAdminBody}); err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	b, err := decodeCompany(raw)
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	if err := Validate(b.Slug, &b.Settings, a.publicHost()); err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	c, err := a.store.Create(r.Context(), b.Slug, b.Settings)
+	if err != nil {
+		a.writeStoreError(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/admin/v1/companies/"+c.Slug)
+	httpx.WriteJSON(w, http.StatusCreated, a.view(c))
+}
+
+func (a *Admin) listCompanies(w http.ResponseWriter, r *http.Request) {
+	limit := 100
+	if s := r.URL.Query().Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 500 {
+			httpx.WriteError(w, r, httpx.Invalid(httpx.FieldError{Field: "limit", Message: "must be a number from 1 to 500"}))
+			return
+		}
+		limit = n
+	}
+	list, err := a.store.List(r.Context(), r.URL.Query().Get("after"), limit)
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	out := struct {
+		Companies []CompanyView `json:"companies"`
+		Next      string        `json:"next,omitempty"`
+	}{Companies: make([]CompanyView, 0, len(list))}
+	for _, c := range list {
+		out.Companies = append(out.Companies, a.view(c))
+	}
+	if len(list) == limit {
+		out.Next = list[len(list)-1].Slug
+	}
+	httpx.WriteJSON(w, http.StatusOK, out)
+}
+
+func (a *Admin) getCompany(w http.ResponseWriter, r *http.Request) {
+	httpx.WriteJSON(w, http.StatusOK, a.view(FromContext(r.Context())))
+}
+
+// patchCompany applies a JSON merge patch (RFC 7396) to the Company's
+// settings; null resets a setting to its default.
+func (a *Admin) patchCompany(w http.ResponseWriter, r *http.Request) {
+	c := FromContext(r.Context())
+	var patch json.RawMessage
+	if err := httpx.DecodeJSON(w, r, &patch, httpx.DecodeOptions{MaxBytes: maxAdminBody}); err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	if len(patch) == 0 || patch[0] != '{' {
+		httpx.WriteError(w, r, httpx.Errorf(httpx.CodeInvalidRequest, "the body must be a JSON object (a merge patch, RFC 7396)"))
+		return
+	}
+	current, err := json.Marshal(companyBody{Slug: c.Slug, Settings: c.Settings})
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	merged, err := jsonpatch.MergePatch(current, patch)
+	if err != nil {
+		httpx.WriteError(w, r, httpx.Errorf(httpx.CodeInvalidRequest, "the merge patch cannot be applied"))
+		return
+	}
+	b, err := decodeCompany(merged)
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	if b.Slug != c.Slug {
+		httpx.WriteError(w, r, httpx.Invalid(httpx.FieldError{Field: "slug", Message: "cannot change: the slug is part of the Company's issuer"}))
+		return
+	}
+	if err := Validate(b.Slug, &b.Settings, a.publicHost()); err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	out, err := a.store.Update(r.Context(), c, b.Settings)
+	if err != nil {
+		a.writeStoreError(w, r, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, a.view(out))
+}
+
+func (a *Admin) deleteCompany(w http.ResponseWriter, r *http.Request) {
+	if err := a.store.Delete(r.Context(), FromContext(r.Context()).ID); err != nil {
+		a.writeStoreError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *Admin) createAccount(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Username string `json:"username"`
+		Password string `json:"password"`
+	}
+	if err := httpx.DecodeJSON(w, r, &body, httpx.DecodeOptions{Strict: true, MaxBytes: 4 << 10}); err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	var fields []httpx.FieldError
+	if msg := accounts.CheckUsername(body.Username); msg != "" {
+		fields = append(fields, httpx.FieldError{Field: "username", Message: msg})
+	}
+	if msg := accounts.CheckPassword(body.Password); msg != "" {
+		fields = append(fields, httpx.FieldError{Field: "password", Message: msg})
+	}
+	if len(fields) > 0 {
+		httpx.WriteError(w, r, httpx.Invalid(fields...))
+		return
+	}
+	acct, err := a.accounts.Create(r.Context(), FromContext(r.Context()).ID, body.Username, body.Password)
+	if errors.Is(err, accounts.ErrTaken) {
+		httpx.WriteError(w, r, &httpx.Error{Code: httpx.CodeConflict, Description: "username: is taken",
+			Fields: []httpx.FieldError{{Field: "username", Message: "is taken"}}})
+		return
+	}
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusCreated, acct)
+}
+
+type nameBody struct {
+	Name string `json:"name"`
+}
+
+// decodeName reads an optional {"name"} body; an empty body is fine.
+func decodeName(w http.ResponseWriter, r *http.Request) (string, error) {
+	var body nameBody
+	if r.ContentLength != 0 {
+		if err := httpx.DecodeJSON(w, r, &body, httpx.DecodeOptions{Strict: true, MaxBytes: 4 << 10}); err != nil {
+			return "", err
+		}
+	}
+	var c checker
+	c.text("name", body.Name, false, maxName)
+	return body.Name, c.err()
+}
+
+func (a *Admin) createAPIKey(w http.ResponseWriter, r *http.Request) {
+	name, err := decodeName(w, r)
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	k, secret, err := a.store.CreateAPIKey(r.Context(), FromContext(r.Context()).ID, name)
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusCreated, struct {
+		APIKey
+		Key string `json:"key"`
+	}{k, secret})
+}
+
+func (a *Admin) listAPIKeys(w http.ResponseWriter, r *http.Request) {
+	keys, err := a.store.ListAPIKeys(r.Context(), FromContext(r.Context()).ID)
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, struct {
+		APIKeys []APIKey `json:"api_keys"`
+	}{keys})
+}
+
+func idParam(r *http.Request) (int64, bool) {
+	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
+	return id, err == nil && id > 0
+}
+
+func (a *Admin) revokeAPIKey(w http.ResponseWriter, r *http.Request) {
+	id, ok := idParam(r)
+	if !ok {
+		httpx.NotFound(w, r)
+		return
+	}
+	if err := a.store.RevokeAPIKey(r.Context(), FromContext(r.Context()).ID, id); err != nil {
+		a.writeStoreError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *Admin) createOperatorToken(w http.ResponseWriter, r *http.Request) {
+	name, err := decodeName(w, r)
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	t, secret, err := a.store.CreateOperatorToken(r.Context(), name)
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusCreated, struct {
+		OperatorToken
+		Token string `json:"token"`
+	}{t, secret})
+}
+
+func (a *Admin) revokeOperatorToken(w http.ResponseWriter, r *http.Request) {
+	id, ok := idParam(r)
+	if !ok {
+		httpx.NotFound(w, r)
+		return
+	}
+	if err := a.store.RevokeOperatorToken(r.Context(), id); err != nil {
+		a.writeStoreError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,82 @@
+package tenant
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/poppyhost/poppyhost/internal/httpx"
+)
+
+type ctxKey struct{}
+
+// WithCompany returns ctx carrying the Company a request is for.
+func WithCompany(ctx context.Context, c *Company) context.Context {
+	return context.WithValue(ctx, ctxKey{}, c)
+}
+
+// FromContext returns the request's Company. Handlers mounted behind
+// HostRouter, BySlug or the API key middleware always have one.
+func FromContext(ctx context.Context) *Company {
+	c, _ := ctx.Value(ctxKey{}).(*Company)
+	return c
+}
+
+// Lookup finds Companies by domain and by slug.
+type Lookup interface {
+	GetByDomain(ctx context.Context, domain string) (*Company, error)
+	Get(ctx context.Context, slug string) (*Company, error)
+}
+
+// HostRouter sends requests for the platform's own host to platform and
+// requests for a registered Company domain to companies, with the Company
+// in the context. Any other host gets a 404 that reveals nothing.
+func HostRouter(lookup Lookup, publicHost string, platform, companies http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := httpx.HostOnly(r.Host)
+		if host == publicHost {
+			platform.ServeHTTP(w, r)
+			return
+		}
+		if !ValidHostName(host) {
+			httpx.NotFound(w, r)
+			return
+		}
+		c, err := lookup.GetByDomain(r.Context(), host)
+		if err != nil {
+			if errors.Is(err, ErrNotFound) {
+				httpx.NotFound(w, r)
+				return
+			}
+			httpx.WriteError(w, r, err)
+			return
+		}
+		companies.ServeHTTP(w, r.WithContext(WithCompany(r.Context(), c)))
+	})
+}
+
+// BySlug loads the Company named by the {slug} URL parameter, for the
+// routes under {PUBLIC_URL}/t/{slug}.
+func BySlug(lookup Lookup) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			slug := chi.URLParam(r, "slug")
+			if !ValidSlug(slug) {
+				httpx.NotFound(w, r)
+				return
+			}
+			c, err := lookup.Get(r.Context(), slug)
+			if err != nil {
+				if errors.Is(err, ErrNotFound) {
+					httpx.NotFound(w, r)
+					return
+				}
+				httpx.WriteError(w, r, err)
+				return
+			}
+			next.ServeHTTP(w, r.WithContext(WithCompany(r.Context(), c)))
+		})
+	}
+}

@@ -1,0 +1,467 @@
+package tenant
+
+import (
+	"fmt"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/poppyhost/poppyhost/internal/httpx"
+)
+
+// Names of extensions defined with the protocol that a Company may list
+// itself. Plain names are reserved for these (spec 3.3); every other name
+// starts with a domain the Company controls.
+const ExtMediatedSignIn = "mediated-sign-in"
+
+var (
+	slugRe       = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$`)
+	labelRe      = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$`)
+	skillNameRe  = regexp.MustCompile(`^[a-z0-9]+(?:-[a-z0-9]+)*$`)
+	digestRe     = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+	versionRe    = regexp.MustCompile(`^[0-9]{1,9}$`)
+	extPathRe    = regexp.MustCompile(`^[A-Za-z0-9._~-]+(?:/[A-Za-z0-9._~-]+)*$`)
+	plainExtName = map[string]bool{ExtMediatedSignIn: true}
+)
+
+// reservedExtensions are served by the platform itself, so a Company
+// cannot list them by hand.
+var reservedExtensions = map[string]bool{"operations": true}
+
+// Limits on free text, so documents we publish stay small.
+const (
+	maxName        = 200
+	maxDescription = 1000
+	maxText        = 4000
+	maxScopeLen    = 128
+	maxItems       = 200
+)
+
+type checker struct {
+	errs []httpx.FieldError
+}
+
+func (c *checker) add(field, format string, a ...any) {
+	c.errs = append(c.errs, httpx.FieldError{Field: field, Message: fmt.Sprintf(format, a...)})
+}
+
+func (c *checker) err() error {
+	if len(c.errs) == 0 {
+		return nil
+	}
+	return httpx.Invalid(c.errs...)
+}
+
+// ValidSlug reports whether s can name a Company in URLs.
+func ValidSlug(s string) bool { return slugRe.MatchString(s) }
+
+// ValidHostName reports whether s is a lowercase DNS host name of at least
+// two labels, without port, path or trailing dot, and not an IP literal.
+func ValidHostName(s string) bool {
+	if len(s) == 0 || len(s) > 253 {
+		return false
+	}
+	if _, err := netip.ParseAddr(s); err == nil {
+		return false
+	}
+	labels := strings.Split(s, ".")
+	if len(labels) < 2 {
+		return false
+	}
+	for _, l := range labels {
+		if !labelRe.MatchString(l) {
+			return false
+		}
+	}
+	return true
+}
+
+// hostMessage explains what is wrong with a host name.
+func hostMessage(s string) string {
+	switch {
+	case s == "":
+		return "is required"
+	case strings.Contains(s, "://") || strings.Contains(s, "/"):
+		return "must be a host name only, without scheme or path"
+	case strings.Contains(s, ":"):
+		return "must be a host name without a port"
+	case s != strings.ToLower(s):
+		return "must be lowercase"
+	default:
+		return "must be a DNS host name such as shop.example.com"
+	}
+}
+
+// httpsURL returns "" when raw is an absolute https URL with a host and no
+// user info or fragment, and otherwise says what is wrong.
+func httpsURL(raw string) string {
+	if raw == "" {
+		return "is required"
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return "is not a URL"
+	case u.Scheme != "https":
+		return "must be an https URL (spec 3)"
+	case u.Hostname() == "":
+		return "must name a host"
+	case u.User != nil:
+		return "must not carry user info"
+	case u.Fragment != "" || strings.Contains(raw, "#"):
+		return "must not have a fragment"
+	}
+	return ""
+}
+
+// ValidScope reports whether s is an OAuth scope-token (RFC 6749 §3.3).
+func ValidScope(s string) bool {
+	if s == "" || len(s) > maxScopeLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x21 || c == 0x22 || c == 0x5c || c > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *checker) text(field, s string, required bool, max int) {
+	switch {
+	case s == "" && required:
+		c.add(field, "is required")
+	case !utf8.ValidString(s):
+		c.add(field, "must be UTF-8 text")
+	case utf8.RuneCountInString(s) > max:
+		c.add(field, "must be at most %d characters", max)
+	case strings.IndexFunc(s, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' }) >= 0:
+		c.add(field, "must not contain control characters")
+	}
+}
+
+func (c *checker) url(field, raw string) {
+	if msg := httpsURL(raw); msg != "" {
+		c.add(field, "%s", msg)
+	}
+}
+
+// Validate checks a Company before it is stored. publicHost is the
+// platform's own host, which no Company may claim.
+func Validate(slug string, s *Settings, publicHost string) error {
+	var c checker
+	if !ValidSlug(slug) {
+		c.add("slug", "must be 1 to 63 lowercase letters, digits or hyphens, not starting or ending with a hyphen")
+	}
+	c.organization(&s.Organization, publicHost)
+	c.domains(s, publicHost)
+	c.auth(&s.Auth)
+	c.conversations(s)
+	apis := c.apis(s.APIs)
+	c.excludedTasks(s.ExcludedTasks, apis)
+	if s.Web.Origin != "" {
+		c.url("web.origin", s.Web.Origin)
+	}
+	c.extensions(s)
+	if s.SkillIndex != nil {
+		c.skillIndex(s.SkillIndex)
+	}
+	return c.err()
+}
+
+func (c *checker) organization(o *Organization, publicHost string) {
+	c.text("organization.name", o.Name, true, maxName)
+	if !ValidHostName(o.Domain) {
+		c.add("organization.domain", "%s", hostMessage(o.Domain))
+	} else if o.Domain == publicHost {
+		c.add("organization.domain", "is the platform's own host")
+	}
+	if o.LogoURI != "" {
+		c.url("organization.logo_uri", o.LogoURI)
+	}
+}
+
+func (c *checker) domains(s *Settings, publicHost string) {
+	if len(s.Domains) > 0 && !s.Auth.Issuer {
+		c.add("domains", "extra domains need an issuer: without one each domain is a separate Company (spec 3.2)")
+	}
+	if len(s.Domains) > maxItems {
+		c.add("domains", "must list at most %d domains", maxItems)
+		return
+	}
+	seen := map[string]bool{s.Organization.Domain: true}
+	for i, d := range s.Domains {
+		f := fmt.Sprintf("domains[%d]", i)
+		switch {
+		case !ValidHostName(d):
+			c.add(f, "%s", hostMessage(d))
+		case d == publicHost:
+			c.add(f, "is the platform's own host")
+		case seen[d]:
+			c.add(f, "is listed twice (organization.domain counts)")
+		}
+		seen[d] = true
+	}
+}
+
+func (c *checker) auth(a *Auth) {
+	if !a.Issuer {
+		if a.Disabled {
+			c.add("auth.disabled", "needs an issuer: a Company without one already offers no sign-in")
+		}
+		if len(a.GrantTypes) > 0 {
+			c.add("auth.grant_types", "need an issuer")
+		}
+		if len(a.Scopes) > 0 {
+			c.add("auth.scopes", "need an issuer: scopes describe sign-in")
+		}
+		if len(a.ScopeHints) > 0 {
+			c.add("auth.scope_hints", "need an issuer: hints describe scopes of sign-in")
+		}
+		if len(a.OtherAuthorizationServers) > 0 {
+			c.add("auth.other_authorization_servers", "need an issuer")
+		}
+	}
+	seen := map[string]bool{}
+	for i, g := range a.GrantTypes {
+		f := fmt.Sprintf("auth.grant_types[%d]", i)
+		switch {
+		case g != GrantAuthorizationCode && g != GrantDeviceCode:
+			c.add(f, "must be %s or %s", GrantAuthorizationCode, GrantDeviceCode)
+		case seen[g]:
+			c.add(f, "is listed twice")
+		}
+		seen[g] = true
+	}
+	if a.Issuer && !a.Disabled && len(a.GrantTypes) == 0 {
+		c.add("auth.grant_types", "must offer at least one sign-in type; set auth.disabled to offer none (spec 3.2)")
+	}
+	if len(a.Scopes) > maxItems {
+		c.add("auth.scopes", "must list at most %d scopes", maxItems)
+	}
+	for _, name := range sortedKeys(a.Scopes) {
+		f := "auth.scopes." + name
+		if !ValidScope(name) {
+			c.add(f, "is not an OAuth scope name (RFC 6749 §3.3: printable ASCII without space, quote or backslash, at most %d characters)", maxScopeLen)
+			continue
+		}
+		c.text(f, a.Scopes[name], true, maxDescription)
+	}
+	for _, name := range sortedKeys(a.ScopeHints) {
+		f := "auth.scope_hints." + name
+		h := a.ScopeHints[name]
+		if !ValidScope(name) {
+			c.add(f, "is not an OAuth scope name")
+			continue
+		}
+		switch h.Changes {
+		case "none", "reversible", "irreversible":
+		case "":
+			c.add(f+".changes", "is required (spec 4.7)")
+		default:
+			c.add(f+".changes", "must be none, reversible or irreversible")
+		}
+		if h.PersonalData == nil {
+			c.add(f+".personal_data", "is required (spec 4.7)")
+		}
+	}
+	for i, s := range a.OtherAuthorizationServers {
+		c.url(fmt.Sprintf("auth.other_authorization_servers[%d]", i), s)
+	}
+}
+
+func (c *checker) conversations(s *Settings) {
+	switch s.Conversations.Access {
+	case "session":
+	case "signed_in":
+		if !s.Auth.Issuer || s.Auth.Disabled {
+			c.add("conversations.access", "signed_in needs an issuer with sign-in on (spec 3.2)")
+		}
+	default:
+		c.add("conversations.access", "must be session or signed_in")
+	}
+}
+
+// apis validates the listed APIs and returns their URLs by type, for the
+// references of alternatives.
+func (c *checker) apis(apis []API) map[string]string {
+	byURL := map[string]string{}
+	if len(apis) > maxItems {
+		c.add("apis", "must list at most %d APIs", maxItems)
+		return byURL
+	}
+	for i, a := range apis {
+		f := fmt.Sprintf("apis[%d]", i)
+		if a.Type != "openapi" && a.Type != "mcp" {
+			c.add(f+".type", "must be openapi or mcp")
+		}
+		c.url(f+".url", a.URL)
+		c.text(f+".description", a.Description, false, maxDescription)
+		if _, dup := byURL[a.URL]; dup {
+			c.add(f+".url", "is listed twice")
+		}
+		byURL[a.URL] = a.Type
+	}
+	return byURL
+}
+
+func (c *checker) excludedTasks(tasks []ExcludedTask, apis map[string]string) {
+	if len(tasks) > maxItems {
+		c.add("excluded_tasks", "must list at most %d tasks", maxItems)
+		return
+	}
+	for i, t := range tasks {
+		f := fmt.Sprintf("excluded_tasks[%d]", i)
+		c.text(f+".task", t.Task, true, maxName)
+		if t.Alternative != nil {
+			c.alternative(f+".alternative", t.Alternative, apis)
+		}
+	}
+}
+
+// alternative checks a 9.2 alternative: instructions or references, and
+// openapi and mcp references that name a listed API.
+func (c *checker) alternative(f string, a *Alternative, apis map[string]string) {
+	if a.Instructions == "" && len(a.References) == 0 {
+		c.add(f, "must have instructions, references or both (spec 9.2)")
+	}
+	c.text(f+".instructions", a.Instructions, false, maxText)
+	for i, r := range a.References {
+		rf := fmt.Sprintf("%s.references[%d]", f, i)
+		switch r.Type {
+		case "openapi", "mcp":
+			if apis[r.URL] != r.Type {
+				c.add(rf+".url", "must be the url of a listed %s API (spec 9.2)", r.Type)
+			}
+		case "web":
+			c.url(rf+".url", r.URL)
+		default:
+			c.add(rf+".type", "must be openapi, mcp or web")
+		}
+		if r.OperationID != "" && r.Type != "openapi" {
+			c.add(rf+".operation_id", "is only for openapi references")
+		}
+		c.text(rf+".operation_id", r.OperationID, false, maxName)
+	}
+}
+
+// ValidExtensionName reports whether name is a plain name we know or a
+// domain-prefixed one (spec 3.3).
+func ValidExtensionName(name string) bool {
+	if plainExtName[name] {
+		return true
+	}
+	host, path, ok := strings.Cut(name, "/")
+	return ok && ValidHostName(host) && extPathRe.MatchString(path) && len(name) <= 200
+}
+
+func (c *checker) extensions(s *Settings) {
+	if len(s.Extensions) > maxItems {
+		c.add("extensions", "must list at most %d extensions", maxItems)
+		return
+	}
+	for _, name := range sortedKeys(s.Extensions) {
+		f := "extensions." + name
+		switch {
+		case reservedExtensions[name]:
+			c.add(f, "is served by poppyhost itself and cannot be listed by hand")
+			continue
+		case !ValidExtensionName(name):
+			c.add(f, "must start with a domain the Company controls, such as example.com/gift-wrap; plain names are reserved for the protocol's own extensions (spec 3.3)")
+			continue
+		}
+		if name == ExtMediatedSignIn && (!s.Auth.Issuer || s.Auth.Disabled) {
+			c.add(f, "Mediated Sign-In needs an issuer with sign-in on (spec 3.2)")
+		}
+		entry := s.Extensions[name]
+		v, ok := entry["version"].(string)
+		if !ok || !versionRe.MatchString(v) {
+			c.add(f+".version", "is required: the extension's major version as a string of digits, such as \"1\"")
+		}
+		for _, k := range sortedKeys(entry) {
+			c.urlsIn(f+"."+k, entry[k], 0)
+		}
+	}
+}
+
+// urlsIn checks that every absolute URL in an extension's entry is https
+// (spec 3: every URL in extensions).
+func (c *checker) urlsIn(f string, v any, depth int) {
+	if depth > 8 {
+		c.add(f, "is nested too deeply")
+		return
+	}
+	switch x := v.(type) {
+	case string:
+		if strings.Contains(x, "://") {
+			c.url(f, x)
+		}
+	case []any:
+		for i, e := range x {
+			c.urlsIn(fmt.Sprintf("%s[%d]", f, i), e, depth+1)
+		}
+	case map[string]any:
+		for _, k := range sortedKeys(x) {
+			c.urlsIn(f+"."+k, x[k], depth+1)
+		}
+	}
+}
+
+func (c *checker) skillIndex(si *SkillIndex) {
+	if si.Schema != SkillIndexSchema {
+		c.add("skill_index.$schema", "must be %s (spec 9.4)", SkillIndexSchema)
+	}
+	if len(si.Skills) > maxItems {
+		c.add("skill_index.skills", "must list at most %d skills", maxItems)
+		return
+	}
+	seen := map[string]bool{}
+	for i, sk := range si.Skills {
+		f := fmt.Sprintf("skill_index.skills[%d]", i)
+		switch {
+		case !skillNameRe.MatchString(sk.Name) || len(sk.Name) > 64:
+			c.add(f+".name", "must be 1 to 64 lowercase letters, digits and single hyphens")
+		case seen[sk.Name]:
+			c.add(f+".name", "is listed twice")
+		}
+		seen[sk.Name] = true
+		c.text(f+".description", sk.Description, true, maxDescription)
+		if sk.Type != "skill-md" && sk.Type != "archive" {
+			c.add(f+".type", "must be skill-md or archive")
+		}
+		c.skillURL(f+".url", sk.URL)
+		if !digestRe.MatchString(sk.Digest) {
+			c.add(f+".digest", "must be sha256: followed by 64 lowercase hex digits (spec 9.4)")
+		}
+	}
+}
+
+// skillURL allows relative references, resolved against poppy.json's https
+// URL (spec 9.4), and absolute https URLs.
+func (c *checker) skillURL(f, raw string) {
+	u, err := url.Parse(raw)
+	switch {
+	case raw == "":
+		c.add(f, "is required")
+	case err != nil:
+		c.add(f, "is not a URL reference")
+	case u.Scheme != "" || strings.HasPrefix(raw, "//"):
+		c.url(f, raw)
+	case u.Fragment != "":
+		c.add(f, "must not have a fragment")
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,167 @@
+package testkit
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/poppyhost/poppyhost/internal/devca"
+	"github.com/poppyhost/poppyhost/internal/platform"
+	"github.com/poppyhost/poppyhost/internal/tenant"
+)
+
+// PublicHost is the platform's host name in tests.
+const PublicHost = "poppyhost.test"
+
+// AdminToken is the bootstrap operator token in tests.
+const AdminToken = "test-admin-token-0123456789"
+
+// Env is a running platform on its own database.
+type Env struct {
+	Pool     *pgxpool.Pool
+	Platform *platform.Platform
+	CA       *devca.CA
+	// Client reaches every host name on the test server over HTTPS.
+	Client *http.Client
+	// Port is the server's TCP port; every host is served on it.
+	Port string
+	// URLs derives Company URLs the way the server does.
+	URLs tenant.URLs
+}
+
+// Setup starts the platform over HTTPS on a fresh database.
+func Setup(t testing.TB) *Env {
+	t.Helper()
+	pool := NewPool(t)
+	ca, err := devca.New()
+	require.NoError(t, err)
+
+	// The public URL names the port the server gets, so listen first.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	urls := tenant.URLs{Public: &url.URL{Scheme: "https", Host: PublicHost + ":" + port}}
+
+	p, err := platform.New(context.Background(), platform.Options{
+		Pool:       pool,
+		Logger:     slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		URLs:       urls,
+		AdminToken: AdminToken,
+	})
+	require.NoError(t, err)
+
+	srv := httptest.NewUnstartedServer(p.Handler())
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.TLS = ca.ServerTLSConfig()
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+
+	addr := ln.Addr().String()
+	tr := &http.Transport{
+		TLSClientConfig:   &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12},
+		ForceAttemptHTTP2: true,
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		},
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &Env{
+		Pool: pool, Platform: p, CA: ca, Port: port, URLs: urls,
+		Client: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		}},
+	}
+}
+
+// testWriter sends server logs to the test log, shown only on failure.
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// URL returns the https URL of path on host as the test server serves it.
+func (e *Env) URL(host, path string) string {
+	return "https://" + host + ":" + e.Port + path
+}
+
+// PublicURL returns the https URL of path on the platform's own host.
+func (e *Env) PublicURL(path string) string { return e.URL(PublicHost, path) }
+
+// Response is a finished HTTP exchange.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// JSON decodes the body as a JSON object.
+func (r *Response) JSON(t testing.TB) map[string]any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(r.Body, &m), "body: %s", r.Body)
+	return m
+}
+
+// Do sends a request. body may be nil, a string or []byte (sent as is), or
+// any other value (sent as JSON). headers are name, value pairs.
+func (e *Env) Do(t testing.TB, method, rawURL string, body any, headers ...string) *Response {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		require.NoError(t, err)
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, rawURL, rd)
+	require.NoError(t, err)
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := e.Client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: raw}
+}
+
+// Admin sends a request to the admin API with the bootstrap token.
+func (e *Env) Admin(t testing.TB, method, path string, body any) *Response {
+	t.Helper()
+	return e.Do(t, method, e.PublicURL(path), body, "Authorization", "Bearer "+AdminToken)
+}
+
+// CreateCompany creates a Company through the admin API and fails the test
+// unless it answers 201.
+func (e *Env) CreateCompany(t testing.TB, body any) map[string]any {
+	t.Helper()
+	resp := e.Admin(t, http.MethodPost, "/admin/v1/companies", body)
+	require.Equal(t, http.StatusCreated, resp.Status, "create company: %s", resp.Body)
+	return resp.JSON(t)
+}

@@ -1,0 +1,162 @@
+// Package migrations holds poppyhost's numbered SQL migrations (embedded)
+// and applies them together with River's, so one command brings a database
+// to the schema this build expects.
+package migrations
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+)
+
+//go:embed *.sql
+var files embed.FS
+
+// FS returns the embedded migration files.
+func FS() fs.FS { return files }
+
+// gooseTable is where goose records which of our migrations are applied.
+const gooseTable = "poppyhost_migrations"
+
+// Migrator applies poppyhost's migrations and River's to one database.
+type Migrator struct {
+	pool  *pgxpool.Pool
+	db    *sql.DB
+	goose *goose.Provider
+	river *rivermigrate.Migrator[pgx.Tx]
+}
+
+// New returns a Migrator on pool. logger may be nil. Close it when done.
+func New(pool *pgxpool.Pool, logger *slog.Logger) (*Migrator, error) {
+	db := stdlib.OpenDBFromPool(pool)
+	opts := []goose.ProviderOption{goose.WithTableName(gooseTable), goose.WithDisableGlobalRegistry(true)}
+	if logger != nil {
+		opts = append(opts, goose.WithSlog(logger))
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, files, opts...)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("migrations: %w", err)
+	}
+	rcfg := &rivermigrate.Config{}
+	if logger != nil {
+		rcfg.Logger = logger
+	}
+	rm, err := rivermigrate.New(riverpgxv5.New(pool), rcfg)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("migrations: river: %w", err)
+	}
+	return &Migrator{pool: pool, db: db, goose: p, river: rm}, nil
+}
+
+// Close releases the database handle the Migrator opened (not the pool).
+func (m *Migrator) Close() error { return m.db.Close() }
+
+// lockKey is the advisory lock that serialises concurrent Up calls, such as
+// a Helm migration job racing a developer's server.
+const lockKey = 7_203_114_905
+
+// Up applies River's pending migrations, then ours.
+func (m *Migrator) Up(ctx context.Context) error {
+	conn, err := m.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate up: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", lockKey); err != nil {
+		return fmt.Errorf("migrate up: lock: %w", err)
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", lockKey) //nolint:errcheck // released with the session anyway
+	if _, err := m.river.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return fmt.Errorf("migrate river up: %w", err)
+	}
+	if _, err := m.goose.Up(ctx); err != nil {
+		return fmt.Errorf("migrate up: %w", err)
+	}
+	return nil
+}
+
+// Down rolls back our most recent steps migrations. With all, it rolls back
+// every one of ours and then River's, leaving an empty schema.
+func (m *Migrator) Down(ctx context.Context, steps int, all bool) error {
+	if all {
+		if _, err := m.goose.DownTo(ctx, 0); err != nil {
+			return fmt.Errorf("migrate down: %w", err)
+		}
+		if _, err := m.river.Migrate(ctx, rivermigrate.DirectionDown, &rivermigrate.MigrateOpts{TargetVersion: -1}); err != nil {
+			return fmt.Errorf("migrate river down: %w", err)
+		}
+		return nil
+	}
+	for range steps {
+		if _, err := m.goose.Down(ctx); err != nil {
+			if errors.Is(err, goose.ErrNoNextVersion) {
+				return nil
+			}
+			return fmt.Errorf("migrate down: %w", err)
+		}
+	}
+	return nil
+}
+
+// Status describes one migration and whether it is applied.
+type Status struct {
+	Source  string // "poppyhost" or "river"
+	Version int64
+	Name    string
+	Applied bool
+}
+
+// Status lists River's migrations and ours, each marked applied or pending.
+func (m *Migrator) Status(ctx context.Context) ([]Status, error) {
+	var out []Status
+	existing, err := m.river.ExistingVersions(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("river migration status: %w", err)
+	}
+	applied := map[int]bool{}
+	for _, e := range existing {
+		applied[e.Version] = true
+	}
+	for _, v := range m.river.AllVersions() {
+		out = append(out, Status{Source: "river", Version: int64(v.Version), Name: v.Name, Applied: applied[v.Version]})
+	}
+	ours, err := m.goose.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migration status: %w", err)
+	}
+	for _, s := range ours {
+		out = append(out, Status{Source: "poppyhost", Version: s.Source.Version, Name: s.Source.Path, Applied: s.State == goose.StateApplied})
+	}
+	return out, nil
+}
+
+// ErrPending is returned by Check when the database is behind this build.
+var ErrPending = errors.New("database schema is not current")
+
+// Check returns ErrPending (wrapped with what is missing) unless every
+// migration of River's and ours is applied.
+func (m *Migrator) Check(ctx context.Context) error {
+	st, err := m.Status(ctx)
+	if err != nil {
+		return err
+	}
+	for _, s := range st {
+		if !s.Applied {
+			return fmt.Errorf("%w: %s migration %d (%s) is not applied", ErrPending, s.Source, s.Version, s.Name)
+		}
+	}
+	return nil
+}
