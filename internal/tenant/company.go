@@ -31,7 +31,7 @@ type Settings struct {
 	// Extensions are extensions the Company lists in poppy.json beyond the
 	// ones the platform serves itself, keyed by name (spec 3.3).
 	Extensions map[string]map[string]any `json:"extensions"`
-	SkillIndex *SkillIndex                `json:"skill_index,omitempty"`
+	SkillIndex *SkillIndex               `json:"skill_index,omitempty"`
 }
 
 // Organization says who the Company is (spec 3.1).
