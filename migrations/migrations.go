@@ -70,15 +70,16 @@ const lockKey = 7_203_114_905
 
 // Up applies River's pending migrations, then ours.
 func (m *Migrator) Up(ctx context.Context) error {
-	conn, err := m.pool.Acquire(ctx)
+	// The lock lives on its own connection: waiting on it must not hold one
+	// of the pool's, which the migrations themselves need.
+	conn, err := pgx.ConnectConfig(ctx, m.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return fmt.Errorf("migrate up: %w", err)
 	}
-	defer conn.Release()
+	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", lockKey); err != nil {
 		return fmt.Errorf("migrate up: lock: %w", err)
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", lockKey) //nolint:errcheck // released with the session anyway
 	if _, err := m.river.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		return fmt.Errorf("migrate river up: %w", err)
 	}

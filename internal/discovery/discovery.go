@@ -132,7 +132,10 @@ func BuildProtectedResource(c *tenant.Company, domain string, urls tenant.URLs) 
 }
 
 // ASMetadata is the issuer's RFC 8414 metadata with the members spec 3.2
-// and 4.8 call for.
+// and 4.8 call for. Lists that would be empty are left out: RFC 8414 §3.2
+// says claims with zero elements MUST be omitted. That includes
+// response_types_supported when no grant uses the authorization endpoint
+// (RFC 8414 erratum 7793).
 type ASMetadata struct {
 	Issuer                                     string   `json:"issuer"`
 	AuthorizationEndpoint                      string   `json:"authorization_endpoint,omitempty"`
@@ -140,8 +143,8 @@ type ASMetadata struct {
 	RevocationEndpoint                         string   `json:"revocation_endpoint"`
 	DeviceAuthorizationEndpoint                string   `json:"device_authorization_endpoint,omitempty"`
 	GrantTypesSupported                        []string `json:"grant_types_supported"`
-	ResponseTypesSupported                     []string `json:"response_types_supported"`
-	ScopesSupported                            []string `json:"scopes_supported"`
+	ResponseTypesSupported                     []string `json:"response_types_supported,omitempty"`
+	ScopesSupported                            []string `json:"scopes_supported,omitempty"`
 	ProtectedResources                         []string `json:"protected_resources"`
 	TokenEndpointAuthMethodsSupported          []string `json:"token_endpoint_auth_methods_supported"`
 	TokenEndpointAuthSigningAlgValuesSupported []string `json:"token_endpoint_auth_signing_alg_values_supported"`
@@ -164,7 +167,6 @@ func BuildASMetadata(c *tenant.Company, urls tenant.URLs) (ASMetadata, bool) {
 		TokenEndpoint:                     iss + "/oauth/token",
 		RevocationEndpoint:                iss + "/oauth/revoke",
 		GrantTypesSupported:               []string{tenant.GrantRefreshToken},
-		ResponseTypesSupported:            []string{},
 		ScopesSupported:                   sortedScopes(s.Auth.Scopes),
 		TokenEndpointAuthMethodsSupported: []string{"private_key_jwt"},
 		TokenEndpointAuthSigningAlgValuesSupported: []string{"ES256", "PS384"},

@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/go-chi/chi/v5"
 )
 
 // Error codes. The protocol's own codes come first; the rest are ours, used
@@ -151,8 +155,35 @@ func NotFound(w http.ResponseWriter, r *http.Request) {
 	WriteError(w, r, Errorf(CodeNotFound, "no such resource"))
 }
 
-// MethodNotAllowed answers a known path with an unsupported method; the
-// router has already set Allow.
-func MethodNotAllowed(w http.ResponseWriter, r *http.Request) {
-	WriteError(w, r, Errorf(CodeMethodNotAllowed, "method %s is not allowed here", r.Method))
+// MethodNotAllowed returns router's handler for a known path asked with an
+// unsupported method, with the Allow header RFC 9110 §15.5.6 requires. chi
+// leaves Allow to custom handlers, and its Match stops at mounted
+// sub-routers, so the allowed methods come from a flat copy of router's
+// routes, built on first use.
+func MethodNotAllowed(router chi.Routes) http.HandlerFunc {
+	flat := sync.OnceValue(func() *chi.Mux {
+		m := chi.NewRouter()
+		noop := func(http.ResponseWriter, *http.Request) {}
+		_ = chi.Walk(router, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+			m.MethodFunc(method, route, noop)
+			if trimmed := strings.TrimSuffix(route, "/"); trimmed != route && trimmed != "" {
+				m.MethodFunc(method, trimmed, noop)
+			}
+			return nil
+		})
+		return m
+	})
+	return func(w http.ResponseWriter, r *http.Request) {
+		var allowed []string
+		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+			if flat().Match(chi.NewRouteContext(), m, r.URL.Path) {
+				allowed = append(allowed, m)
+				if m == http.MethodGet {
+					allowed = append(allowed, http.MethodHead)
+				}
+			}
+		}
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		WriteError(w, r, Errorf(CodeMethodNotAllowed, "method %s is not allowed here", r.Method))
+	}
 }

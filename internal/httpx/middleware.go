@@ -29,12 +29,15 @@ type routeHolder struct{ pattern string }
 // to Instrument. Use it first on every top-level router.
 func RecordRoute(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, r)
-		if h, ok := r.Context().Value(routeKey).(*routeHolder); ok {
-			if rctx := chi.RouteContext(r.Context()); rctx != nil {
-				h.pattern = rctx.RoutePattern()
+		// Deferred so that a panicking handler is still labelled.
+		defer func() {
+			if h, ok := r.Context().Value(routeKey).(*routeHolder); ok {
+				if rctx := chi.RouteContext(r.Context()); rctx != nil {
+					h.pattern = rctx.RoutePattern()
+				}
 			}
-		}
+		}()
+		next.ServeHTTP(w, r)
 	})
 }
 

@@ -92,11 +92,13 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	platform.Route("/t/{slug}", func(r chi.Router) {
 		r.Use(tenant.BySlug(p.Tenants))
 		disc.MountIssuer(r)
-		mountPending(r)
+		mountPending(r, "/oauth/authorize", "/oauth/token", "/oauth/device_authorization", "/oauth/revoke",
+			"/poppy/feedback", "/poppy/conversations", "/poppy/conversations/*")
 	})
 
 	company := newRouter()
 	disc.MountDomain(company)
+	mountPending(company, "/poppy/browser-session", "/poppy/browser-session/authorize")
 
 	host := tenant.HostRouter(p.Tenants, opts.URLs.Public.Hostname(), platform, company)
 	p.handler = httpx.Instrument(logger, metrics, opts.Proxies.Middleware(host))
@@ -107,19 +109,18 @@ func newRouter() *chi.Mux {
 	r := chi.NewRouter()
 	r.Use(httpx.RecordRoute, middleware.GetHead)
 	r.NotFound(httpx.NotFound)
-	r.MethodNotAllowed(httpx.MethodNotAllowed)
+	r.MethodNotAllowed(httpx.MethodNotAllowed(r))
 	return r
 }
 
 // mountPending answers the routes whose features have not landed yet with
 // 501, so a Personal Agent that follows our metadata gets a clear answer
 // rather than a 404.
-func mountPending(r chi.Router) {
+func mountPending(r chi.Router, paths ...string) {
 	notYet := func(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, r, httpx.Errorf(httpx.CodeNotImplemented, "this endpoint is not available yet"))
 	}
-	for _, path := range []string{"/oauth/authorize", "/oauth/token", "/oauth/device_authorization", "/oauth/revoke",
-		"/poppy/feedback", "/poppy/conversations", "/poppy/conversations/*"} {
+	for _, path := range paths {
 		r.HandleFunc(path, notYet)
 	}
 }

@@ -189,6 +189,12 @@ func decodeCompany(raw []byte) (companyBody, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&b); err != nil {
+		// Settings is embedded, so encoding/json names its fields
+		// "Settings.organization.name"; the API's paths have no such prefix.
+		var typ *json.UnmarshalTypeError
+		if errors.As(err, &typ) {
+			typ.Field = strings.TrimPrefix(typ.Field, "Settings.")
+		}
 		return b, httpx.DecodeError(err, maxAdminBody)
 	}
 	Normalize(&b.Settings)

@@ -140,11 +140,12 @@ type Skill struct {
 }
 
 // DefaultSettings are the settings of a new Company before its body is
-// applied: an issuer offering both sign-in types, conversations and
-// feedback on (DESIGN.md).
+// applied: an issuer, conversations and feedback on (DESIGN.md). Grant
+// types are left unset so that Normalize can pick them from the final
+// auth settings: both sign-in types with an issuer on, none otherwise.
 func DefaultSettings() Settings {
 	return Settings{
-		Auth:          Auth{Issuer: true, GrantTypes: []string{GrantAuthorizationCode, GrantDeviceCode}},
+		Auth:          Auth{Issuer: true},
 		Conversations: Conversations{Enabled: true, Access: "session"},
 		Feedback:      Feedback{Enabled: true},
 	}

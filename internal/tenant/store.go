@@ -56,8 +56,8 @@ func scanCompany(row pgx.Row) (*Company, error) {
 }
 
 // mapWriteError turns unique violations into a ConflictError naming the
-// field; everything else passes through.
-func mapWriteError(err error, domainOf func(string) string) error {
+// field of s that holds the taken value; everything else passes through.
+func mapWriteError(err error, s Settings) error {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || pe.Code != "23505" {
 		return err
@@ -66,10 +66,24 @@ func mapWriteError(err error, domainOf func(string) string) error {
 	case "companies_slug_key":
 		return &ConflictError{Field: "slug", Message: "is taken by another Company"}
 	case "company_domains_pkey":
-		d := domainOf(pe.Detail)
-		return &ConflictError{Field: "domains", Message: fmt.Sprintf("%s belongs to another Company", d)}
+		d := domainFromDetail(pe.Detail)
+		return &ConflictError{Field: domainField(s, d), Message: fmt.Sprintf("%s belongs to another Company", d)}
 	}
 	return err
+}
+
+// domainField is the path of domain d in s: organization.domain or
+// domains[i].
+func domainField(s Settings, d string) string {
+	if d == s.Organization.Domain {
+		return "organization.domain"
+	}
+	for i, x := range s.Domains {
+		if x == d {
+			return fmt.Sprintf("domains[%d]", i)
+		}
+	}
+	return "domains"
 }
 
 // domainFromDetail pulls the value out of "Key (domain)=(x) already exists."
@@ -99,7 +113,7 @@ func (s *Store) Create(ctx context.Context, slug string, settings Settings) (*Co
 		return insertDomains(ctx, tx, c.ID, settings)
 	})
 	if err != nil {
-		return nil, mapWriteError(err, domainFromDetail)
+		return nil, mapWriteError(err, settings)
 	}
 	return c, nil
 }
@@ -136,7 +150,7 @@ func (s *Store) Update(ctx context.Context, c *Company, settings Settings) (*Com
 		return insertDomains(ctx, tx, c.ID, settings)
 	})
 	if err != nil {
-		return nil, mapWriteError(err, domainFromDetail)
+		return nil, mapWriteError(err, settings)
 	}
 	return out, nil
 }

@@ -69,7 +69,7 @@ func ValidHostName(s string) bool {
 		return false
 	}
 	labels := strings.Split(s, ".")
-	if len(labels) < 2 {
+	if len(labels) < 2 || numericLabel(labels[len(labels)-1]) {
 		return false
 	}
 	for _, l := range labels {
@@ -78,6 +78,16 @@ func ValidHostName(s string) bool {
 		}
 	}
 	return true
+}
+
+// numericLabel reports whether a last label makes a host an IPv4 address
+// to URL parsers (WHATWG "ends in a number"), as in 127.1 or 10.0x1: no
+// top-level domain is numeric (RFC 3696 §2).
+func numericLabel(l string) bool {
+	if h, ok := strings.CutPrefix(l, "0x"); ok {
+		return strings.Trim(h, "0123456789abcdef") == ""
+	}
+	return l != "" && strings.Trim(l, "0123456789") == ""
 }
 
 // hostMessage explains what is wrong with a host name.

@@ -1,0 +1,799 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/poppyhost/poppyhost/internal/testkit"
+)
+
+// operations is every route the server serves, as "METHOD /path/template".
+// The document must describe exactly these, and the contract test drives
+// each of them. A new route is added here, to openapi.yaml and to the test
+// together.
+var operations = []string{
+	"GET /healthz",
+	"GET /readyz",
+	"GET /metrics",
+	"POST /admin/v1/companies",
+	"GET /admin/v1/companies",
+	"GET /admin/v1/companies/{slug}",
+	"PATCH /admin/v1/companies/{slug}",
+	"DELETE /admin/v1/companies/{slug}",
+	"POST /admin/v1/companies/{slug}/accounts",
+	"POST /admin/v1/companies/{slug}/api-keys",
+	"GET /admin/v1/companies/{slug}/api-keys",
+	"DELETE /admin/v1/companies/{slug}/api-keys/{id}",
+	"POST /admin/v1/operator-tokens",
+	"DELETE /admin/v1/operator-tokens/{id}",
+	"GET /company/v1/company",
+	"GET /.well-known/oauth-authorization-server/t/{slug}",
+	"GET /t/{slug}/poppy/excluded-tasks.json",
+	"GET /t/{slug}/oauth/authorize",
+	"POST /t/{slug}/oauth/token",
+	"POST /t/{slug}/oauth/device_authorization",
+	"POST /t/{slug}/oauth/revoke",
+	"POST /t/{slug}/poppy/feedback",
+	"POST /t/{slug}/poppy/conversations",
+	"POST /t/{slug}/poppy/conversations/{conversation_id}/messages",
+	"GET /t/{slug}/poppy/conversations/{conversation_id}/events",
+	"POST /t/{slug}/poppy/conversations/{conversation_id}/handoff",
+	"POST /t/{slug}/poppy/conversations/{conversation_id}/close",
+	"GET /.well-known/poppy.json",
+	"GET /.well-known/oauth-protected-resource",
+}
+
+// companyDomainPaths are served on Company domains, not the platform host.
+var companyDomainPaths = []string{"/.well-known/poppy.json", "/.well-known/oauth-protected-resource"}
+
+// unexercisedStatuses are documented statuses the test cannot provoke
+// against a healthy server.
+var unexercisedStatuses = map[string]bool{"500": true}
+
+// loadDocument loads and validates openapi.yaml.
+func loadDocument(t testing.TB) *openapi3.T {
+	t.Helper()
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromData(OpenAPI)
+	require.NoError(t, err)
+	require.NoError(t, doc.Validate(loader.Context,
+		openapi3.EnableMultiError(),
+		openapi3.EnableSchemaFormatValidation(),
+		openapi3.EnableSchemaPatternValidation(),
+		openapi3.EnableSchemaDefaultsValidation(),
+		openapi3.EnableExamplesValidation(),
+	))
+	return doc
+}
+
+// documentedOperations lists the document's operations as "METHOD /path".
+func documentedOperations(doc *openapi3.T) []string {
+	var out []string
+	for path, item := range doc.Paths.Map() {
+		for method := range item.Operations() {
+			out = append(out, method+" "+path)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestDocument(t *testing.T) {
+	doc := loadDocument(t)
+	assert.True(t, doc.IsOpenAPI31OrLater())
+
+	want := slices.Clone(operations)
+	sort.Strings(want)
+	assert.Equal(t, want, documentedOperations(doc),
+		"openapi.yaml and the list of served routes in this test differ")
+
+	ids := map[string]string{}
+	for path, item := range doc.Paths.Map() {
+		onCompanyDomain := slices.Contains(companyDomainPaths, path)
+		if onCompanyDomain {
+			require.Len(t, item.Servers, 1, "%s is served on Company domains", path)
+			assert.Equal(t, "https://{domain}", item.Servers[0].URL)
+		} else {
+			assert.Empty(t, item.Servers, "%s is served on the platform host", path)
+		}
+		for method, op := range item.Operations() {
+			name := method + " " + path
+			require.NotEmpty(t, op.OperationID, name)
+			if prev, dup := ids[op.OperationID]; dup {
+				t.Errorf("operationId %s is used by %s and %s", op.OperationID, prev, name)
+			}
+			ids[op.OperationID] = name
+			switch {
+			case strings.HasPrefix(path, "/admin/v1/"):
+				assert.Equal(t, openapi3.SecurityRequirements{{"operatorToken": {}}}, *op.Security, name)
+			case strings.HasPrefix(path, "/company/v1/"):
+				assert.Equal(t, openapi3.SecurityRequirements{{"companyAPIKey": {}}}, *op.Security, name)
+			default:
+				assert.Nil(t, op.Security, name)
+			}
+			if op.RequestBody != nil && strings.HasPrefix(path, "/admin/v1/") {
+				for ct, mt := range op.RequestBody.Value.Content {
+					s := mt.Schema.Value
+					require.NotNil(t, s.AdditionalProperties.Has, "%s %s: admin bodies reject unknown members", name, ct)
+					assert.False(t, *s.AdditionalProperties.Has, "%s %s: admin bodies reject unknown members", name, ct)
+				}
+			}
+		}
+	}
+	assert.Len(t, doc.Servers, 1)
+}
+
+// contract drives the running platform and checks every exchange against
+// the document.
+type contract struct {
+	env    *testkit.Env
+	doc    *openapi3.T
+	router routers.Router
+	// seen records the statuses each operation answered.
+	seen map[string]map[string]bool
+}
+
+func newContract(t *testing.T, env *testkit.Env) *contract {
+	doc := loadDocument(t)
+	// The test server answers every host on one port, so route by path
+	// alone: drop the servers, which the router would match host and port
+	// against.
+	doc.Servers = nil
+	for _, item := range doc.Paths.Map() {
+		item.Servers = nil
+	}
+	router, err := gorillamux.NewRouter(doc)
+	require.NoError(t, err)
+	return &contract{env: env, doc: doc, router: router, seen: map[string]map[string]bool{}}
+}
+
+// call is one request and what it should get.
+type call struct {
+	method string
+	host   string // default: the platform host
+	path   string // path and query
+	body   any    // nil, string or []byte sent as is, or a value sent as JSON
+	ctype  string // Content-Type; application/json when there is a body
+	token  string // bearer token, if any
+	want   int
+	// docRejects marks a request that breaks the document itself (a missing
+	// token, a body or parameter its schemas forbid). The document must
+	// reject it as the server does, so it is never looser than the server
+	// where it can say so.
+	docRejects bool
+}
+
+func (k call) rawBody(t testing.TB) []byte {
+	switch b := k.body.(type) {
+	case nil:
+		return nil
+	case string:
+		return []byte(b)
+	case []byte:
+		return b
+	default:
+		raw, err := json.Marshal(b)
+		require.NoError(t, err)
+		return raw
+	}
+}
+
+func (k call) newRequest(t testing.TB, url string, raw []byte) *http.Request {
+	var body io.Reader
+	if raw != nil {
+		body = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(k.method, url, body)
+	require.NoError(t, err)
+	if raw != nil {
+		ct := k.ctype
+		if ct == "" {
+			ct = "application/json"
+		}
+		req.Header.Set("Content-Type", ct)
+	}
+	if k.token != "" {
+		req.Header.Set("Authorization", "Bearer "+k.token)
+	}
+	return req
+}
+
+func (k call) hostOrDefault() string {
+	if k.host == "" {
+		return testkit.PublicHost
+	}
+	return k.host
+}
+
+// send makes the request on the test server.
+func (c *contract) send(t testing.TB, k call) (*testkit.Response, []byte) {
+	t.Helper()
+	raw := k.rawBody(t)
+	req := k.newRequest(t, c.env.URL(k.hostOrDefault(), k.path), raw)
+	resp, err := c.env.Client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return &testkit.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, raw
+}
+
+// bearerAuth checks that a bearer token is present; whether it is valid is
+// the server's business.
+func bearerAuth(_ context.Context, in *openapi3filter.AuthenticationInput) error {
+	if in.SecurityScheme.Type != "http" || in.SecurityScheme.Scheme != "bearer" {
+		return fmt.Errorf("unexpected security scheme %s", in.SecuritySchemeName)
+	}
+	tok, ok := strings.CutPrefix(in.RequestValidationInput.Request.Header.Get("Authorization"), "Bearer ")
+	if !ok || strings.TrimSpace(tok) == "" {
+		return errors.New("no bearer token")
+	}
+	return nil
+}
+
+// do sends a documented request and validates the request and the
+// response against the document.
+func (c *contract) do(t testing.TB, k call) *testkit.Response {
+	t.Helper()
+	resp, raw := c.send(t, k)
+	name := k.method + " " + k.hostOrDefault() + k.path
+	require.Equal(t, k.want, resp.Status, "%s: %s", name, resp.Body)
+
+	vreq := k.newRequest(t, "https://"+k.hostOrDefault()+k.path, raw)
+	route, params, err := c.router.FindRoute(vreq)
+	require.NoError(t, err, "%s is not in the document", name)
+	in := &openapi3filter.RequestValidationInput{
+		Request: vreq, PathParams: params, Route: route,
+		Options: &openapi3filter.Options{AuthenticationFunc: bearerAuth, MultiError: true},
+	}
+	err = openapi3filter.ValidateRequest(context.Background(), in)
+	if k.docRejects {
+		require.Error(t, err, "%s: the document accepts a request the server refuses (%d)", name, resp.Status)
+		first, _, _ := strings.Cut(err.Error(), "\n")
+		t.Logf("%s (%d): the document rejects it too: %s", name, resp.Status, first)
+	} else {
+		require.NoError(t, err, "%s: request does not match the document", name)
+	}
+
+	out := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: in,
+		Status:                 resp.Status,
+		Header:                 resp.Header,
+		Options:                &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
+	}
+	out.SetBodyBytes(resp.Body)
+	require.NoError(t, openapi3filter.ValidateResponse(context.Background(), out),
+		"%s: %d response does not match the document: %s", name, resp.Status, resp.Body)
+
+	op := route.Method + " " + route.Path
+	if c.seen[op] == nil {
+		c.seen[op] = map[string]bool{}
+	}
+	c.seen[op][strconv.Itoa(resp.Status)] = true
+	return resp
+}
+
+// undocumented sends a request no operation describes (an unknown path, a
+// method the path does not serve) and checks its error body against the
+// document's Error schema.
+func (c *contract) undocumented(t testing.TB, k call, code string) *testkit.Response {
+	t.Helper()
+	resp, _ := c.send(t, k)
+	require.Equal(t, k.want, resp.Status, "%s %s: %s", k.method, k.path, resp.Body)
+	assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+	assert.NotEmpty(t, resp.Header.Get("X-Request-ID"))
+	var v any
+	require.NoError(t, json.Unmarshal(resp.Body, &v))
+	require.NoError(t, c.doc.Components.Schemas["Error"].Value.VisitJSON(v, openapi3.EnableJSONSchema2020()))
+	assert.Equal(t, code, v.(map[string]any)["error"])
+	return resp
+}
+
+// checkCoverage fails for every documented status no request produced.
+func (c *contract) checkCoverage(t *testing.T) {
+	for path, item := range c.doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			name := method + " " + path
+			for code := range op.Responses.Map() {
+				if unexercisedStatuses[code] {
+					continue
+				}
+				assert.True(t, c.seen[name][code], "%s: documented status %s was never exercised", name, code)
+			}
+			for code := range c.seen[name] {
+				assert.NotNil(t, op.Responses.Value(code), "%s answered %s, which is not documented", name, code)
+			}
+		}
+	}
+}
+
+const skillDigest = "sha256:1b2a8cde934e632f7e14fa080a627ad7191e29d412d2b8a7aa07d9c9ab2f475e"
+
+// fullCompany sets every setting a Company has.
+func fullCompany() map[string]any {
+	return map[string]any{
+		"slug": "acme",
+		"organization": map[string]any{
+			"name": "Acme Outfitters", "domain": "acme.example", "logo_uri": "https://cdn.acme.example/logo.png",
+		},
+		"domains": []string{"acme.example.co.uk"},
+		"auth": map[string]any{
+			"issuer":      true,
+			"disabled":    false,
+			"grant_types": []string{"authorization_code", "urn:ietf:params:oauth:grant-type:device_code"},
+			"scopes": map[string]string{
+				"orders:read":  "See your orders",
+				"orders:write": "Place, change and return orders",
+			},
+			"scope_hints": map[string]any{
+				"orders:read":  map[string]any{"changes": "none", "personal_data": true},
+				"orders:write": map[string]any{"changes": "reversible", "personal_data": true},
+			},
+			"other_authorization_servers": []string{"https://staff-auth.acme.example"},
+		},
+		"conversations": map[string]any{"enabled": true, "access": "signed_in"},
+		"feedback":      map[string]any{"enabled": true},
+		"excluded_tasks": []any{
+			map[string]any{
+				"task": "Send a wire transfer",
+				"alternative": map[string]any{
+					"instructions": "Wire transfers are made in the Acme app.",
+					"references": []any{
+						map[string]any{"type": "web", "url": "https://acme.example/wire"},
+						map[string]any{"type": "openapi", "url": "https://api.acme.example/openapi.json", "operation_id": "createTransfer"},
+					},
+				},
+			},
+			map[string]any{"task": "Close an account"},
+		},
+		"apis": []any{
+			map[string]any{"type": "openapi", "url": "https://api.acme.example/openapi.json", "description": "Orders and returns"},
+			map[string]any{"type": "mcp", "url": "https://mcp.acme.example/mcp"},
+		},
+		"web": map[string]any{"browser_join": true, "origin": "https://www.acme.example"},
+		"extensions": map[string]any{
+			"acme.example/gift-wrap": map[string]any{"version": "1", "endpoint": "https://api.acme.example/poppy/gift-wrap"},
+			"mediated-sign-in":       map[string]any{"version": "1"},
+		},
+		"skill_index": map[string]any{
+			"$schema": "https://schemas.agentskills.io/discovery/0.2.0/schema.json",
+			"skills": []any{map[string]any{
+				"name": "manage-orders", "description": "Manage the User's orders.", "type": "skill-md",
+				"url": "skills/manage-orders/SKILL.md", "digest": skillDigest,
+			}},
+		},
+	}
+}
+
+// padded is body followed by enough JSON whitespace to exceed limit: still
+// a valid document, but too large.
+func padded(t testing.TB, body any, limit int) string {
+	raw, err := json.Marshal(body)
+	require.NoError(t, err)
+	return string(raw) + strings.Repeat(" ", limit)
+}
+
+func decode[T any](t testing.TB, r *testkit.Response) T {
+	t.Helper()
+	var v T
+	require.NoError(t, json.Unmarshal(r.Body, &v), "%s", r.Body)
+	return v
+}
+
+func TestContract(t *testing.T) {
+	env := testkit.Setup(t)
+	c := newContract(t, env)
+	const (
+		admin = testkit.AdminToken
+		bogus = "not-a-valid-token"
+		get   = http.MethodGet
+		post  = http.MethodPost
+		patch = http.MethodPatch
+		del   = http.MethodDelete
+	)
+	issuer := env.PublicURL("/t/acme")
+
+	t.Run("operations", func(t *testing.T) {
+		r := c.do(t, call{method: get, path: "/healthz", want: 200})
+		assert.JSONEq(t, `{"status":"ok"}`, string(r.Body))
+		r = c.do(t, call{method: get, path: "/readyz", want: 200})
+		assert.JSONEq(t, `{"status":"ok"}`, string(r.Body))
+		r = c.do(t, call{method: get, path: "/metrics", want: 200})
+		assert.Contains(t, string(r.Body), "poppyhost_http_requests_total")
+	})
+
+	var acme map[string]any
+	t.Run("create companies", func(t *testing.T) {
+		r := c.do(t, call{method: post, path: "/admin/v1/companies", body: fullCompany(), token: admin, want: 201})
+		assert.Equal(t, "/admin/v1/companies/acme", r.Header.Get("Location"))
+		acme = r.JSON(t)
+		assert.Equal(t, issuer, acme["identifier"])
+		assert.Equal(t, issuer, acme["issuer"])
+		// Every setting comes back as it was sent.
+		for k, v := range fullCompany() {
+			want, _ := json.Marshal(v)
+			got, _ := json.Marshal(acme[k])
+			assert.JSONEq(t, string(want), string(got), k)
+		}
+
+		// Defaults: an issuer with both sign-in types, conversations and
+		// feedback on.
+		r = c.do(t, call{method: post, path: "/admin/v1/companies", token: admin, want: 201,
+			body: `{"slug":"minimal","organization":{"name":"Minimal","domain":"minimal.example"}}`})
+		m := r.JSON(t)
+		assert.Equal(t, env.PublicURL("/t/minimal"), m["identifier"])
+		assert.Equal(t, map[string]any{"issuer": true, "disabled": false,
+			"grant_types": []any{"authorization_code", "urn:ietf:params:oauth:grant-type:device_code"},
+			"scopes":      map[string]any{}, "scope_hints": map[string]any{}, "other_authorization_servers": []any{}}, m["auth"])
+		assert.Equal(t, map[string]any{"enabled": true, "access": "session"}, m["conversations"])
+		assert.Equal(t, map[string]any{"enabled": true}, m["feedback"])
+		assert.NotContains(t, m, "skill_index")
+
+		// Without an issuer the Company is identified by its domain.
+		r = c.do(t, call{method: post, path: "/admin/v1/companies", token: admin, want: 201,
+			body: `{"slug":"corner","organization":{"name":"Corner Shop","domain":"corner.example"},
+				"auth":{"issuer":false},"feedback":{"enabled":false}}`})
+		m = r.JSON(t)
+		assert.Equal(t, "https://corner.example", m["identifier"])
+		assert.NotContains(t, m, "issuer")
+		assert.Equal(t, []any{}, m["auth"].(map[string]any)["grant_types"], "no sign-in types without an issuer")
+	})
+
+	t.Run("create company errors", func(t *testing.T) {
+		path := "/admin/v1/companies"
+		ok := `{"slug":"fresh","organization":{"name":"Fresh","domain":"fresh.example"}}`
+
+		r := c.do(t, call{method: post, path: path, token: admin, want: 400, docRejects: true,
+			body: `{"slug":"fresh","organization":{"name":"Fresh","domain":"fresh.example"},"colour":"red"}`})
+		assert.Equal(t, []any{map[string]any{"field": "colour", "message": "unknown field"}}, r.JSON(t)["fields"])
+		r = c.do(t, call{method: post, path: path, token: admin, want: 400, docRejects: true,
+			body: `{"slug":"Not A Slug","organization":{"name":"Fresh","domain":"fresh.example"}}`})
+		assert.Equal(t, "slug", r.JSON(t)["fields"].([]any)[0].(map[string]any)["field"])
+		c.do(t, call{method: post, path: path, token: admin, want: 400, docRejects: true, body: `{"slug":`})
+		r = c.do(t, call{method: post, path: path, token: admin, want: 400, docRejects: true,
+			body: `{"slug":"fresh","organization":{"name":"Fresh","domain":"fresh.example"},"domains":"x.example"}`})
+		assert.Equal(t, "domains", r.JSON(t)["fields"].([]any)[0].(map[string]any)["field"])
+		// Rules the schema cannot state: extra domains need an issuer.
+		r = c.do(t, call{method: post, path: path, token: admin, want: 400,
+			body: `{"slug":"fresh","organization":{"name":"Fresh","domain":"fresh.example"},
+				"domains":["fresh2.example"],"auth":{"issuer":false}}`})
+		assert.Equal(t, "domains", r.JSON(t)["fields"].([]any)[0].(map[string]any)["field"])
+
+		r = c.do(t, call{method: post, path: path, token: admin, want: 409,
+			body: `{"slug":"acme","organization":{"name":"Other","domain":"other.example"}}`})
+		assert.Equal(t, "slug", r.JSON(t)["fields"].([]any)[0].(map[string]any)["field"])
+		r = c.do(t, call{method: post, path: path, token: admin, want: 409,
+			body: `{"slug":"copycat","organization":{"name":"Copycat","domain":"acme.example.co.uk"}}`})
+		assert.Contains(t, r.JSON(t)["error_description"], "acme.example.co.uk")
+		assert.Equal(t, "organization.domain", r.JSON(t)["fields"].([]any)[0].(map[string]any)["field"])
+
+		c.do(t, call{method: post, path: path, token: admin, want: 413, body: padded(t, fullCompany(), 256<<10)})
+		c.do(t, call{method: post, path: path, token: admin, want: 415, docRejects: true, body: ok, ctype: "text/plain"})
+
+		r = c.do(t, call{method: post, path: path, want: 401, docRejects: true, body: ok})
+		assert.Equal(t, `Bearer realm="poppyhost-admin"`, r.Header.Get("WWW-Authenticate"))
+		c.do(t, call{method: post, path: path, token: bogus, want: 401, body: ok})
+
+		// Nothing was created.
+		c.do(t, call{method: get, path: path + "/fresh", token: admin, want: 404})
+		c.do(t, call{method: get, path: path + "/copycat", token: admin, want: 404})
+	})
+
+	t.Run("list companies", func(t *testing.T) {
+		path := "/admin/v1/companies"
+		type list struct {
+			Companies []map[string]any `json:"companies"`
+			Next      string           `json:"next"`
+		}
+		slugs := func(l list) (out []string) {
+			for _, c := range l.Companies {
+				out = append(out, c["slug"].(string))
+			}
+			return out
+		}
+		l := decode[list](t, c.do(t, call{method: get, path: path, token: admin, want: 200}))
+		assert.Equal(t, []string{"acme", "corner", "minimal"}, slugs(l))
+		assert.Empty(t, l.Next)
+		l = decode[list](t, c.do(t, call{method: get, path: path + "?limit=2", token: admin, want: 200}))
+		assert.Equal(t, []string{"acme", "corner"}, slugs(l))
+		assert.Equal(t, "corner", l.Next)
+		l = decode[list](t, c.do(t, call{method: get, path: path + "?limit=2&after=corner", token: admin, want: 200}))
+		assert.Equal(t, []string{"minimal"}, slugs(l))
+		assert.Empty(t, l.Next)
+
+		for _, q := range []string{"0", "501", "ten"} {
+			r := c.do(t, call{method: get, path: path + "?limit=" + q, token: admin, want: 400, docRejects: true})
+			assert.Equal(t, "limit", r.JSON(t)["fields"].([]any)[0].(map[string]any)["field"])
+		}
+		c.do(t, call{method: get, path: path, want: 401, docRejects: true})
+		c.do(t, call{method: get, path: path, token: bogus, want: 401})
+	})
+
+	t.Run("get company", func(t *testing.T) {
+		r := c.do(t, call{method: get, path: "/admin/v1/companies/acme", token: admin, want: 200})
+		assert.Equal(t, acme, r.JSON(t))
+		c.do(t, call{method: get, path: "/admin/v1/companies/nosuch", token: admin, want: 404})
+		c.do(t, call{method: get, path: "/admin/v1/companies/Not_A_Slug", token: admin, want: 404, docRejects: true})
+		c.do(t, call{method: get, path: "/admin/v1/companies/acme", want: 401, docRejects: true})
+		c.do(t, call{method: get, path: "/admin/v1/companies/acme", token: bogus, want: 401})
+	})
+
+	t.Run("discovery", func(t *testing.T) {
+		// poppy.json names the domain that served it.
+		for _, domain := range []string{"acme.example", "acme.example.co.uk"} {
+			r := c.do(t, call{method: get, host: domain, path: "/.well-known/poppy.json", want: 200})
+			assert.Equal(t, "public, max-age=60", r.Header.Get("Cache-Control"))
+			doc := r.JSON(t)
+			assert.Equal(t, "0.3", doc["protocol_version"])
+			assert.Equal(t, map[string]any{"name": "Acme Outfitters", "domain": domain,
+				"logo_uri": "https://cdn.acme.example/logo.png"}, doc["organization"])
+			auth := doc["auth"].(map[string]any)
+			assert.Equal(t, issuer, auth["issuer"], "several authorization servers: poppy.json names the issuer")
+			assert.Len(t, auth["scopes"], 2)
+			assert.Equal(t, map[string]any{"protocols": []any{map[string]any{"type": "poppy",
+				"endpoint": issuer + "/poppy/conversations", "access": "signed_in"}}}, doc["agent"])
+			assert.Equal(t, map[string]any{"browser_session_endpoint": "https://" + domain + "/poppy/browser-session"}, doc["web"])
+			assert.Equal(t, map[string]any{"endpoint": issuer + "/poppy/feedback"}, doc["feedback"])
+			assert.Equal(t, map[string]any{"url": issuer + "/poppy/excluded-tasks.json"}, doc["excluded_tasks"])
+			assert.Equal(t, acme["apis"], doc["apis"])
+			assert.Equal(t, acme["extensions"], doc["extensions"])
+			assert.Equal(t, acme["skill_index"], doc["skill_index"])
+
+			r = c.do(t, call{method: get, host: domain, path: "/.well-known/oauth-protected-resource", want: 200})
+			assert.Equal(t, "public, max-age=60", r.Header.Get("Cache-Control"))
+			assert.Equal(t, map[string]any{"resource": "https://" + domain,
+				"authorization_servers":    []any{issuer, "https://staff-auth.acme.example"},
+				"bearer_methods_supported": []any{"header"}}, r.JSON(t))
+		}
+
+		// Without an issuer: no auth member, and 404 for the protected
+		// resource metadata (spec 3.2).
+		r := c.do(t, call{method: get, host: "corner.example", path: "/.well-known/poppy.json", want: 200})
+		doc := r.JSON(t)
+		assert.NotContains(t, doc, "auth")
+		assert.NotContains(t, doc, "feedback")
+		assert.NotContains(t, doc, "excluded_tasks")
+		assert.Equal(t, env.PublicURL("/t/corner/poppy/conversations"),
+			doc["agent"].(map[string]any)["protocols"].([]any)[0].(map[string]any)["endpoint"])
+		c.do(t, call{method: get, host: "corner.example", path: "/.well-known/oauth-protected-resource", want: 404})
+
+		// A host that is no Company's domain.
+		c.do(t, call{method: get, host: "unknown.example", path: "/.well-known/poppy.json", want: 404})
+		c.do(t, call{method: get, host: "unknown.example", path: "/.well-known/oauth-protected-resource", want: 404})
+
+		// The issuer's metadata.
+		r = c.do(t, call{method: get, path: "/.well-known/oauth-authorization-server/t/acme", want: 200})
+		assert.Equal(t, "public, max-age=60", r.Header.Get("Cache-Control"))
+		as := r.JSON(t)
+		assert.Equal(t, issuer, as["issuer"])
+		assert.Equal(t, issuer+"/oauth/authorize", as["authorization_endpoint"])
+		assert.Equal(t, issuer+"/oauth/token", as["token_endpoint"])
+		assert.Equal(t, issuer+"/oauth/revoke", as["revocation_endpoint"])
+		assert.Equal(t, issuer+"/oauth/device_authorization", as["device_authorization_endpoint"])
+		assert.Equal(t, []any{"refresh_token", "authorization_code", "urn:ietf:params:oauth:grant-type:device_code"}, as["grant_types_supported"])
+		assert.Equal(t, []any{"orders:read", "orders:write"}, as["scopes_supported"])
+		assert.Equal(t, []any{"https://acme.example", "https://acme.example.co.uk"}, as["protected_resources"])
+		c.do(t, call{method: get, path: "/.well-known/oauth-authorization-server/t/corner", want: 404})
+		c.do(t, call{method: get, path: "/.well-known/oauth-authorization-server/t/nosuch", want: 404})
+
+		// Excluded tasks.
+		r = c.do(t, call{method: get, path: "/t/acme/poppy/excluded-tasks.json", want: 200})
+		assert.Equal(t, "public, max-age=60", r.Header.Get("Cache-Control"))
+		assert.Equal(t, map[string]any{"tasks": acme["excluded_tasks"]}, r.JSON(t))
+		c.do(t, call{method: get, path: "/t/minimal/poppy/excluded-tasks.json", want: 404})
+		c.do(t, call{method: get, path: "/t/nosuch/poppy/excluded-tasks.json", want: 404})
+	})
+
+	t.Run("update company", func(t *testing.T) {
+		path := "/admin/v1/companies/minimal"
+		r := c.do(t, call{method: patch, path: path, token: admin, want: 200, ctype: "application/merge-patch+json",
+			body: `{"organization":{"name":"Minimal Ltd"},"auth":{"disabled":true,"scopes":{"orders:read":"See your orders"}},
+				"excluded_tasks":[{"task":"Close an account"}],"conversations":{"enabled":false}}`})
+		m := r.JSON(t)
+		assert.Equal(t, map[string]any{"name": "Minimal Ltd", "domain": "minimal.example"}, m["organization"])
+		assert.Equal(t, true, m["auth"].(map[string]any)["disabled"])
+		assert.Equal(t, m["created_at"], c.do(t, call{method: get, path: path, token: admin, want: 200}).JSON(t)["created_at"])
+
+		// Sign-in off: the metadata offers only refresh, poppy.json says so.
+		as := c.do(t, call{method: get, path: "/.well-known/oauth-authorization-server/t/minimal", want: 200}).JSON(t)
+		assert.Equal(t, []any{"refresh_token"}, as["grant_types_supported"])
+		assert.NotContains(t, as, "response_types_supported", "RFC 8414 section 3.2: empty lists are left out")
+		assert.NotContains(t, as, "authorization_endpoint")
+		assert.NotContains(t, as, "device_authorization_endpoint")
+		doc := c.do(t, call{method: get, host: "minimal.example", path: "/.well-known/poppy.json", want: 200}).JSON(t)
+		assert.Equal(t, map[string]any{"disabled": true, "scopes": map[string]any{"orders:read": "See your orders"}}, doc["auth"])
+		assert.NotContains(t, doc, "agent")
+		c.do(t, call{method: get, path: "/t/minimal/poppy/excluded-tasks.json", want: 200})
+
+		// Plain JSON works too, and null resets a setting to its default.
+		r = c.do(t, call{method: patch, path: path, token: admin, want: 200,
+			body: `{"auth":{"disabled":null,"scopes":{"orders:read":null}},"conversations":null,"slug":"minimal"}`})
+		m = r.JSON(t)
+		assert.Equal(t, false, m["auth"].(map[string]any)["disabled"])
+		assert.Equal(t, map[string]any{}, m["auth"].(map[string]any)["scopes"])
+		assert.Equal(t, map[string]any{"enabled": true, "access": "session"}, m["conversations"])
+
+		r = c.do(t, call{method: patch, path: path, token: admin, want: 400, body: `{"slug":"renamed"}`})
+		assert.Equal(t, "slug", r.JSON(t)["fields"].([]any)[0].(map[string]any)["field"])
+		c.do(t, call{method: patch, path: path, token: admin, want: 400, docRejects: true, body: `[]`})
+		c.do(t, call{method: patch, path: path, token: admin, want: 400, docRejects: true, body: `{"colour":"red"}`})
+		c.do(t, call{method: patch, path: path, token: admin, want: 400, docRejects: true,
+			body: `{"conversations":{"access":"always"}}`})
+		// A domain of another Company.
+		r = c.do(t, call{method: patch, path: path, token: admin, want: 409, body: `{"domains":["minimal.example.org","acme.example.co.uk"]}`})
+		assert.Equal(t, "domains[1]", r.JSON(t)["fields"].([]any)[0].(map[string]any)["field"])
+		c.do(t, call{method: patch, path: path, token: admin, want: 413, body: padded(t, map[string]any{}, 256<<10)})
+		c.do(t, call{method: patch, path: path, token: admin, want: 415, docRejects: true, body: `{}`, ctype: "text/plain"})
+		c.do(t, call{method: patch, path: "/admin/v1/companies/nosuch", token: admin, want: 404, body: `{}`})
+		c.do(t, call{method: patch, path: path, want: 401, docRejects: true, body: `{}`})
+		c.do(t, call{method: patch, path: path, token: bogus, want: 401, body: `{}`})
+	})
+
+	t.Run("accounts", func(t *testing.T) {
+		path := "/admin/v1/companies/acme/accounts"
+		r := c.do(t, call{method: post, path: path, token: admin, want: 201, body: `{"username":"alice","password":"correct horse"}`})
+		a := r.JSON(t)
+		assert.Equal(t, "alice", a["username"])
+		assert.NotContains(t, string(r.Body), "correct horse")
+		r = c.do(t, call{method: post, path: path, token: admin, want: 409, body: `{"username":"alice","password":"another one"}`})
+		assert.Equal(t, []any{map[string]any{"field": "username", "message": "is taken"}}, r.JSON(t)["fields"])
+		// The same username at another Company is another account.
+		c.do(t, call{method: post, path: "/admin/v1/companies/minimal/accounts", token: admin, want: 201,
+			body: `{"username":"alice","password":"correct horse"}`})
+
+		c.do(t, call{method: post, path: path, token: admin, want: 400, docRejects: true, body: `{"username":"bob","password":"short"}`})
+		c.do(t, call{method: post, path: path, token: admin, want: 400, docRejects: true, body: `{"username":"bob","password":"long enough","admin":true}`})
+		r = c.do(t, call{method: post, path: path, token: admin, want: 400, body: `{"username":"bob smith","password":"long enough"}`})
+		assert.Equal(t, "username", r.JSON(t)["fields"].([]any)[0].(map[string]any)["field"])
+		c.do(t, call{method: post, path: path, token: admin, want: 413,
+			body: padded(t, map[string]string{"username": "bob", "password": "long enough"}, 4<<10)})
+		c.do(t, call{method: post, path: path, token: admin, want: 415, docRejects: true, ctype: "text/plain",
+			body: `{"username":"bob","password":"long enough"}`})
+		c.do(t, call{method: post, path: "/admin/v1/companies/nosuch/accounts", token: admin, want: 404,
+			body: `{"username":"bob","password":"long enough"}`})
+		c.do(t, call{method: post, path: path, want: 401, docRejects: true, body: `{"username":"bob","password":"long enough"}`})
+		c.do(t, call{method: post, path: path, token: bogus, want: 401, body: `{"username":"bob","password":"long enough"}`})
+	})
+
+	t.Run("api keys and the company API", func(t *testing.T) {
+		path := "/admin/v1/companies/acme/api-keys"
+		type key struct {
+			ID        int64   `json:"id"`
+			Name      string  `json:"name"`
+			Key       string  `json:"key"`
+			RevokedAt *string `json:"revoked_at"`
+		}
+		backend := decode[key](t, c.do(t, call{method: post, path: path, token: admin, want: 201, body: `{"name":"backend"}`}))
+		assert.Equal(t, "backend", backend.Name)
+		unnamed := decode[key](t, c.do(t, call{method: post, path: path, token: admin, want: 201}))
+		assert.Empty(t, unnamed.Name)
+
+		list := decode[struct {
+			APIKeys []key `json:"api_keys"`
+		}](t, c.do(t, call{method: get, path: path, token: admin, want: 200}))
+		require.Len(t, list.APIKeys, 2)
+		assert.Equal(t, unnamed.ID, list.APIKeys[0].ID, "newest first")
+		assert.Empty(t, list.APIKeys[0].Key, "secrets are shown once")
+
+		// The Company API answers with the key's Company.
+		r := c.do(t, call{method: get, path: "/company/v1/company", token: backend.Key, want: 200})
+		assert.Equal(t, "acme", r.JSON(t)["slug"])
+		r = c.do(t, call{method: get, path: "/company/v1/company", want: 401, docRejects: true})
+		assert.Equal(t, `Bearer realm="poppyhost-company"`, r.Header.Get("WWW-Authenticate"))
+		c.do(t, call{method: get, path: "/company/v1/company", token: "phk_" + strings.Repeat("A", 43), want: 401})
+		c.do(t, call{method: get, path: "/company/v1/company", token: admin, want: 401})
+
+		// Revoking: at once, twice is fine, and only through its Company.
+		c.do(t, call{method: del, path: fmt.Sprintf("/admin/v1/companies/minimal/api-keys/%d", backend.ID), token: admin, want: 404})
+		c.do(t, call{method: del, path: fmt.Sprintf("%s/%d", path, backend.ID), token: admin, want: 204})
+		c.do(t, call{method: del, path: fmt.Sprintf("%s/%d", path, backend.ID), token: admin, want: 204})
+		c.do(t, call{method: get, path: "/company/v1/company", token: backend.Key, want: 401})
+		c.do(t, call{method: get, path: "/company/v1/company", token: unnamed.Key, want: 200})
+		list = decode[struct {
+			APIKeys []key `json:"api_keys"`
+		}](t, c.do(t, call{method: get, path: path, token: admin, want: 200}))
+		assert.NotNil(t, list.APIKeys[1].RevokedAt)
+		assert.Nil(t, list.APIKeys[0].RevokedAt)
+		c.do(t, call{method: del, path: path + "/999999", token: admin, want: 404})
+		c.do(t, call{method: del, path: path + "/abc", token: admin, want: 404, docRejects: true})
+		c.do(t, call{method: del, path: path + "/1", want: 401, docRejects: true})
+		c.do(t, call{method: del, path: path + "/1", token: bogus, want: 401})
+
+		c.do(t, call{method: post, path: path, token: admin, want: 400, docRejects: true, body: map[string]string{"name": strings.Repeat("n", 201)}})
+		c.do(t, call{method: post, path: path, token: admin, want: 400, docRejects: true, body: `{"name":7}`})
+		c.do(t, call{method: post, path: path, token: admin, want: 413, body: padded(t, map[string]string{"name": "x"}, 4<<10)})
+		c.do(t, call{method: post, path: path, token: admin, want: 415, docRejects: true, body: `{}`, ctype: "text/plain"})
+		c.do(t, call{method: post, path: "/admin/v1/companies/nosuch/api-keys", token: admin, want: 404})
+		c.do(t, call{method: get, path: "/admin/v1/companies/nosuch/api-keys", token: admin, want: 404})
+		c.do(t, call{method: post, path: path, want: 401, docRejects: true})
+		c.do(t, call{method: post, path: path, token: bogus, want: 401})
+		c.do(t, call{method: get, path: path, want: 401, docRejects: true})
+		c.do(t, call{method: get, path: path, token: bogus, want: 401})
+	})
+
+	t.Run("operator tokens", func(t *testing.T) {
+		path := "/admin/v1/operator-tokens"
+		type token struct {
+			ID    int64  `json:"id"`
+			Name  string `json:"name"`
+			Token string `json:"token"`
+		}
+		ci := decode[token](t, c.do(t, call{method: post, path: path, token: admin, want: 201, body: `{"name":"ci"}`}))
+		assert.Equal(t, "ci", ci.Name)
+		c.do(t, call{method: post, path: path, token: admin, want: 201})
+
+		// A new token works at once and stops working when revoked.
+		c.do(t, call{method: get, path: "/admin/v1/companies?limit=1", token: ci.Token, want: 200})
+		c.do(t, call{method: del, path: fmt.Sprintf("%s/%d", path, ci.ID), token: ci.Token, want: 204})
+		c.do(t, call{method: get, path: "/admin/v1/companies?limit=1", token: ci.Token, want: 401})
+		c.do(t, call{method: del, path: fmt.Sprintf("%s/%d", path, ci.ID), token: admin, want: 204})
+
+		c.do(t, call{method: del, path: path + "/999999", token: admin, want: 404})
+		c.do(t, call{method: del, path: path + "/0", token: admin, want: 404, docRejects: true})
+		c.do(t, call{method: del, path: path + "/1", want: 401, docRejects: true})
+		c.do(t, call{method: del, path: path + "/1", token: bogus, want: 401})
+		c.do(t, call{method: post, path: path, token: admin, want: 400, docRejects: true, body: `{"nmae":"typo"}`})
+		c.do(t, call{method: post, path: path, token: admin, want: 413, body: padded(t, map[string]string{"name": "x"}, 4<<10)})
+		c.do(t, call{method: post, path: path, token: admin, want: 415, docRejects: true, body: `{}`, ctype: "text/plain"})
+		c.do(t, call{method: post, path: path, want: 401, docRejects: true})
+		c.do(t, call{method: post, path: path, token: bogus, want: 401})
+	})
+
+	t.Run("not available yet", func(t *testing.T) {
+		for _, op := range operations {
+			method, path, _ := strings.Cut(op, " ")
+			if !strings.HasPrefix(path, "/t/{slug}/") || strings.HasSuffix(path, ".json") {
+				continue
+			}
+			path = strings.ReplaceAll(path, "{conversation_id}", "c_1")
+			r := c.do(t, call{method: method, path: strings.ReplaceAll(path, "{slug}", "acme"), want: 501})
+			assert.NotEmpty(t, r.JSON(t)["request_id"])
+			c.do(t, call{method: method, path: strings.ReplaceAll(path, "{slug}", "nosuch"), want: 404})
+		}
+	})
+
+	t.Run("delete company", func(t *testing.T) {
+		c.do(t, call{method: del, path: "/admin/v1/companies/corner", want: 401, docRejects: true})
+		c.do(t, call{method: del, path: "/admin/v1/companies/corner", token: bogus, want: 401})
+		c.do(t, call{method: del, path: "/admin/v1/companies/corner", token: admin, want: 204})
+		c.do(t, call{method: del, path: "/admin/v1/companies/corner", token: admin, want: 404})
+		c.do(t, call{method: get, path: "/admin/v1/companies/corner", token: admin, want: 404})
+		c.do(t, call{method: get, host: "corner.example", path: "/.well-known/poppy.json", want: 404})
+	})
+
+	t.Run("undocumented requests", func(t *testing.T) {
+		r := c.undocumented(t, call{method: http.MethodPut, path: "/admin/v1/companies/acme", token: admin, body: `{}`, want: 405}, "method_not_allowed")
+		// RFC 9110 section 15.5.6: a 405 carries Allow.
+		require.Equal(t, "GET, HEAD, PATCH, DELETE", r.Header.Get("Allow"))
+		c.undocumented(t, call{method: get, path: "/no/such/route", want: 404}, "not_found")
+		c.undocumented(t, call{method: get, host: "acme.example", path: "/admin/v1/companies", token: admin, want: 404}, "not_found")
+		r, _ = c.send(t, call{method: http.MethodHead, path: "/healthz"})
+		assert.Equal(t, 200, r.Status)
+		assert.Empty(t, r.Body)
+	})
+
+	t.Run("draining", func(t *testing.T) {
+		env.Platform.Drain()
+		r := c.do(t, call{method: get, path: "/readyz", want: 503})
+		assert.Equal(t, "draining", r.JSON(t)["status"])
+	})
+
+	c.checkCoverage(t)
+}

@@ -1,0 +1,108 @@
+// Command migrate brings a poppyhost database to the schema this build
+// expects: River's migrations and poppyhost's own.
+//
+//	migrate up             apply every pending migration
+//	migrate down [N]       roll back poppyhost's last N migrations (default 1)
+//	migrate down --all     roll back every migration, River's too
+//	migrate status         list migrations and whether each is applied
+//
+// The database is POPPYHOST_DATABASE_URL, or --database-url.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/poppyhost/poppyhost/internal/config"
+	"github.com/poppyhost/poppyhost/migrations"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "migrate:", err)
+		}
+		os.Exit(2)
+	}
+}
+
+const usage = `usage: migrate [--database-url URL] up | down [N] | down --all | status`
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprintln(stderr, usage); fs.PrintDefaults() }
+	dbURL := fs.String("database-url", getenv("POPPYHOST_DATABASE_URL"), "PostgreSQL URL (env POPPYHOST_DATABASE_URL)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cmd := fs.Args()
+	if len(cmd) == 0 {
+		return errors.New(usage)
+	}
+	if *dbURL == "" {
+		return errors.New("no database: set POPPYHOST_DATABASE_URL or --database-url")
+	}
+	pool, err := pgxpool.New(ctx, *dbURL)
+	if err != nil {
+		return fmt.Errorf("database: %w", err)
+	}
+	defer pool.Close()
+	m, err := migrations.New(pool, nil)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	where := config.MaskDatabaseURL(*dbURL)
+
+	switch {
+	case cmd[0] == "up" && len(cmd) == 1:
+		if err := m.Up(ctx); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s is up to date\n", where)
+	case cmd[0] == "down" && len(cmd) <= 2:
+		steps, all := 1, false
+		if len(cmd) == 2 {
+			if cmd[1] == "--all" {
+				all = true
+			} else if steps, err = strconv.Atoi(cmd[1]); err != nil || steps < 1 {
+				return fmt.Errorf("down takes a positive number of steps or --all\n%s", usage)
+			}
+		}
+		if err := m.Down(ctx, steps, all); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "rolled back %s\n", where)
+	case cmd[0] == "status" && len(cmd) == 1:
+		st, err := m.Status(ctx)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "SOURCE\tVERSION\tNAME\tSTATE")
+		for _, s := range st {
+			state := "pending"
+			if s.Applied {
+				state = "applied"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", s.Source, s.Version, s.Name, state)
+		}
+		return tw.Flush()
+	default:
+		return errors.New(usage)
+	}
+	return nil
+}

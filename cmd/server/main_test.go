@@ -1,0 +1,253 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/poppyhost/poppyhost/internal/testkit"
+)
+
+const testToken = "server-test-admin-token"
+
+// syncBuffer collects the server's log lines safely.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type server struct {
+	addr   string
+	client *http.Client
+	logs   *syncBuffer
+	stop   context.CancelFunc
+	done   chan error
+}
+
+// start runs the real server in-process with settings, on a free port.
+func start(t *testing.T, settings map[string]string) *server {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &server{logs: &syncBuffer{}, stop: cancel, done: make(chan error, 1)}
+	listening := make(chan net.Addr, 1)
+	go func() {
+		s.done <- run(ctx, runEnv{
+			args: []string{"--listen-addr", "127.0.0.1:0"}, getenv: func(k string) string { return settings[k] },
+			stdout: io.Discard, stderr: s.logs,
+			onListen: func(a net.Addr) { listening <- a },
+		})
+	}()
+	select {
+	case a := <-listening:
+		s.addr = a.String()
+	case err := <-s.done:
+		t.Fatalf("server did not start: %v\n%s", err, s.logs)
+	case <-time.After(60 * time.Second):
+		t.Fatal("server did not start in time")
+	}
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-s.done:
+		case <-time.After(30 * time.Second):
+			t.Error("server did not stop")
+		}
+	})
+	pool := x509.NewCertPool()
+	if dir := settings["POPPYHOST_DEV_CA_DIR"]; dir != "" {
+		pem, err := os.ReadFile(filepath.Join(dir, "dev-ca.pem"))
+		require.NoError(t, err)
+		pool.AppendCertsFromPEM(pem)
+	}
+	s.client = &http.Client{Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool},
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, s.addr)
+		},
+	}}
+	return s
+}
+
+func (s *server) do(t *testing.T, method, url, body string, headers ...string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	require.NoError(t, err)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := s.client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+func tlsSettings(t *testing.T, dbURL string) map[string]string {
+	return map[string]string{
+		"POPPYHOST_PUBLIC_URL":   "https://poppyhost.test",
+		"POPPYHOST_DATABASE_URL": dbURL,
+		"POPPYHOST_DEV_CA_DIR":   t.TempDir(),
+		"POPPYHOST_ADMIN_TOKEN":  testToken,
+	}
+}
+
+func TestServes(t *testing.T) {
+	t.Parallel()
+	s := start(t, tlsSettings(t, testkit.NewDatabase(t)))
+
+	code, _, body := s.do(t, "GET", "https://poppyhost.test/healthz", "")
+	require.Equal(t, 200, code, body)
+	code, _, body = s.do(t, "GET", "https://poppyhost.test/readyz", "")
+	require.Equal(t, 200, code, body)
+
+	code, _, body = s.do(t, "POST", "https://poppyhost.test/admin/v1/companies",
+		`{"slug":"shop","organization":{"name":"Shop","domain":"shop.example"}}`, "Authorization", "Bearer "+testToken)
+	require.Equal(t, 201, code, body)
+	code, hdr, body := s.do(t, "GET", "https://shop.example/.well-known/poppy.json", "")
+	require.Equal(t, 200, code, body)
+	require.Contains(t, body, `"domain":"shop.example"`)
+	require.NotEmpty(t, hdr.Get("X-Request-ID"))
+
+	code, _, body = s.do(t, "GET", "https://poppyhost.test/metrics", "")
+	require.Equal(t, 200, code)
+	require.Contains(t, body, `poppyhost_http_requests_total{method="GET",route="/.well-known/poppy.json",status="200"} 1`)
+	require.Contains(t, body, `poppyhost_http_request_duration_seconds_bucket`)
+	require.Contains(t, body, `pgxpool_`)
+
+	// Log lines are JSON, carry the request ID, and never the admin token.
+	logs := s.logs.String()
+	require.NotContains(t, logs, testToken)
+	require.NotContains(t, logs, "s3cret")
+	var sawRequest bool
+	for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+		if m["msg"] == "request" {
+			sawRequest = true
+			require.NotEmpty(t, m["request_id"])
+		}
+	}
+	require.True(t, sawRequest)
+}
+
+// TestDrains stops the server while a request is still arriving: the
+// request completes and run returns cleanly.
+func TestDrains(t *testing.T) {
+	t.Parallel()
+	s := start(t, tlsSettings(t, testkit.NewDatabase(t)))
+	pr, pw := io.Pipe()
+	req, err := http.NewRequest("POST", "https://poppyhost.test/admin/v1/companies", pr)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("Content-Type", "application/json")
+	type result struct {
+		code int
+		err  error
+	}
+	res := make(chan result, 1)
+	go func() {
+		resp, err := s.client.Do(req)
+		if err != nil {
+			res <- result{err: err}
+			return
+		}
+		resp.Body.Close()
+		res <- result{code: resp.StatusCode}
+	}()
+	_, err = pw.Write([]byte(`{"slug":"slow","organization":`))
+	require.NoError(t, err)
+	time.Sleep(200 * time.Millisecond)
+
+	s.stop()
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case err := <-s.done:
+		t.Fatalf("server stopped with a request in flight: %v", err)
+	default:
+	}
+	_, err = pw.Write([]byte(`{"name":"Slow","domain":"slow.example"}}`))
+	require.NoError(t, err)
+	require.NoError(t, pw.Close())
+	r := <-res
+	require.NoError(t, r.err)
+	require.Equal(t, 201, r.code)
+	select {
+	case err := <-s.done:
+		require.NoError(t, err)
+		s.done <- nil // for the cleanup
+	case <-time.After(10 * time.Second):
+		t.Fatal("server did not stop after draining")
+	}
+}
+
+func TestRefusesUnmigratedDatabase(t *testing.T) {
+	t.Parallel()
+	settings := tlsSettings(t, testkit.NewEmptyDatabase(t))
+	err := run(context.Background(), runEnv{args: []string{"--listen-addr", "127.0.0.1:0"},
+		getenv: func(k string) string { return settings[k] }, stdout: io.Discard, stderr: io.Discard})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "migrate up")
+}
+
+func TestRefusesBadConfig(t *testing.T) {
+	t.Parallel()
+	var stderr bytes.Buffer
+	err := run(context.Background(), runEnv{getenv: func(string) string { return "" }, stdout: io.Discard, stderr: &stderr})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "POPPYHOST_PUBLIC_URL")
+}
+
+// TestBehindProxy serves plain HTTP and honours X-Forwarded-Host only from
+// trusted proxies.
+func TestBehindProxy(t *testing.T) {
+	t.Parallel()
+	dbURL := testkit.NewDatabase(t)
+	for _, tc := range []struct {
+		trusted          string
+		wantCreate, want int
+	}{{"127.0.0.1/32", 201, 200}, {"10.0.0.0/8", 404, 404}} {
+		s := start(t, map[string]string{
+			"POPPYHOST_PUBLIC_URL": "https://poppyhost.test", "POPPYHOST_DATABASE_URL": dbURL,
+			"POPPYHOST_PLAIN_HTTP": "true", "POPPYHOST_TRUSTED_PROXIES": tc.trusted, "POPPYHOST_ADMIN_TOKEN": testToken,
+		})
+		code, _, body := s.do(t, "POST", "http://internal/admin/v1/companies",
+			fmt.Sprintf(`{"slug":"p%d","organization":{"name":"P","domain":"p%d.example"}}`, tc.want, tc.want),
+			"Authorization", "Bearer "+testToken, "X-Forwarded-Host", "poppyhost.test")
+		require.Equal(t, tc.wantCreate, code, body)
+		code, _, body = s.do(t, "GET", "http://internal/.well-known/poppy.json", "",
+			"X-Forwarded-Host", fmt.Sprintf("p%d.example", tc.want))
+		require.Equal(t, tc.want, code, body)
+		s.stop()
+	}
+}

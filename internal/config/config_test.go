@@ -1,0 +1,142 @@
+package config
+
+import (
+	"io"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func envOf(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func base() map[string]string {
+	return map[string]string{
+		"POPPYHOST_PUBLIC_URL":    "https://poppyhost.example",
+		"POPPYHOST_DATABASE_URL":  "postgres://app:s3cret@db.internal:5432/poppyhost",
+		"POPPYHOST_TLS_CERT_FILE": "/etc/tls/cert.pem",
+		"POPPYHOST_TLS_KEY_FILE":  "/etc/tls/key.pem",
+	}
+}
+
+func TestLoadValid(t *testing.T) {
+	t.Parallel()
+	c, err := Load(nil, envOf(base()), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, "https://poppyhost.example", c.PublicURL.String())
+	require.Equal(t, ":8443", c.ListenAddr)
+	require.Equal(t, slog.LevelInfo, c.LogLevel)
+	require.Equal(t, 20*time.Second, c.ShutdownTimeout)
+	require.False(t, c.AllowPrivateFetch)
+	require.False(t, c.Dev)
+}
+
+func TestFlagsWinOverEnv(t *testing.T) {
+	t.Parallel()
+	c, err := Load([]string{"--listen-addr", "127.0.0.1:9000", "--log-level", "debug", "--allow-private-fetch"}, envOf(base()), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:9000", c.ListenAddr)
+	require.Equal(t, slog.LevelDebug, c.LogLevel)
+	require.True(t, c.AllowPrivateFetch)
+}
+
+func TestLoadErrors(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		set  map[string]string
+		args []string
+		want string
+	}{
+		{"no public URL", map[string]string{"POPPYHOST_PUBLIC_URL": ""}, nil, "POPPYHOST_PUBLIC_URL: is required"},
+		{"http public URL", map[string]string{"POPPYHOST_PUBLIC_URL": "http://poppyhost.example"}, nil, "https"},
+		{"public URL with path", map[string]string{"POPPYHOST_PUBLIC_URL": "https://poppyhost.example/x"}, nil, "origin"},
+		{"no database", map[string]string{"POPPYHOST_DATABASE_URL": ""}, nil, "POPPYHOST_DATABASE_URL"},
+		{"bad listen addr", map[string]string{"POPPYHOST_LISTEN_ADDR": "8443"}, nil, "POPPYHOST_LISTEN_ADDR"},
+		{"cert without key", map[string]string{"POPPYHOST_TLS_KEY_FILE": ""}, nil, "set together"},
+		{"no way to serve", map[string]string{"POPPYHOST_TLS_KEY_FILE": "", "POPPYHOST_TLS_CERT_FILE": ""}, nil, "choose how to serve"},
+		{"two ways to serve", map[string]string{"POPPYHOST_PLAIN_HTTP": "true"}, nil, "choose one way"},
+		{"bad bool", map[string]string{"POPPYHOST_ALLOW_PRIVATE_FETCH": "maybe"}, nil, "POPPYHOST_ALLOW_PRIVATE_FETCH"},
+		{"bad proxies", map[string]string{"POPPYHOST_TRUSTED_PROXIES": "10.0.0.0/8,nonsense"}, nil, "nonsense"},
+		{"short admin token", map[string]string{"POPPYHOST_ADMIN_TOKEN": "short"}, nil, "at least 16"},
+		{"bad log level", map[string]string{"POPPYHOST_LOG_LEVEL": "loud"}, nil, "POPPYHOST_LOG_LEVEL"},
+		{"bad timeout", map[string]string{"POPPYHOST_SHUTDOWN_TIMEOUT": "-1s"}, nil, "POPPYHOST_SHUTDOWN_TIMEOUT"},
+		{"stray argument", nil, []string{"serve"}, "unexpected arguments"},
+		{"unknown flag", nil, []string{"--nope"}, "not defined"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := base()
+			for k, v := range tc.set {
+				env[k] = v
+			}
+			_, err := Load(tc.args, envOf(env), io.Discard)
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestAllProblemsAtOnce(t *testing.T) {
+	t.Parallel()
+	_, err := Load(nil, envOf(map[string]string{"POPPYHOST_LOG_LEVEL": "loud"}), io.Discard)
+	require.Error(t, err)
+	for _, want := range []string{"POPPYHOST_PUBLIC_URL", "POPPYHOST_DATABASE_URL", "POPPYHOST_LOG_LEVEL", "choose how to serve"} {
+		require.Contains(t, err.Error(), want)
+	}
+}
+
+func TestDevDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := Load([]string{"--dev"}, envOf(nil), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, DevPublicURL, c.PublicURL.String())
+	require.Equal(t, DevListenAddr, c.ListenAddr)
+	require.Equal(t, ".data", c.DevCADir)
+	require.True(t, c.AllowPrivateFetch)
+	require.Empty(t, c.DatabaseURL, "dev mode starts its own database")
+
+	// Explicit settings still win in dev mode.
+	c, err = Load([]string{"--dev", "--listen-addr", ":9999"}, envOf(map[string]string{"POPPYHOST_PUBLIC_URL": "https://dev.example"}), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, ":9999", c.ListenAddr)
+	require.Equal(t, "https://dev.example", c.PublicURL.String())
+}
+
+func TestTrustedProxies(t *testing.T) {
+	t.Parallel()
+	env := base()
+	env["POPPYHOST_TRUSTED_PROXIES"] = "10.1.2.0/24, 192.0.2.7"
+	c, err := Load(nil, envOf(env), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.1.2.0/24"), netip.MustParsePrefix("192.0.2.7/32")}, c.TrustedProxies)
+}
+
+func TestLogValueMasksSecrets(t *testing.T) {
+	t.Parallel()
+	env := base()
+	env["POPPYHOST_ADMIN_TOKEN"] = "admin-token-that-is-secret"
+	c, err := Load(nil, envOf(env), io.Discard)
+	require.NoError(t, err)
+	var b strings.Builder
+	slog.New(slog.NewJSONHandler(&b, nil)).Info("start", slog.Any("config", c))
+	out := b.String()
+	require.NotContains(t, out, "s3cret")
+	require.NotContains(t, out, "admin-token-that-is-secret")
+	require.Contains(t, out, "db.internal")
+	require.Contains(t, out, `"admin_token_set":true`)
+}
+
+func TestMaskDatabaseURL(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "postgres://u:xxxxx@h/db", MaskDatabaseURL("postgres://u:pw@h/db"))
+	require.Equal(t, "postgres://h/db?password=xxxxx", MaskDatabaseURL("postgres://h/db?password=pw"))
+	require.Equal(t, "host=h password=xxxxx dbname=db", MaskDatabaseURL("host=h password=pw dbname=db"))
+	require.Equal(t, "postgres://u@h/db", MaskDatabaseURL("postgres://u@h/db"))
+}

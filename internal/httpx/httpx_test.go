@@ -1,0 +1,235 @@
+package httpx
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+)
+
+func decodeBody(t *testing.T, rec *httptest.ResponseRecorder) map[string]any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &m), rec.Body.String())
+	return m
+}
+
+func TestDecodeJSON(t *testing.T) {
+	t.Parallel()
+	type body struct {
+		Name  string `json:"name"`
+		Count int    `json:"count"`
+		Inner struct {
+			Flag bool `json:"flag"`
+		} `json:"inner"`
+	}
+	cases := []struct {
+		name, ct, body string
+		strict         bool
+		max            int64
+		code, field    string
+	}{
+		{name: "ok", body: `{"name":"a","count":2}`},
+		{name: "unknown field lenient", body: `{"name":"a","extra":1}`},
+		{name: "unknown field strict", body: `{"name":"a","extra":1}`, strict: true, code: CodeInvalidRequest, field: "extra"},
+		{name: "wrong type", body: `{"count":"two"}`, code: CodeInvalidRequest, field: "count"},
+		{name: "nested wrong type", body: `{"inner":{"flag":"yes"}}`, code: CodeInvalidRequest, field: "inner.flag"},
+		{name: "malformed", body: `{"name":`, code: CodeInvalidRequest},
+		{name: "syntax", body: `{"name" "a"}`, code: CodeInvalidRequest},
+		{name: "empty", body: ``, code: CodeInvalidRequest},
+		{name: "two values", body: `{} {}`, code: CodeInvalidRequest},
+		{name: "trailing garbage", body: `{}x`, code: CodeInvalidRequest},
+		{name: "too large", body: `{"name":"` + strings.Repeat("a", 100) + `"}`, max: 50, code: CodeRequestTooLarge},
+		{name: "wrong media type", ct: "text/plain", body: `{}`, code: CodeUnsupportedMediaType},
+		{name: "json suffix type", ct: "application/merge-patch+json", body: `{}`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(tc.body))
+			ct := tc.ct
+			if ct == "" {
+				ct = "application/json"
+			}
+			r.Header.Set("Content-Type", ct)
+			var dst body
+			err := DecodeJSON(httptest.NewRecorder(), r, &dst, DecodeOptions{Strict: tc.strict, MaxBytes: tc.max})
+			if tc.code == "" {
+				require.NoError(t, err)
+				return
+			}
+			var e *Error
+			require.ErrorAs(t, err, &e)
+			require.Equal(t, tc.code, e.Code)
+			if tc.field != "" {
+				require.Len(t, e.Fields, 1)
+				require.Equal(t, tc.field, e.Fields[0].Field)
+			}
+		})
+	}
+}
+
+func TestWriteErrorHidesInternals(t *testing.T) {
+	t.Parallel()
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&logs, nil))
+	h := Instrument(logger, NewMetrics(prometheus.NewRegistry()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		WriteError(w, r, errors.New("pq: relation secret_table does not exist"))
+	}))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/x", nil))
+	require.Equal(t, http.StatusInternalServerError, rec.Code)
+	require.NotContains(t, rec.Body.String(), "secret_table")
+	m := decodeBody(t, rec)
+	require.Equal(t, CodeInternal, m["error"])
+	require.Equal(t, rec.Header().Get("X-Request-ID"), m["request_id"])
+	require.Contains(t, logs.String(), "secret_table", "the cause is logged")
+	require.Contains(t, logs.String(), rec.Header().Get("X-Request-ID"))
+}
+
+func TestErrorStatuses(t *testing.T) {
+	t.Parallel()
+	for code, status := range statusOf {
+		rec := httptest.NewRecorder()
+		WriteError(rec, httptest.NewRequest(http.MethodGet, "/", nil), Errorf(code, "x"))
+		require.Equal(t, status, rec.Code, code)
+		require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+		require.Equal(t, code, decodeBody(t, rec)["error"])
+	}
+	rec := httptest.NewRecorder()
+	WriteError(rec, httptest.NewRequest(http.MethodGet, "/", nil), Errorf(CodeRateLimited, "slow down"))
+	require.NotEmpty(t, rec.Header().Get("Retry-After"), "429 always carries Retry-After (spec 5.6)")
+}
+
+func TestInvalidNamesFields(t *testing.T) {
+	t.Parallel()
+	e := Invalid(FieldError{"a.b", "is required"}, FieldError{"c", "is bad"})
+	require.Equal(t, "a.b: is required (and 1 more)", e.Description)
+	require.Equal(t, http.StatusBadRequest, e.Status())
+}
+
+func TestRequestID(t *testing.T) {
+	t.Parallel()
+	h := Instrument(slog.New(slog.DiscardHandler), NewMetrics(prometheus.NewRegistry()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(RequestID(r.Context())))
+	}))
+	for _, tc := range []struct{ in, want string }{
+		{"abc-123_x.y", "abc-123_x.y"},
+		{"bad id\nwith newline", ""},
+		{strings.Repeat("a", 65), ""},
+		{"", ""},
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.Header.Set("X-Request-ID", tc.in)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		id := rec.Header().Get("X-Request-ID")
+		require.Equal(t, id, rec.Body.String())
+		if tc.want != "" {
+			require.Equal(t, tc.want, id)
+		} else {
+			require.NotEqual(t, tc.in, id)
+			require.True(t, validRequestID(id))
+		}
+	}
+}
+
+func TestInstrumentRecoversAndLabelsRoutes(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	r := chi.NewRouter()
+	r.Use(RecordRoute)
+	r.Get("/items/{id}", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	r.Get("/boom", func(w http.ResponseWriter, r *http.Request) { panic("kaboom") })
+	h := Instrument(slog.New(slog.DiscardHandler), m, r)
+
+	for _, p := range []string{"/items/secret-1", "/items/secret-2", "/boom", "/nowhere"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, p, nil))
+		if p == "/boom" {
+			require.Equal(t, http.StatusInternalServerError, rec.Code)
+			require.Equal(t, CodeInternal, decodeBody(t, rec)["error"])
+		}
+	}
+	require.Equal(t, 2.0, testutil.ToFloat64(m.requests.WithLabelValues("/items/{id}", "GET", "204")))
+	require.Equal(t, 1.0, testutil.ToFloat64(m.requests.WithLabelValues("/boom", "GET", "500")))
+	out, err := testutil.CollectAndLint(m.requests)
+	require.NoError(t, err)
+	require.Empty(t, out)
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		for _, metric := range f.GetMetric() {
+			for _, l := range metric.GetLabel() {
+				require.NotContains(t, l.GetValue(), "secret", "raw paths never become labels")
+			}
+		}
+	}
+}
+
+func TestProxies(t *testing.T) {
+	t.Parallel()
+	p := Proxies{Trusted: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
+	var gotHost, gotAddr string
+	h := p.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotHost, gotAddr = r.Host, r.RemoteAddr
+	}))
+	req := func(remote string) *http.Request {
+		r := httptest.NewRequest(http.MethodGet, "https://internal:8080/", nil)
+		r.RemoteAddr = remote
+		r.Header.Set("X-Forwarded-Host", "shop.example")
+		r.Header.Set("X-Forwarded-For", "198.51.100.9, 203.0.113.5, 10.0.0.3")
+		return r
+	}
+	h.ServeHTTP(httptest.NewRecorder(), req("10.1.1.1:5555"))
+	require.Equal(t, "shop.example", gotHost)
+	require.Equal(t, "203.0.113.5:0", gotAddr, "right-most untrusted hop")
+
+	h.ServeHTTP(httptest.NewRecorder(), req("192.0.2.1:5555"))
+	require.Equal(t, "internal:8080", gotHost, "forwarded headers from strangers are ignored")
+	require.Equal(t, "192.0.2.1:5555", gotAddr)
+}
+
+func TestHostOnly(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "shop.example", HostOnly("Shop.Example:8443"))
+	require.Equal(t, "shop.example", HostOnly("shop.example."))
+	require.Equal(t, "::1", HostOnly("[::1]:443"))
+}
+
+func TestMethodNotAllowedSetsAllow(t *testing.T) {
+	t.Parallel()
+	r := chi.NewRouter()
+	r.MethodNotAllowed(MethodNotAllowed(r))
+	r.Route("/v1", func(r chi.Router) {
+		r.Use(func(h http.Handler) http.Handler { return h })
+		r.Post("/things", func(http.ResponseWriter, *http.Request) {})
+		r.Route("/things/{id}", func(r chi.Router) {
+			r.Get("/", func(http.ResponseWriter, *http.Request) {})
+			r.Delete("/", func(http.ResponseWriter, *http.Request) {})
+			r.Post("/parts", func(http.ResponseWriter, *http.Request) {})
+		})
+	})
+	for path, allow := range map[string]string{
+		"/v1/things/7":       "GET, HEAD, DELETE",
+		"/v1/things/7/":      "GET, HEAD, DELETE",
+		"/v1/things/7/parts": "POST",
+	} {
+		rec := httptest.NewRecorder()
+		r.ServeHTTP(rec, httptest.NewRequest(http.MethodPut, path, nil))
+		require.Equal(t, http.StatusMethodNotAllowed, rec.Code, path)
+		require.Equal(t, allow, rec.Header().Get("Allow"), path)
+		require.Equal(t, CodeMethodNotAllowed, decodeBody(t, rec)["error"])
+	}
+}

@@ -1,0 +1,428 @@
+package tenant_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/poppyhost/poppyhost/internal/testkit"
+)
+
+func TestCreateCompanyConflicts(t *testing.T) {
+	t.Parallel()
+	env := testkit.Setup(t)
+	createCompany(t, env, "alpha", "alpha.example", `{"domains": ["alpha.example.org", "shop.alpha.example"]}`)
+	before := domainsOf(t, env, "alpha")
+
+	tests := []struct {
+		name  string
+		body  string
+		field string
+	}{
+		{"organization.domain taken", minimalBody("beta", "alpha.example"), "organization.domain"},
+		{"organization.domain is another's extra domain", minimalBody("beta", "shop.alpha.example"), "organization.domain"},
+		{"extra domain taken", merge(t, minimalBody("beta", "beta.example"), `{"domains": ["beta.example.org", "alpha.example.org"]}`), "domains[1]"},
+		{"extra domain is another's primary", merge(t, minimalBody("beta", "beta.example"), `{"domains": ["alpha.example"]}`), "domains[0]"},
+		{"slug taken", minimalBody("alpha", "beta.example"), "slug"},
+		{"slug taken with extra domains", merge(t, minimalBody("alpha", "beta.example"), `{"domains": ["beta.example.org"]}`), "slug"},
+	}
+	t.Run("rows", func(t *testing.T) {
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				t.Parallel()
+				resp := env.Admin(t, http.MethodPost, "/admin/v1/companies", tt.body)
+				e := requireError(t, resp, http.StatusConflict, "conflict")
+				require.Len(t, e.Fields, 1, "body: %s", resp.Body)
+				require.Equal(t, tt.field, e.Fields[0].Field)
+			})
+		}
+	})
+
+	// Nothing was written, and alpha still owns its domains.
+	require.Equal(t, 1, count(t, env, `SELECT count(*) FROM companies`))
+	require.Equal(t, before, domainsOf(t, env, "alpha"))
+	require.Equal(t, 3, count(t, env, `SELECT count(*) FROM company_domains`))
+	for _, d := range []string{"alpha.example", "alpha.example.org", "shop.alpha.example"} {
+		r := poppyJSON(t, env, d)
+		require.Equal(t, http.StatusOK, r.Status)
+		require.Equal(t, "Company alpha", orgName(t, r))
+	}
+	for _, d := range []string{"beta.example", "beta.example.org"} {
+		requireError(t, poppyJSON(t, env, d), http.StatusNotFound, "not_found")
+	}
+}
+
+func TestGetCompany(t *testing.T) {
+	t.Parallel()
+	env := testkit.Setup(t)
+	created := createCompany(t, env, "acme", "acme.example", "")
+
+	resp := env.Admin(t, http.MethodGet, "/admin/v1/companies/acme", nil)
+	require.Equal(t, http.StatusOK, resp.Status)
+	require.Equal(t, created, resp.JSON(t))
+
+	for _, path := range []string{"/admin/v1/companies/nosuch", "/admin/v1/companies/Acme",
+		"/admin/v1/companies/-acme", "/admin/v1/companies/acme%20", "/admin/v1/companies/acme/nosuch"} {
+		requireError(t, env.Admin(t, http.MethodGet, path, nil), http.StatusNotFound, "not_found")
+	}
+	requireError(t, env.Admin(t, http.MethodPut, "/admin/v1/companies/acme", minimalBody("acme", "acme.example")),
+		http.StatusMethodNotAllowed, "method_not_allowed")
+}
+
+func TestListCompanies(t *testing.T) {
+	t.Parallel()
+	env := testkit.Setup(t)
+	// Created out of order; listed by slug.
+	slugs := []string{"delta", "alpha", "echo", "charlie", "bravo"}
+	for _, s := range slugs {
+		createCompany(t, env, s, s+".example", "")
+	}
+	sorted := []string{"alpha", "bravo", "charlie", "delta", "echo"}
+
+	type page struct {
+		Companies []map[string]any `json:"companies"`
+		Next      *string          `json:"next"`
+	}
+	list := func(query string) page {
+		t.Helper()
+		resp := env.Admin(t, http.MethodGet, "/admin/v1/companies"+query, nil)
+		require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+		var p page
+		require.NoError(t, json.Unmarshal(resp.Body, &p))
+		require.NotNil(t, p.Companies, "companies must be an array: %s", resp.Body)
+		return p
+	}
+	slugsOf := func(p page) []string {
+		out := []string{}
+		for _, c := range p.Companies {
+			out = append(out, c["slug"].(string))
+		}
+		return out
+	}
+
+	// One page with everything: full views, no next.
+	all := list("")
+	require.Equal(t, sorted, slugsOf(all))
+	require.Nil(t, all.Next)
+	require.Equal(t, "Company alpha", all.Companies[0]["organization"].(map[string]any)["name"])
+	require.Equal(t, env.URLs.Public.String()+"/t/alpha", all.Companies[0]["identifier"])
+
+	// Paging with limit and after visits each Company once, in order.
+	var seen []string
+	after := ""
+	for range 10 {
+		q := url.Values{"limit": {"2"}}
+		if after != "" {
+			q.Set("after", after)
+		}
+		p := list("?" + q.Encode())
+		require.LessOrEqual(t, len(p.Companies), 2)
+		seen = append(seen, slugsOf(p)...)
+		if p.Next == nil {
+			break
+		}
+		require.Equal(t, slugsOf(p)[len(p.Companies)-1], *p.Next)
+		after = *p.Next
+	}
+	require.Equal(t, sorted, seen)
+
+	tests := []struct {
+		query string
+		want  []string
+	}{
+		{"?limit=1", []string{"alpha"}},
+		{"?limit=500", sorted},
+		{"?after=bravo", []string{"charlie", "delta", "echo"}},
+		{"?after=b", []string{"bravo", "charlie", "delta", "echo"}},
+		{"?after=echo", []string{}},
+		{"?after=zzz&limit=3", []string{}},
+		{"?after=alpha&limit=2", []string{"bravo", "charlie"}},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, slugsOf(list(tt.query)), tt.query)
+	}
+	require.Equal(t, "alpha", *list("?limit=1").Next)
+	require.Nil(t, list("?after=charlie&limit=3").Next)
+
+	for _, bad := range []string{"0", "-1", "501", "abc", "1.5", "1e2", "%20"} {
+		requireInvalid(t, env.Admin(t, http.MethodGet, "/admin/v1/companies?limit="+bad, nil), "limit")
+	}
+}
+
+func TestListCompaniesEmpty(t *testing.T) {
+	t.Parallel()
+	env := testkit.Setup(t)
+	resp := env.Admin(t, http.MethodGet, "/admin/v1/companies", nil)
+	require.Equal(t, http.StatusOK, resp.Status)
+	require.JSONEq(t, `{"companies": []}`, string(resp.Body))
+}
+
+func TestPatchCompany(t *testing.T) {
+	t.Parallel()
+	env := testkit.Setup(t)
+
+	const start = `{
+		"organization": {"logo_uri": "https://acme.example/logo.png"},
+		"domains": ["acme.example.org"],
+		"auth": {"grant_types": ["authorization_code"], "scopes": {"orders": "Your orders"}},
+		"conversations": {"enabled": false, "access": "signed_in"},
+		"feedback": {"enabled": false},
+		"web": {"browser_join": true},
+		"excluded_tasks": [{"task": "Close an account"}],
+		"skill_index": {"$schema": "` + schema020 + `", "skills": []}
+	}`
+
+	tests := []struct {
+		name  string
+		patch string
+		want  string // merge patch from the created view to the expected one
+	}{
+		{
+			name:  "change one field",
+			patch: `{"organization": {"name": "Acme Corp"}}`,
+			want:  `{"organization": {"name": "Acme Corp"}}`,
+		},
+		{
+			name:  "change nested fields, keep siblings",
+			patch: `{"auth": {"scopes": {"addresses": "Your addresses"}}, "web": {"origin": "https://origin.acme.example"}}`,
+			want:  `{"auth": {"scopes": {"orders": "Your orders", "addresses": "Your addresses"}}, "web": {"origin": "https://origin.acme.example"}}`,
+		},
+		{
+			name:  "null removes a map entry",
+			patch: `{"auth": {"scopes": {"orders": null}}}`,
+			want:  `{"auth": {"scopes": {"orders": null}}}`,
+		},
+		{
+			name:  "null resets settings to their defaults",
+			patch: `{"conversations": null, "feedback": null, "web": null, "organization": {"logo_uri": null}, "skill_index": null}`,
+			want: `{"conversations": {"enabled": true, "access": "session"}, "feedback": {"enabled": true},
+				"web": {"browser_join": false}, "organization": {"logo_uri": null}, "skill_index": null}`,
+		},
+		{
+			name:  "null resets lists to empty",
+			patch: `{"domains": null, "excluded_tasks": null}`,
+			want:  `{"domains": [], "excluded_tasks": []}`,
+		},
+		{
+			name:  "null grant types reset to both sign-in types",
+			patch: `{"auth": {"grant_types": null}}`,
+			want:  `{"auth": {"grant_types": ["authorization_code", "urn:ietf:params:oauth:grant-type:device_code"]}}`,
+		},
+		{
+			name:  "turn the issuer off",
+			patch: `{"auth": {"issuer": false, "grant_types": null, "scopes": null}, "domains": null, "conversations": {"access": "session"}}`,
+			want: `{"auth": {"issuer": false, "grant_types": [], "scopes": {"orders": null}}, "domains": [], "conversations": {"access": "session"},
+				"identifier": "https://{domain}", "issuer": null}`,
+		},
+		{
+			name:  "empty patch changes nothing",
+			patch: `{}`,
+			want:  `{}`,
+		},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			slug := fmt.Sprintf("patch%d", i)
+			domain := slug + ".example"
+			startFor := strings.ReplaceAll(start, "acme.example.org", slug+".example.org")
+			created := createCompany(t, env, slug, domain, startFor)
+
+			resp := env.Admin(t, http.MethodPatch, "/admin/v1/companies/"+slug, tt.patch)
+			require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+			got := resp.JSON(t)
+			require.False(t, timeOf(t, got["updated_at"]).Before(timeOf(t, created["updated_at"])))
+			delete(got, "updated_at")
+			delete(created, "updated_at")
+			createdJSON, err := json.Marshal(created)
+			require.NoError(t, err)
+			want := merge(t, string(createdJSON), strings.ReplaceAll(tt.want, "{domain}", domain))
+			gotJSON, err := json.Marshal(got)
+			require.NoError(t, err)
+			require.JSONEq(t, want, string(gotJSON))
+
+			// The change is stored.
+			again := env.Admin(t, http.MethodGet, "/admin/v1/companies/"+slug, nil).JSON(t)
+			delete(again, "updated_at")
+			againJSON, err := json.Marshal(again)
+			require.NoError(t, err)
+			require.JSONEq(t, want, string(againJSON))
+		})
+	}
+}
+
+// timeOf parses a timestamp of a JSON body.
+func timeOf(t *testing.T, v any) time.Time {
+	t.Helper()
+	s, ok := v.(string)
+	require.True(t, ok, "not a timestamp: %v", v)
+	ts, err := time.Parse(time.RFC3339Nano, s)
+	require.NoError(t, err)
+	return ts
+}
+
+func TestPatchCompanyMergePatchMediaType(t *testing.T) {
+	t.Parallel()
+	env := testkit.Setup(t)
+	createCompany(t, env, "acme", "acme.example", "")
+	resp := env.Do(t, http.MethodPatch, env.PublicURL("/admin/v1/companies/acme"), `{"organization": {"name": "Merged"}}`,
+		append(bearer(testkit.AdminToken), "Content-Type", "application/merge-patch+json")...)
+	require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+	require.Equal(t, "Merged", orgName(t, resp))
+}
+
+// TestPatchCompanyRefused checks patches that must change nothing.
+func TestPatchCompanyRefused(t *testing.T) {
+	t.Parallel()
+	env := testkit.Setup(t)
+	createCompany(t, env, "acme", "acme.example", `{"domains": ["acme.example.org"], "auth": {"scopes": {"orders": "Your orders"}}}`)
+	createCompany(t, env, "other", "other.example", `{"domains": ["other.example.org"]}`)
+	before := env.Admin(t, http.MethodGet, "/admin/v1/companies/acme", nil)
+	require.Equal(t, http.StatusOK, before.Status)
+
+	tests := []struct {
+		name        string
+		patch       string
+		contentType string
+		status      int
+		code        string
+		field       string
+	}{
+		{"unknown field", `{"bogus": true}`, "", 400, "invalid_request", "bogus"},
+		{"unknown nested field", `{"organization": {"nickname": "A"}}`, "", 400, "invalid_request", "nickname"},
+		{"read-only identifier", `{"identifier": "https://x.example"}`, "", 400, "invalid_request", "identifier"},
+		{"wrong type", `{"organization": {"name": 5}}`, "", 400, "invalid_request", "organization.name"},
+		{"slug change", `{"slug": "acme2"}`, "", 400, "invalid_request", "slug"},
+		{"slug removed", `{"slug": null}`, "", 400, "invalid_request", "slug"},
+		{"invalid result: name emptied", `{"organization": {"name": ""}}`, "", 400, "invalid_request", "organization.name"},
+		{"invalid result: name removed", `{"organization": {"name": null}}`, "", 400, "invalid_request", "organization.name"},
+		{"invalid result: domain removed", `{"organization": {"domain": null}}`, "", 400, "invalid_request", "organization.domain"},
+		{"invalid result: issuer off with extra domains", `{"auth": {"issuer": false, "grant_types": [], "scopes": null}}`, "", 400, "invalid_request", "domains"},
+		{"invalid result: signed_in and disabled", `{"auth": {"disabled": true}, "conversations": {"access": "signed_in"}}`, "", 400, "invalid_request", "conversations.access"},
+		{"invalid result: duplicate domain", `{"domains": ["acme.example"]}`, "", 400, "invalid_request", "domains[0]"},
+		{"another Company's primary domain", `{"domains": ["acme.example.org", "other.example"]}`, "", 409, "conflict", "domains[1]"},
+		{"another Company's extra domain as primary", `{"organization": {"domain": "other.example.org"}}`, "", 409, "conflict", "organization.domain"},
+		{"array body", `[{"op": "replace", "path": "/organization/name", "value": "X"}]`, "", 400, "invalid_request", ""},
+		{"string body", `"x"`, "", 400, "invalid_request", ""},
+		{"null body", `null`, "", 400, "invalid_request", ""},
+		{"malformed", `{"organization": `, "", 400, "invalid_request", ""},
+		{"empty body", ``, "", 400, "invalid_request", ""},
+		{"oversized", `{"organization": {"name": "` + strings.Repeat("a", maxAdminBody) + `"}}`, "", 413, "request_too_large", ""},
+		{"json-patch media type", `{"organization": {"name": "X"}}`, "text/plain", 415, "unsupported_media_type", ""},
+	}
+	t.Run("rows", func(t *testing.T) {
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				t.Parallel()
+				var headers []string
+				if tt.contentType != "" {
+					headers = []string{"Content-Type", tt.contentType}
+				}
+				resp := env.Do(t, http.MethodPatch, env.PublicURL("/admin/v1/companies/acme"), tt.patch,
+					append(headers, bearer(testkit.AdminToken)...)...)
+				if tt.status == 400 && tt.field != "" {
+					requireInvalid(t, resp, tt.field)
+					return
+				}
+				e := requireError(t, resp, tt.status, tt.code)
+				if tt.field != "" {
+					require.Len(t, e.Fields, 1)
+					require.Equal(t, tt.field, e.Fields[0].Field)
+				}
+			})
+		}
+	})
+
+	// The stored Company is unchanged, updated_at included, and its
+	// domains still route to it.
+	after := env.Admin(t, http.MethodGet, "/admin/v1/companies/acme", nil)
+	require.JSONEq(t, string(before.Body), string(after.Body))
+	require.Equal(t, []string{"acme.example*", "acme.example.org"}, domainsOf(t, env, "acme"))
+	require.Equal(t, []string{"other.example*", "other.example.org"}, domainsOf(t, env, "other"))
+	for _, d := range []string{"acme.example", "acme.example.org"} {
+		require.Equal(t, "Company acme", orgName(t, poppyJSON(t, env, d)))
+	}
+	requireError(t, env.Admin(t, http.MethodPatch, "/admin/v1/companies/nosuch", `{}`), http.StatusNotFound, "not_found")
+}
+
+func TestPatchCompanyDomains(t *testing.T) {
+	t.Parallel()
+	env := testkit.Setup(t)
+	createCompany(t, env, "acme", "acme.example", `{"domains": ["old.acme.example", "kept.acme.example"]}`)
+
+	// Replace an extra domain.
+	resp := env.Admin(t, http.MethodPatch, "/admin/v1/companies/acme", `{"domains": ["kept.acme.example", "new.acme.example"]}`)
+	require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+	require.Equal(t, []string{"acme.example*", "kept.acme.example", "new.acme.example"}, domainsOf(t, env, "acme"))
+	requireError(t, poppyJSON(t, env, "old.acme.example"), http.StatusNotFound, "not_found")
+	for _, d := range []string{"acme.example", "kept.acme.example", "new.acme.example"} {
+		r := poppyJSON(t, env, d)
+		require.Equal(t, http.StatusOK, r.Status, "%s: %s", d, r.Body)
+		require.Equal(t, "Company acme", orgName(t, r))
+	}
+
+	// Move the primary domain: the old one is freed, the new one is primary.
+	resp = env.Admin(t, http.MethodPatch, "/admin/v1/companies/acme", `{"organization": {"domain": "acme.example.net"}}`)
+	require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+	require.Equal(t, []string{"acme.example.net*", "kept.acme.example", "new.acme.example"}, domainsOf(t, env, "acme"))
+	requireError(t, poppyJSON(t, env, "acme.example"), http.StatusNotFound, "not_found")
+	require.Equal(t, "Company acme", orgName(t, poppyJSON(t, env, "acme.example.net")))
+
+	// Swap a domain between primary and extra in one patch.
+	resp = env.Admin(t, http.MethodPatch, "/admin/v1/companies/acme",
+		`{"organization": {"domain": "kept.acme.example"}, "domains": ["acme.example.net", "new.acme.example"]}`)
+	require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+	require.Equal(t, []string{"kept.acme.example*", "acme.example.net", "new.acme.example"}, domainsOf(t, env, "acme"))
+
+	// The freed domains can belong to another Company.
+	createCompany(t, env, "newco", "acme.example", `{"domains": ["old.acme.example"]}`)
+	require.Equal(t, "Company newco", orgName(t, poppyJSON(t, env, "acme.example")))
+	require.Equal(t, "Company newco", orgName(t, poppyJSON(t, env, "old.acme.example")))
+	require.Equal(t, "Company acme", orgName(t, poppyJSON(t, env, "new.acme.example")))
+}
+
+func TestDeleteCompany(t *testing.T) {
+	t.Parallel()
+	env := testkit.Setup(t)
+	createCompany(t, env, "acme", "acme.example", `{"domains": ["acme.example.org"]}`)
+	createCompany(t, env, "other", "other.example", "")
+	_, key := createAPIKey(t, env, "acme")
+	_, otherKey := createAPIKey(t, env, "other")
+	r := env.Admin(t, http.MethodPost, "/admin/v1/companies/acme/accounts", `{"username": "alice", "password": "correct horse"}`)
+	require.Equal(t, http.StatusCreated, r.Status, "body: %s", r.Body)
+	require.Equal(t, http.StatusOK, poppyJSON(t, env, "acme.example").Status)
+
+	resp := env.Admin(t, http.MethodDelete, "/admin/v1/companies/acme", nil)
+	require.Equal(t, http.StatusNoContent, resp.Status, "body: %s", resp.Body)
+	require.Empty(t, resp.Body)
+
+	requireError(t, env.Admin(t, http.MethodGet, "/admin/v1/companies/acme", nil), http.StatusNotFound, "not_found")
+	requireError(t, env.Admin(t, http.MethodDelete, "/admin/v1/companies/acme", nil), http.StatusNotFound, "not_found")
+	requireError(t, env.Admin(t, http.MethodGet, "/admin/v1/companies/acme/api-keys", nil), http.StatusNotFound, "not_found")
+	for _, d := range []string{"acme.example", "acme.example.org"} {
+		requireError(t, poppyJSON(t, env, d), http.StatusNotFound, "not_found")
+	}
+	requireError(t, env.Do(t, http.MethodGet, env.PublicURL("/t/acme/poppy/excluded-tasks.json"), nil), http.StatusNotFound, "not_found")
+	requireError(t, companyAPI(t, env, http.MethodGet, "/company", key), http.StatusUnauthorized, "unauthorized")
+
+	// Everything it owned is gone; the other Company is untouched.
+	require.Equal(t, 1, count(t, env, `SELECT count(*) FROM companies`))
+	require.Equal(t, []string{"other.example*"}, domainsOf(t, env, "other"))
+	require.Equal(t, 1, count(t, env, `SELECT count(*) FROM company_domains`))
+	require.Equal(t, 1, count(t, env, `SELECT count(*) FROM company_api_keys`))
+	require.Zero(t, count(t, env, `SELECT count(*) FROM accounts`))
+	require.Equal(t, http.StatusOK, poppyJSON(t, env, "other.example").Status)
+	require.Equal(t, http.StatusOK, companyAPI(t, env, http.MethodGet, "/company", otherKey).Status)
+
+	// The slug and domains are free again; the new Company is a new one.
+	createCompany(t, env, "acme", "acme.example", `{"domains": ["acme.example.org"]}`)
+	requireError(t, companyAPI(t, env, http.MethodGet, "/company", key), http.StatusUnauthorized, "unauthorized")
+	list := env.Admin(t, http.MethodGet, "/admin/v1/companies/acme/api-keys", nil)
+	require.JSONEq(t, `{"api_keys": []}`, string(list.Body))
+}

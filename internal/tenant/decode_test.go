@@ -1,0 +1,142 @@
+package tenant_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/poppyhost/poppyhost/internal/testkit"
+)
+
+// maxAdminBody mirrors the admin API's body limit (256 KiB).
+const maxAdminBody = 256 << 10
+
+// TestCreateCompanyBadBodies sends bodies that cannot be read as a Company:
+// each gets its error, and nothing is stored.
+func TestCreateCompanyBadBodies(t *testing.T) {
+	t.Parallel()
+	env := testkit.Setup(t)
+
+	valid := minimalBody("acme", "acme.example")
+	tests := []struct {
+		name        string
+		body        any
+		contentType string // "" keeps application/json
+		status      int
+		code        string
+		field       string // "" when the error names no field
+	}{
+		// Unknown fields are refused wherever they are.
+		{"unknown top-level field", merge(t, valid, `{"bogus": 1}`), "", 400, "invalid_request", "bogus"},
+		{"unknown organization field", merge(t, valid, `{"organization": {"nickname": "A"}}`), "", 400, "invalid_request", "nickname"},
+		{"unknown auth field", merge(t, valid, `{"auth": {"issuer_url": "https://x.example"}}`), "", 400, "invalid_request", "issuer_url"},
+		{"identifier is read-only", merge(t, valid, `{"identifier": "https://x.example"}`), "", 400, "invalid_request", "identifier"},
+		{"created_at is read-only", merge(t, valid, `{"created_at": "2020-01-01T00:00:00Z"}`), "", 400, "invalid_request", "created_at"},
+		{"unknown skill field", merge(t, valid, `{"skill_index": {"$schema": "`+schema020+`", "skills": [{"nom": "x"}]}}`), "", 400, "invalid_request", "nom"},
+
+		// Wrong JSON types name the field by its path.
+		{"slug a number", `{"slug": 5, "organization": {"name": "A", "domain": "acme.example"}}`, "", 400, "invalid_request", "slug"},
+		{"organization a string", merge(t, valid, `{"organization": "Acme"}`), "", 400, "invalid_request", "organization"},
+		{"organization.name a number", merge(t, valid, `{"organization": {"name": 5}}`), "", 400, "invalid_request", "organization.name"},
+		{"domains a string", merge(t, valid, `{"domains": "b.example"}`), "", 400, "invalid_request", "domains"},
+		{"domains of numbers", merge(t, valid, `{"domains": [1]}`), "", 400, "invalid_request", "domains"},
+		{"auth.issuer a string", merge(t, valid, `{"auth": {"issuer": "yes"}}`), "", 400, "invalid_request", "auth.issuer"},
+		{"auth.scopes an array", merge(t, valid, `{"auth": {"scopes": ["orders"]}}`), "", 400, "invalid_request", "auth.scopes"},
+		{"auth.scopes values numbers", merge(t, valid, `{"auth": {"scopes": {"orders": 1}}}`), "", 400, "invalid_request", "auth.scopes"},
+		{"personal_data a string", merge(t, valid, `{"auth": {"scope_hints": {"o": {"changes": "none", "personal_data": "yes"}}}}`), "", 400, "invalid_request", "auth.scope_hints.personal_data"},
+		{"feedback.enabled a number", merge(t, valid, `{"feedback": {"enabled": 1}}`), "", 400, "invalid_request", "feedback.enabled"},
+		{"excluded_tasks an object", merge(t, valid, `{"excluded_tasks": {"task": "T"}}`), "", 400, "invalid_request", "excluded_tasks"},
+		{"extension entry a string", merge(t, valid, `{"extensions": {"acme.example/x": "1"}}`), "", 400, "invalid_request", "extensions"},
+		{"skill_index an array", merge(t, valid, `{"skill_index": []}`), "", 400, "invalid_request", "skill_index"},
+		{"body an array", `[]`, "", 400, "invalid_request", "(body)"},
+		{"body a string", `"acme"`, "", 400, "invalid_request", "(body)"},
+
+		// Not one JSON value.
+		{"malformed JSON", `{"slug": "acme",}`, "", 400, "invalid_request", ""},
+		{"truncated JSON", `{"slug": "acme"`, "", 400, "invalid_request", ""},
+		{"not JSON", `slug=acme`, "", 400, "invalid_request", ""},
+		{"two values", valid + ` {}`, "", 400, "invalid_request", ""},
+		{"trailing garbage", valid + `x`, "", 400, "invalid_request", ""},
+		{"empty body", "", "", 400, "invalid_request", ""},
+		{"whitespace only", "  \n ", "", 400, "invalid_request", ""},
+
+		// Size and media type.
+		{"oversized body", `{"slug": "acme", "organization": {"name": "` + strings.Repeat("a", maxAdminBody) + `", "domain": "acme.example"}}`, "", 413, "request_too_large", ""},
+		{"oversized by trailing space", valid + strings.Repeat(" ", maxAdminBody-len(valid)+1), "", 413, "request_too_large", ""},
+		{"text/plain", valid, "text/plain", 415, "unsupported_media_type", ""},
+		{"form", valid, "application/x-www-form-urlencoded", 415, "unsupported_media_type", ""},
+		{"xml", valid, "application/xml", 415, "unsupported_media_type", ""},
+		{"malformed media type", valid, "application/", 415, "unsupported_media_type", ""},
+	}
+	t.Run("rows", func(t *testing.T) {
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				t.Parallel()
+				var headers []string
+				if tt.contentType != "" {
+					headers = []string{"Content-Type", tt.contentType}
+				}
+				resp := env.Do(t, http.MethodPost, env.PublicURL("/admin/v1/companies"), tt.body,
+					append(headers, bearer(testkit.AdminToken)...)...)
+				if tt.field != "" {
+					requireInvalid(t, resp, tt.field)
+					return
+				}
+				e := requireError(t, resp, tt.status, tt.code)
+				require.Empty(t, e.Fields)
+			})
+		}
+	})
+	requireNoCompanies(t, env)
+}
+
+// TestCreateCompanyBodyLimits checks the edges of what is accepted: a body
+// of exactly the limit, a JSON media type with parameters or a +json
+// suffix, and no Content-Type at all.
+func TestCreateCompanyBodyLimits(t *testing.T) {
+	t.Parallel()
+	env := testkit.Setup(t)
+
+	tests := []struct {
+		name        string
+		pad         bool
+		contentType string
+	}{
+		{"exactly the limit", true, ""},
+		{"charset parameter", false, "application/json; charset=utf-8"},
+		{"+json suffix", false, "application/merge-patch+json"},
+		{"upper-case media type", false, "Application/JSON"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			slug := "lim" + string(rune('a'+i))
+			body := minimalBody(slug, slug+".example")
+			if tt.pad {
+				body += strings.Repeat(" ", maxAdminBody-len(body))
+				require.Len(t, body, maxAdminBody)
+			}
+			var headers []string
+			if tt.contentType != "" {
+				headers = []string{"Content-Type", tt.contentType}
+			}
+			resp := env.Do(t, http.MethodPost, env.PublicURL("/admin/v1/companies"), body,
+				append(headers, bearer(testkit.AdminToken)...)...)
+			require.Equal(t, http.StatusCreated, resp.Status, "body: %s", resp.Body)
+		})
+	}
+
+	t.Run("no content type", func(t *testing.T) {
+		t.Parallel()
+		req, err := http.NewRequest(http.MethodPost, env.PublicURL("/admin/v1/companies"),
+			strings.NewReader(minimalBody("nocontenttype", "nocontenttype.example")))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+testkit.AdminToken)
+		resp, err := env.Client.Do(req)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		require.Equal(t, http.StatusCreated, resp.StatusCode)
+	})
+}

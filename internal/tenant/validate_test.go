@@ -1,0 +1,462 @@
+package tenant_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/poppyhost/poppyhost/internal/testkit"
+)
+
+const (
+	schema020 = "https://schemas.agentskills.io/discovery/0.2.0/schema.json"
+	digestA   = "sha256:1b2a8cde934e632f7e14fa080a627ad7191e29d412d2b8a7aa07d9c9ab2f475e"
+	digestB   = "sha256:0000000000000000000000000000000000000000000000000000000000000000"
+)
+
+// fullBody uses every setting a Company has.
+const fullBody = `{
+  "slug": "stormline",
+  "organization": {
+    "name": "Stormline Outfitters",
+    "domain": "stormline.example",
+    "logo_uri": "https://cdn.stormline.example/logo.png"
+  },
+  "domains": ["stormline.example.co.uk", "shop.stormline.example"],
+  "auth": {
+    "issuer": true,
+    "disabled": false,
+    "grant_types": ["urn:ietf:params:oauth:grant-type:device_code", "authorization_code"],
+    "scopes": {
+      "orders:read": "See your orders",
+      "orders:write": "Exchange or return items",
+      "addresses": "See and change your saved addresses\nincluding the default one"
+    },
+    "scope_hints": {
+      "orders:read": {"changes": "none", "personal_data": true},
+      "orders:write": {"changes": "irreversible", "personal_data": true},
+      "addresses": {"changes": "reversible", "personal_data": false},
+      "https://scopes.stormline.example/loyalty": {"changes": "none", "personal_data": false}
+    },
+    "other_authorization_servers": ["https://staff-login.stormline.example"]
+  },
+  "conversations": {"enabled": true, "access": "signed_in"},
+  "feedback": {"enabled": false},
+  "excluded_tasks": [
+    {
+      "task": "Send a wire transfer",
+      "alternative": {
+        "instructions": "Gift cards are applied with the payment API.",
+        "references": [
+          {"type": "openapi", "url": "https://api.stormline.example/openapi.json", "operation_id": "applyGiftCard"},
+          {"type": "mcp", "url": "https://mcp.stormline.example/mcp"},
+          {"type": "web", "url": "https://stormline.example/checkout"}
+        ]
+      }
+    },
+    {"task": "Close an account", "alternative": {"instructions": "Call us."}},
+    {"task": "Buy a gift card", "alternative": {"references": [{"type": "web", "url": "https://stormline.example/gift"}]}},
+    {"task": "Change the account owner"}
+  ],
+  "apis": [
+    {"type": "openapi", "url": "https://api.stormline.example/openapi.json", "description": "Orders, returns, and exchanges"},
+    {"type": "mcp", "url": "https://mcp.stormline.example/mcp", "description": "Product search and sizing"},
+    {"type": "openapi", "url": "https://api.stormline.example/v2/openapi.json"}
+  ],
+  "web": {"browser_join": true, "origin": "https://origin.stormline.example"},
+  "extensions": {
+    "mediated-sign-in": {"version": "1"},
+    "stormline.example/gift-wrap": {
+      "version": "2",
+      "endpoint": "https://api.stormline.example/poppy/gift-wrap",
+      "links": [{"href": "https://stormline.example/gift-wrap"}, "not a url", 3, true, null],
+      "options": {"max_items": 4, "doc": {"url": "https://docs.stormline.example/gift-wrap"}}
+    },
+    "stormline.example/a/b.c~d_e-f": {"version": "10"}
+  },
+  "skill_index": {
+    "$schema": "https://schemas.agentskills.io/discovery/0.2.0/schema.json",
+    "skills": [
+      {"name": "manage-bookings", "description": "Manage the User's bookings with this Company.", "type": "skill-md",
+       "url": "https://cdn.stormline.example/skills/manage-bookings/SKILL.md", "digest": "` + digestA + `"},
+      {"name": "returns", "description": "Return an item.", "type": "archive",
+       "url": "skills/returns.zip", "digest": "` + digestB + `"},
+      {"name": "size-guide-2", "description": "Find a size.", "type": "skill-md",
+       "url": "/skills/size-guide/SKILL.md?v=2", "digest": "` + digestA + `"}
+    ]
+  }
+}`
+
+func TestCreateCompanyFullBody(t *testing.T) {
+	t.Parallel()
+	env := testkit.Setup(t)
+
+	resp := env.Admin(t, http.MethodPost, "/admin/v1/companies", fullBody)
+	require.Equal(t, http.StatusCreated, resp.Status, "body: %s", resp.Body)
+	require.Equal(t, "/admin/v1/companies/stormline", resp.Header.Get("Location"))
+
+	// Every setting comes back exactly as sent, plus the derived members.
+	got := resp.JSON(t)
+	issuer := env.URLs.Public.String() + "/t/stormline"
+	require.Equal(t, issuer, got["identifier"])
+	require.Equal(t, issuer, got["issuer"])
+	require.NotEmpty(t, got["created_at"])
+	require.Equal(t, got["created_at"], got["updated_at"])
+	for _, k := range []string{"identifier", "issuer", "created_at", "updated_at"} {
+		delete(got, k)
+	}
+	echo, err := json.Marshal(got)
+	require.NoError(t, err)
+	require.JSONEq(t, fullBody, string(echo))
+
+	// GET returns the same Company.
+	again := env.Admin(t, http.MethodGet, "/admin/v1/companies/stormline", nil)
+	require.Equal(t, http.StatusOK, again.Status)
+	require.JSONEq(t, string(resp.Body), string(again.Body))
+
+	require.Equal(t, []string{"stormline.example*", "shop.stormline.example", "stormline.example.co.uk"},
+		domainsOf(t, env, "stormline"))
+	// Every domain routes to the Company.
+	for _, d := range []string{"stormline.example", "stormline.example.co.uk", "shop.stormline.example"} {
+		r := poppyJSON(t, env, d)
+		require.Equal(t, http.StatusOK, r.Status, "%s: %s", d, r.Body)
+		require.Equal(t, "Stormline Outfitters", orgName(t, r))
+	}
+}
+
+// TestCreateCompanyDefaults checks what a minimal body becomes: an issuer
+// offering both sign-in types, conversations and feedback on (DESIGN.md).
+func TestCreateCompanyDefaults(t *testing.T) {
+	t.Parallel()
+	env := testkit.Setup(t)
+
+	tests := []struct {
+		name  string
+		patch string
+		want  string // merged onto the expected minimal view
+	}{
+		{
+			name: "issuer by default",
+			want: `{"domains": [], "auth": {"issuer": true, "disabled": false,
+				"grant_types": ["authorization_code", "urn:ietf:params:oauth:grant-type:device_code"],
+				"scopes": {}, "scope_hints": {}, "other_authorization_servers": []}}`,
+		},
+		{
+			name:  "no issuer",
+			patch: `{"auth": {"issuer": false}}`,
+			want: `{"identifier": "https://{domain}", "issuer": null, "domains": [], "auth": {"issuer": false, "disabled": false,
+				"grant_types": [], "scopes": {}, "scope_hints": {}, "other_authorization_servers": []}}`,
+		},
+		{
+			name:  "sign-in disabled",
+			patch: `{"auth": {"disabled": true}}`,
+			want: `{"domains": [], "auth": {"issuer": true, "disabled": true,
+				"grant_types": [], "scopes": {}, "scope_hints": {}, "other_authorization_servers": []}}`,
+		},
+		{
+			name:  "one grant type",
+			patch: `{"auth": {"grant_types": ["authorization_code"]}, "conversations": {"enabled": false}}`,
+			want: `{"domains": [], "auth": {"issuer": true, "disabled": false,
+				"grant_types": ["authorization_code"], "scopes": {}, "scope_hints": {}, "other_authorization_servers": []},
+				"conversations": {"enabled": false, "access": "session"}}`,
+		},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			slug := "co" + string(rune('a'+i))
+			domain := slug + ".example"
+			resp := env.Admin(t, http.MethodPost, "/admin/v1/companies", merge(t, minimalBody(slug, domain), tt.patch))
+			require.Equal(t, http.StatusCreated, resp.Status, "body: %s", resp.Body)
+			got := resp.JSON(t)
+			delete(got, "created_at")
+			delete(got, "updated_at")
+			base := `{"slug": "` + slug + `", "organization": {"name": "Company ` + slug + `", "domain": "` + domain + `"},
+				"identifier": "` + env.URLs.Public.String() + `/t/` + slug + `",
+				"issuer": "` + env.URLs.Public.String() + `/t/` + slug + `",
+				"conversations": {"enabled": true, "access": "session"}, "feedback": {"enabled": true},
+				"excluded_tasks": [], "apis": [], "web": {"browser_join": false}, "extensions": {}}`
+			want := merge(t, base, strings.ReplaceAll(tt.want, "{domain}", domain))
+			gotJSON, err := json.Marshal(got)
+			require.NoError(t, err)
+			require.JSONEq(t, want, string(gotJSON))
+		})
+	}
+}
+
+// TestCreateCompanyAcceptsEdgeCases covers values at the edge of each rule
+// that must still be accepted.
+func TestCreateCompanyAcceptsEdgeCases(t *testing.T) {
+	t.Parallel()
+	env := testkit.Setup(t)
+
+	tests := []struct {
+		name  string
+		patch string
+	}{
+		{"slug of 63 characters", `{"slug": "` + strings.Repeat("a", 62) + `9"}`},
+		{"slug of one character", `{"slug": "x"}`},
+		{"name of 200 characters", `{"organization": {"name": "` + strings.Repeat("é", 200) + `"}}`},
+		{"name with newline and tab", `{"organization": {"name": "Acme\n\tOutfitters"}}`},
+		{"punycode domain", `{"organization": {"domain": "xn--bcher-kva.example"}}`},
+		{"domain with digits", `{"organization": {"domain": "shop1.123.example"}}`},
+		{"scope names with punctuation", `{"auth": {"scopes": {"a:b/c.d!#$%&'()*+,-;<=>?@[]^_{|}~": "All of it"}}}`},
+		{"scope name of 128 characters", `{"auth": {"scopes": {"` + strings.Repeat("s", 128) + `": "Long"}}}`},
+		{"scope hint without a scope description", `{"auth": {"scope_hints": {"orders": {"changes": "none", "personal_data": false}}}}`},
+		{"no issuer and no auth fields", `{"auth": {"issuer": false}}`},
+		{"disabled keeps scopes", `{"auth": {"disabled": true, "scopes": {"orders": "Orders"}}}`},
+		{"only device sign-in", `{"auth": {"grant_types": ["urn:ietf:params:oauth:grant-type:device_code"]}}`},
+		{"conversations signed_in", `{"conversations": {"access": "signed_in"}}`},
+		{"relative skill urls", `{"skill_index": {"$schema": "` + schema020 + `", "skills": [
+			{"name": "a", "description": "A", "type": "skill-md", "url": "a/SKILL.md", "digest": "` + digestA + `"},
+			{"name": "b", "description": "B", "type": "archive", "url": "/b.tar.gz", "digest": "` + digestA + `"},
+			{"name": "c", "description": "C", "type": "skill-md", "url": "../c/SKILL.md", "digest": "` + digestA + `"}]}}`},
+		{"empty skill index", `{"skill_index": {"$schema": "` + schema020 + `", "skills": []}}`},
+		{"extension with relative and non-URL strings", `{"extensions": {"acme.example/x": {"version": "1", "path": "/x", "text": "see https:/nothing"}}}`},
+		{"mediated sign-in with issuer", `{"extensions": {"mediated-sign-in": {"version": "1"}}}`},
+		{"alternative with references only", `{"excluded_tasks": [{"task": "T", "alternative": {"references": [{"type": "web", "url": "https://acme.example/t"}]}}]}`},
+		{"excluded task without alternative", `{"excluded_tasks": [{"task": "T"}]}`},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			slug := "ok" + string(rune('a'+i))
+			body := merge(t, minimalBody(slug, slug+".example"), tt.patch)
+			resp := env.Admin(t, http.MethodPost, "/admin/v1/companies", body)
+			require.Equal(t, http.StatusCreated, resp.Status, "body: %s\nresponse: %s", body, resp.Body)
+		})
+	}
+}
+
+// TestCreateCompanyValidation breaks one rule of Validate per row: each
+// gets a 400 naming exactly that field, and nothing is stored.
+func TestCreateCompanyValidation(t *testing.T) {
+	t.Parallel()
+	env := testkit.Setup(t)
+
+	const (
+		openapiURL = "https://api.acme.example/openapi.json"
+		mcpURL     = "https://mcp.acme.example/mcp"
+		twoAPIs    = `"apis": [{"type": "openapi", "url": "` + openapiURL + `"}, {"type": "mcp", "url": "` + mcpURL + `"}]`
+	)
+	skill := func(fields string) string {
+		return merge(t, `{"name": "s", "description": "S", "type": "skill-md", "url": "s/SKILL.md", "digest": "`+digestA+`"}`, fields)
+	}
+	skills := func(s ...string) string {
+		return `{"skill_index": {"$schema": "` + schema020 + `", "skills": [` + strings.Join(s, ",") + `]}}`
+	}
+	alt := func(refs string) string {
+		return `{` + twoAPIs + `, "excluded_tasks": [{"task": "T", "alternative": {"references": [` + refs + `]}}]}`
+	}
+	ext := func(entry string) string {
+		return `{"extensions": {"acme.example/gift-wrap": ` + entry + `}}`
+	}
+	// raw marks a body sent as is, for members a merge patch would drop
+	// (null values).
+	const rawMark = "raw:"
+	raw := func(members string) string {
+		return rawMark + `{"slug": "{slug}", "organization": {"name": "Acme", "domain": "{domain}"}, ` + members + `}`
+	}
+	const refField = "excluded_tasks[0].alternative.references[0]"
+
+	tests := []struct {
+		name  string
+		patch string
+		field string
+	}{
+		// slug
+		{"slug missing", `{"slug": null}`, "slug"},
+		{"slug empty", `{"slug": ""}`, "slug"},
+		{"slug uppercase", `{"slug": "Acme"}`, "slug"},
+		{"slug leading hyphen", `{"slug": "-acme"}`, "slug"},
+		{"slug trailing hyphen", `{"slug": "acme-"}`, "slug"},
+		{"slug underscore", `{"slug": "ac_me"}`, "slug"},
+		{"slug dot", `{"slug": "ac.me"}`, "slug"},
+		{"slug slash", `{"slug": "ac/me"}`, "slug"},
+		{"slug of 64 characters", `{"slug": "` + strings.Repeat("a", 64) + `"}`, "slug"},
+
+		// organization.name
+		{"name missing", `{"organization": {"name": null}}`, "organization.name"},
+		{"name empty", `{"organization": {"name": ""}}`, "organization.name"},
+		{"name of 201 characters", `{"organization": {"name": "` + strings.Repeat("a", 201) + `"}}`, "organization.name"},
+		{"name with control character", `{"organization": {"name": "Ac\u0007me"}}`, "organization.name"},
+		{"name with carriage return", `{"organization": {"name": "Acme\r"}}`, "organization.name"},
+		{"name with DEL-range C1 control", `{"organization": {"name": "Acme\u0085"}}`, "organization.name"},
+
+		// organization.domain
+		{"domain missing", `{"organization": {"domain": null}}`, "organization.domain"},
+		{"domain uppercase", `{"organization": {"domain": "Acme.example"}}`, "organization.domain"},
+		{"domain with port", `{"organization": {"domain": "acme.example:8443"}}`, "organization.domain"},
+		{"domain with path", `{"organization": {"domain": "acme.example/shop"}}`, "organization.domain"},
+		{"domain with trailing slash", `{"organization": {"domain": "acme.example/"}}`, "organization.domain"},
+		{"domain with scheme", `{"organization": {"domain": "https://acme.example"}}`, "organization.domain"},
+		{"domain IPv4", `{"organization": {"domain": "192.0.2.1"}}`, "organization.domain"},
+		{"domain short IPv4", `{"organization": {"domain": "127.1"}}`, "organization.domain"},
+		{"domain hex IPv4", `{"organization": {"domain": "acme.0x7f"}}`, "organization.domain"},
+		{"domain IPv6", `{"organization": {"domain": "2001:db8::1"}}`, "organization.domain"},
+		{"domain single label", `{"organization": {"domain": "localhost"}}`, "organization.domain"},
+		{"domain trailing dot", `{"organization": {"domain": "acme.example."}}`, "organization.domain"},
+		{"domain underscore", `{"organization": {"domain": "ac_me.example"}}`, "organization.domain"},
+		{"domain with space", `{"organization": {"domain": "acme .example"}}`, "organization.domain"},
+		{"domain is the platform host", `{"organization": {"domain": "` + testkit.PublicHost + `"}}`, "organization.domain"},
+
+		// organization.logo_uri
+		{"logo http", `{"organization": {"logo_uri": "http://acme.example/logo.png"}}`, "organization.logo_uri"},
+		{"logo relative", `{"organization": {"logo_uri": "/logo.png"}}`, "organization.logo_uri"},
+		{"logo with fragment", `{"organization": {"logo_uri": "https://acme.example/logo.png#x"}}`, "organization.logo_uri"},
+		{"logo with user info", `{"organization": {"logo_uri": "https://u:p@acme.example/logo.png"}}`, "organization.logo_uri"},
+		{"logo without host", `{"organization": {"logo_uri": "https:///logo.png"}}`, "organization.logo_uri"},
+
+		// domains
+		{"domains without issuer", `{"auth": {"issuer": false}, "domains": ["acme.example.org"]}`, "domains"},
+		{"domains repeat organization.domain", `{"domains": ["{domain}"]}`, "domains[0]"},
+		{"domains listed twice", `{"domains": ["a.example", "b.example", "a.example"]}`, "domains[2]"},
+		{"domains uppercase", `{"domains": ["Acme.org"]}`, "domains[0]"},
+		{"domains with port", `{"domains": ["a.example", "acme.org:8443"]}`, "domains[1]"},
+		{"domains IP", `{"domains": ["10.0.0.1"]}`, "domains[0]"},
+		{"domains empty string", `{"domains": [""]}`, "domains[0]"},
+		{"domains platform host", `{"domains": ["` + testkit.PublicHost + `"]}`, "domains[0]"},
+
+		// auth without an issuer
+		{"disabled without issuer", `{"auth": {"issuer": false, "disabled": true}}`, "auth.disabled"},
+		{"grant types without issuer", `{"auth": {"issuer": false, "grant_types": ["authorization_code"]}}`, "auth.grant_types"},
+		{"scopes without issuer", `{"auth": {"issuer": false, "scopes": {"orders": "Orders"}}}`, "auth.scopes"},
+		{"scope hints without issuer", `{"auth": {"issuer": false, "scope_hints": {"orders": {"changes": "none", "personal_data": true}}}}`, "auth.scope_hints"},
+		{"other servers without issuer", `{"auth": {"issuer": false, "other_authorization_servers": ["https://staff.acme.example"]}}`, "auth.other_authorization_servers"},
+
+		// grant types
+		{"grant type unknown", `{"auth": {"grant_types": ["password"]}}`, "auth.grant_types[0]"},
+		{"grant type refresh_token", `{"auth": {"grant_types": ["authorization_code", "refresh_token"]}}`, "auth.grant_types[1]"},
+		{"grant type listed twice", `{"auth": {"grant_types": ["authorization_code", "authorization_code"]}}`, "auth.grant_types[1]"},
+		{"no grant type with sign-in on", `{"auth": {"grant_types": []}}`, "auth.grant_types"},
+
+		// scopes
+		{"scope name with space", `{"auth": {"scopes": {"orders read": "Orders"}}}`, "auth.scopes.orders read"},
+		{"scope name with quote", `{"auth": {"scopes": {"a\"b": "Orders"}}}`, `auth.scopes.a"b`},
+		{"scope name with backslash", `{"auth": {"scopes": {"a\\b": "Orders"}}}`, `auth.scopes.a\b`},
+		{"scope name non-ASCII", `{"auth": {"scopes": {"café": "Orders"}}}`, "auth.scopes.café"},
+		{"scope name empty", `{"auth": {"scopes": {"": "Orders"}}}`, "auth.scopes."},
+		{"scope name of 129 characters", `{"auth": {"scopes": {"` + strings.Repeat("s", 129) + `": "Long"}}}`, "auth.scopes." + strings.Repeat("s", 129)},
+		{"scope description empty", `{"auth": {"scopes": {"orders": ""}}}`, "auth.scopes.orders"},
+		{"scope description with control", `{"auth": {"scopes": {"orders": "Or\u0000ders"}}}`, "auth.scopes.orders"},
+		{"scope description too long", `{"auth": {"scopes": {"orders": "` + strings.Repeat("d", 1001) + `"}}}`, "auth.scopes.orders"},
+
+		// scope hints (spec 4.7)
+		{"hint scope name invalid", `{"auth": {"scope_hints": {"bad name": {"changes": "none", "personal_data": true}}}}`, "auth.scope_hints.bad name"},
+		{"hint changes missing", `{"auth": {"scope_hints": {"orders": {"personal_data": true}}}}`, "auth.scope_hints.orders.changes"},
+		{"hint changes unknown", `{"auth": {"scope_hints": {"orders": {"changes": "maybe", "personal_data": true}}}}`, "auth.scope_hints.orders.changes"},
+		{"hint changes wrong case", `{"auth": {"scope_hints": {"orders": {"changes": "None", "personal_data": true}}}}`, "auth.scope_hints.orders.changes"},
+		{"hint personal_data missing", `{"auth": {"scope_hints": {"orders": {"changes": "none"}}}}`, "auth.scope_hints.orders.personal_data"},
+		{"hint personal_data null", raw(`"auth": {"scope_hints": {"orders": {"changes": "none", "personal_data": null}}}`), "auth.scope_hints.orders.personal_data"},
+
+		// other authorization servers
+		{"other server http", `{"auth": {"other_authorization_servers": ["http://staff.acme.example"]}}`, "auth.other_authorization_servers[0]"},
+		{"other server empty", `{"auth": {"other_authorization_servers": ["https://ok.example", ""]}}`, "auth.other_authorization_servers[1]"},
+
+		// conversations (spec 3.2)
+		{"access unknown", `{"conversations": {"access": "public"}}`, "conversations.access"},
+		{"access signed_in without issuer", `{"auth": {"issuer": false}, "conversations": {"access": "signed_in"}}`, "conversations.access"},
+		{"access signed_in with sign-in disabled", `{"auth": {"disabled": true}, "conversations": {"access": "signed_in"}}`, "conversations.access"},
+
+		// apis
+		{"api type unknown", `{"apis": [{"type": "graphql", "url": "https://api.acme.example/graphql"}]}`, "apis[0].type"},
+		{"api type missing", `{"apis": [{"url": "https://api.acme.example/openapi.json"}]}`, "apis[0].type"},
+		{"api url http", `{"apis": [{"type": "openapi", "url": "http://api.acme.example/openapi.json"}]}`, "apis[0].url"},
+		{"api url missing", `{"apis": [{"type": "mcp"}]}`, "apis[0].url"},
+		{"api url relative", `{"apis": [{"type": "mcp", "url": "/mcp"}]}`, "apis[0].url"},
+		{"api listed twice", `{"apis": [{"type": "openapi", "url": "` + openapiURL + `"}, {"type": "openapi", "url": "` + openapiURL + `"}]}`, "apis[1].url"},
+		{"api description with control", `{"apis": [{"type": "mcp", "url": "` + mcpURL + `", "description": "a\u001bb"}]}`, "apis[0].description"},
+
+		// excluded tasks and alternatives (spec 9.1, 9.2)
+		{"task missing", `{"excluded_tasks": [{"alternative": {"instructions": "Call us."}}]}`, "excluded_tasks[0].task"},
+		{"task too long", `{"excluded_tasks": [{"task": "` + strings.Repeat("t", 201) + `"}]}`, "excluded_tasks[0].task"},
+		{"alternative empty", `{"excluded_tasks": [{"task": "T", "alternative": {}}]}`, "excluded_tasks[0].alternative"},
+		{"alternative empty references", `{"excluded_tasks": [{"task": "T", "alternative": {"references": []}}]}`, "excluded_tasks[0].alternative"},
+		{"openapi reference to unlisted API", alt(`{"type": "openapi", "url": "https://other.example/openapi.json"}`), refField + ".url"},
+		{"mcp reference to unlisted API", alt(`{"type": "mcp", "url": "https://other.example/mcp"}`), refField + ".url"},
+		{"mcp reference to an openapi API", alt(`{"type": "mcp", "url": "` + openapiURL + `"}`), refField + ".url"},
+		{"openapi reference to an mcp API", alt(`{"type": "openapi", "url": "` + mcpURL + `"}`), refField + ".url"},
+		{"openapi reference without APIs", `{"excluded_tasks": [{"task": "T", "alternative": {"references": [{"type": "openapi", "url": "` + openapiURL + `"}]}}]}`, refField + ".url"},
+		{"web reference http", alt(`{"type": "web", "url": "http://acme.example/checkout"}`), refField + ".url"},
+		{"web reference missing url", alt(`{"type": "web"}`), refField + ".url"},
+		{"reference type unknown", alt(`{"type": "email", "url": "https://acme.example/contact"}`), refField + ".type"},
+		{"operation_id on web reference", alt(`{"type": "web", "url": "https://acme.example/checkout", "operation_id": "x"}`), refField + ".operation_id"},
+		{"operation_id on mcp reference", alt(`{"type": "mcp", "url": "` + mcpURL + `", "operation_id": "x"}`), refField + ".operation_id"},
+
+		// web
+		{"web origin http", `{"web": {"origin": "http://origin.acme.example"}}`, "web.origin"},
+		{"web origin relative", `{"web": {"origin": "origin.acme.example"}}`, "web.origin"},
+
+		// extensions (spec 3.3)
+		{"plain extension name unknown", `{"extensions": {"gift-wrap": {"version": "1"}}}`, "extensions.gift-wrap"},
+		{"operations listed by hand", `{"extensions": {"operations": {"version": "3", "endpoint": "https://acme.example/ops"}}}`, "extensions.operations"},
+		{"mediated sign-in without issuer", `{"auth": {"issuer": false}, "extensions": {"mediated-sign-in": {"version": "1"}}}`, "extensions.mediated-sign-in"},
+		{"mediated sign-in with sign-in disabled", `{"auth": {"disabled": true}, "extensions": {"mediated-sign-in": {"version": "1"}}}`, "extensions.mediated-sign-in"},
+		{"extension prefix uppercase", `{"extensions": {"Acme.example/x": {"version": "1"}}}`, "extensions.Acme.example/x"},
+		{"extension prefix not a domain", `{"extensions": {"acme/x": {"version": "1"}}}`, "extensions.acme/x"},
+		{"extension without path", `{"extensions": {"acme.example/": {"version": "1"}}}`, "extensions.acme.example/"},
+		{"extension path with space", `{"extensions": {"acme.example/gift wrap": {"version": "1"}}}`, "extensions.acme.example/gift wrap"},
+		{"extension version missing", ext(`{"endpoint": "https://acme.example/x"}`), "extensions.acme.example/gift-wrap.version"},
+		{"extension version a number", ext(`{"version": 1}`), "extensions.acme.example/gift-wrap.version"},
+		{"extension version not digits", ext(`{"version": "v1"}`), "extensions.acme.example/gift-wrap.version"},
+		{"extension version dotted", ext(`{"version": "1.2"}`), "extensions.acme.example/gift-wrap.version"},
+		{"extension version empty", ext(`{"version": ""}`), "extensions.acme.example/gift-wrap.version"},
+		{"extension entry null", raw(`"extensions": {"acme.example/gift-wrap": null}`), "extensions.acme.example/gift-wrap.version"},
+		{"extension endpoint http", ext(`{"version": "1", "endpoint": "http://acme.example/x"}`), "extensions.acme.example/gift-wrap.endpoint"},
+		{"extension nested url http", ext(`{"version": "1", "links": [{"href": "https://acme.example/a"}, {"href": "http://acme.example/b"}]}`), "extensions.acme.example/gift-wrap.links[1].href"},
+		{"extension nested url in object", ext(`{"version": "1", "a": {"b": {"c": "ftp://acme.example/c"}}}`), "extensions.acme.example/gift-wrap.a.b.c"},
+		{"extension url with fragment", ext(`{"version": "1", "endpoint": "https://acme.example/x#y"}`), "extensions.acme.example/gift-wrap.endpoint"},
+
+		// skill index (spec 9.4)
+		{"skill schema older", `{"skill_index": {"$schema": "https://schemas.agentskills.io/discovery/0.1.0/schema.json", "skills": []}}`, "skill_index.$schema"},
+		{"skill schema missing", `{"skill_index": {"skills": []}}`, "skill_index.$schema"},
+		{"skill name missing", skills(skill(`{"name": null}`)), "skill_index.skills[0].name"},
+		{"skill name uppercase", skills(skill(`{"name": "Manage"}`)), "skill_index.skills[0].name"},
+		{"skill name double hyphen", skills(skill(`{"name": "a--b"}`)), "skill_index.skills[0].name"},
+		{"skill name leading hyphen", skills(skill(`{"name": "-a"}`)), "skill_index.skills[0].name"},
+		{"skill name underscore", skills(skill(`{"name": "a_b"}`)), "skill_index.skills[0].name"},
+		{"skill name of 65 characters", skills(skill(`{"name": "` + strings.Repeat("a", 65) + `"}`)), "skill_index.skills[0].name"},
+		{"skill names listed twice", skills(skill(`{"name": "a"}`), skill(`{"name": "b"}`), skill(`{"name": "a"}`)), "skill_index.skills[2].name"},
+		{"skill description missing", skills(skill(`{"description": null}`)), "skill_index.skills[0].description"},
+		{"skill type unknown", skills(skill(`{"type": "zip"}`)), "skill_index.skills[0].type"},
+		{"skill type missing", skills(skill(`{"type": null}`)), "skill_index.skills[0].type"},
+		{"skill url missing", skills(skill(`{"url": null}`)), "skill_index.skills[0].url"},
+		{"skill url http", skills(skill(`{"url": "http://cdn.acme.example/SKILL.md"}`)), "skill_index.skills[0].url"},
+		{"skill url scheme-relative", skills(skill(`{"url": "//cdn.acme.example/SKILL.md"}`)), "skill_index.skills[0].url"},
+		{"skill url other scheme", skills(skill(`{"url": "javascript:alert(1)"}`)), "skill_index.skills[0].url"},
+		{"skill url with fragment", skills(skill(`{"url": "s/SKILL.md#top"}`)), "skill_index.skills[0].url"},
+		{"skill digest prefix uppercase", skills(skill(`{"digest": "` + strings.ToUpper(digestA[:7]) + digestA[7:] + `"}`)), "skill_index.skills[0].digest"},
+		{"skill digest uppercase hex", skills(skill(`{"digest": "sha256:` + strings.ToUpper(digestA[7:]) + `"}`)), "skill_index.skills[0].digest"},
+		{"skill digest short", skills(skill(`{"digest": "` + digestA[:len(digestA)-1] + `"}`)), "skill_index.skills[0].digest"},
+		{"skill digest long", skills(skill(`{"digest": "` + digestA + `0"}`)), "skill_index.skills[0].digest"},
+		{"skill digest other algorithm", skills(skill(`{"digest": "sha512:` + digestA[7:] + `"}`)), "skill_index.skills[0].digest"},
+		{"skill digest missing", skills(skill(`{"digest": null}`)), "skill_index.skills[0].digest"},
+	}
+	// Rows run in parallel on one server, each with its own slug and
+	// domain unless it breaks them, so that one row storing a Company
+	// cannot make another fail.
+	t.Run("rows", func(t *testing.T) {
+		for i, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				t.Parallel()
+				slug, domain := fmt.Sprintf("row%d", i), fmt.Sprintf("row%d.example", i)
+				patch := strings.NewReplacer("{slug}", slug, "{domain}", domain).Replace(tt.patch)
+				body, isRaw := strings.CutPrefix(patch, rawMark)
+				if !isRaw {
+					body = merge(t, minimalBody(slug, domain), patch)
+				}
+				resp := env.Admin(t, http.MethodPost, "/admin/v1/companies", body)
+				requireInvalid(t, resp, tt.field)
+				require.Zero(t, count(t, env, `SELECT count(*) FROM companies c WHERE c.slug = $1 OR EXISTS
+				(SELECT 1 FROM company_domains d WHERE d.company_id = c.id AND d.domain = $2)`, slug, domain),
+					"the invalid Company was stored")
+			})
+		}
+	})
+	// After every row: nothing at all was written.
+	requireNoCompanies(t, env)
+}
