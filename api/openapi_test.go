@@ -58,10 +58,14 @@ var operations = []string{
 	"POST /t/{slug}/poppy/conversations/{conversation_id}/close",
 	"GET /.well-known/poppy.json",
 	"GET /.well-known/oauth-protected-resource",
+	"GET /poppy/browser-session",
+	"POST /poppy/browser-session",
+	"POST /poppy/browser-session/authorize",
 }
 
 // companyDomainPaths are served on Company domains, not the platform host.
-var companyDomainPaths = []string{"/.well-known/poppy.json", "/.well-known/oauth-protected-resource"}
+var companyDomainPaths = []string{"/.well-known/poppy.json", "/.well-known/oauth-protected-resource",
+	"/poppy/browser-session", "/poppy/browser-session/authorize"}
 
 // unexercisedStatuses are documented statuses the test cannot provoke
 // against a healthy server.
@@ -766,6 +770,15 @@ func TestContract(t *testing.T) {
 			r := c.do(t, call{method: method, path: strings.ReplaceAll(path, "{slug}", "acme"), want: 501})
 			assert.NotEmpty(t, r.JSON(t)["request_id"])
 			c.do(t, call{method: method, path: strings.ReplaceAll(path, "{slug}", "nosuch"), want: 404})
+		}
+		for _, op := range operations {
+			method, path, _ := strings.Cut(op, " ")
+			if !strings.HasPrefix(path, "/poppy/browser-session") {
+				continue
+			}
+			r := c.do(t, call{method: method, host: "acme.example", path: path, want: 501})
+			assert.Equal(t, "not_implemented", r.JSON(t)["error"])
+			c.do(t, call{method: method, host: "nosuch.example", path: path, want: 404})
 		}
 	})
 

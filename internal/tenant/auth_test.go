@@ -77,11 +77,8 @@ func TestAdminRequiresOperatorToken(t *testing.T) {
 	require.Equal(t, 1, count(t, env, `SELECT count(*) FROM company_api_keys WHERE revoked_at IS NULL`))
 	require.Equal(t, 1, count(t, env, `SELECT count(*) FROM operator_tokens WHERE revoked_at IS NULL`))
 	require.Equal(t, http.StatusOK, companyAPI(t, env, http.MethodGet, "/company", apiKey).Status)
-}
 
-func TestAdminBearerSchemeIsCaseInsensitive(t *testing.T) {
-	t.Parallel()
-	env := testkit.Setup(t)
+	// The scheme name is case-insensitive (RFC 9110 §11.1).
 	for _, scheme := range []string{"Bearer", "bearer", "BEARER"} {
 		resp := env.Do(t, http.MethodGet, env.PublicURL("/admin/v1/companies"), nil,
 			"Authorization", scheme+" "+testkit.AdminToken)
@@ -92,6 +89,7 @@ func TestAdminBearerSchemeIsCaseInsensitive(t *testing.T) {
 func TestOperatorTokens(t *testing.T) {
 	t.Parallel()
 	env := testkit.Setup(t)
+	bootstrapStoredHashed(t, env)
 
 	resp := env.Admin(t, http.MethodPost, "/admin/v1/operator-tokens", `{"name": "ci"}`)
 	require.Equal(t, http.StatusCreated, resp.Status, "body: %s", resp.Body)
@@ -153,11 +151,14 @@ func TestOperatorTokens(t *testing.T) {
 	requireInvalid(t, env.Admin(t, http.MethodPost, "/admin/v1/operator-tokens", `{"name": "a\u0000b"}`), "name")
 	requireInvalid(t, env.Admin(t, http.MethodPost, "/admin/v1/operator-tokens", `{"nme": "ci"}`), "nme")
 	require.Equal(t, 3, count(t, env, `SELECT count(*) FROM operator_tokens`), "bootstrap plus two created")
+
+	bootstrapRevoked(t, env)
 }
 
-func TestBootstrapTokenStoredHashed(t *testing.T) {
-	t.Parallel()
-	env := testkit.Setup(t)
+// bootstrapStoredHashed checks that the bootstrap token from the
+// environment is stored only as its SHA-256 hash.
+func bootstrapStoredHashed(t *testing.T, env *testkit.Env) {
+	t.Helper()
 
 	var (
 		hash []byte
@@ -178,9 +179,10 @@ func TestBootstrapTokenStoredHashed(t *testing.T) {
 	require.Equal(t, 1, count(t, env, `SELECT count(*) FROM operator_tokens`))
 }
 
-func TestBootstrapTokenCanBeRevoked(t *testing.T) {
-	t.Parallel()
-	env := testkit.Setup(t)
+// bootstrapRevoked revokes the bootstrap token with another one: it stops
+// working, and storing it again at start does not bring it back.
+func bootstrapRevoked(t *testing.T, env *testkit.Env) {
+	t.Helper()
 
 	resp := env.Admin(t, http.MethodPost, "/admin/v1/operator-tokens", `{"name": "replacement"}`)
 	require.Equal(t, http.StatusCreated, resp.Status)

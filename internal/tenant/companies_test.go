@@ -58,14 +58,26 @@ func TestCreateCompanyConflicts(t *testing.T) {
 	}
 }
 
-func TestGetCompany(t *testing.T) {
+func TestGetAndListCompanies(t *testing.T) {
 	t.Parallel()
 	env := testkit.Setup(t)
+
+	// With no Company, the list is an empty array.
+	resp := env.Admin(t, http.MethodGet, "/admin/v1/companies", nil)
+	require.Equal(t, http.StatusOK, resp.Status)
+	require.JSONEq(t, `{"companies": []}`, string(resp.Body))
+
+	testGetCompany(t, env)
+	testListCompanies(t, env)
+}
+
+func testGetCompany(t *testing.T, env *testkit.Env) {
 	created := createCompany(t, env, "acme", "acme.example", "")
 
 	resp := env.Admin(t, http.MethodGet, "/admin/v1/companies/acme", nil)
 	require.Equal(t, http.StatusOK, resp.Status)
 	require.Equal(t, created, resp.JSON(t))
+	requireError(t, env.Admin(t, http.MethodPost, "/admin/v1/companies/acme", nil), http.StatusMethodNotAllowed, "method_not_allowed")
 
 	for _, path := range []string{"/admin/v1/companies/nosuch", "/admin/v1/companies/Acme",
 		"/admin/v1/companies/-acme", "/admin/v1/companies/acme%20", "/admin/v1/companies/acme/nosuch"} {
@@ -73,11 +85,10 @@ func TestGetCompany(t *testing.T) {
 	}
 	requireError(t, env.Admin(t, http.MethodPut, "/admin/v1/companies/acme", minimalBody("acme", "acme.example")),
 		http.StatusMethodNotAllowed, "method_not_allowed")
+	require.Equal(t, http.StatusNoContent, env.Admin(t, http.MethodDelete, "/admin/v1/companies/acme", nil).Status)
 }
 
-func TestListCompanies(t *testing.T) {
-	t.Parallel()
-	env := testkit.Setup(t)
+func testListCompanies(t *testing.T, env *testkit.Env) {
 	// Created out of order; listed by slug.
 	slugs := []string{"delta", "alpha", "echo", "charlie", "bravo"}
 	for _, s := range slugs {
@@ -155,17 +166,24 @@ func TestListCompanies(t *testing.T) {
 	}
 }
 
-func TestListCompaniesEmpty(t *testing.T) {
-	t.Parallel()
-	env := testkit.Setup(t)
-	resp := env.Admin(t, http.MethodGet, "/admin/v1/companies", nil)
-	require.Equal(t, http.StatusOK, resp.Status)
-	require.JSONEq(t, `{"companies": []}`, string(resp.Body))
-}
-
 func TestPatchCompany(t *testing.T) {
 	t.Parallel()
 	env := testkit.Setup(t)
+	t.Run("merge patch", func(t *testing.T) {
+		t.Parallel()
+		testPatchMerge(t, env)
+	})
+	t.Run("media type", func(t *testing.T) {
+		t.Parallel()
+		testPatchMediaType(t, env)
+	})
+	t.Run("domains", func(t *testing.T) {
+		t.Parallel()
+		testPatchDomains(t, env)
+	})
+}
+
+func testPatchMerge(t *testing.T, env *testkit.Env) {
 
 	const start = `{
 		"organization": {"logo_uri": "https://acme.example/logo.png"},
@@ -267,11 +285,9 @@ func timeOf(t *testing.T, v any) time.Time {
 	return ts
 }
 
-func TestPatchCompanyMergePatchMediaType(t *testing.T) {
-	t.Parallel()
-	env := testkit.Setup(t)
-	createCompany(t, env, "acme", "acme.example", "")
-	resp := env.Do(t, http.MethodPatch, env.PublicURL("/admin/v1/companies/acme"), `{"organization": {"name": "Merged"}}`,
+func testPatchMediaType(t *testing.T, env *testkit.Env) {
+	createCompany(t, env, "mediatype", "mediatype.example", "")
+	resp := env.Do(t, http.MethodPatch, env.PublicURL("/admin/v1/companies/mediatype"), `{"organization": {"name": "Merged"}}`,
 		append(bearer(testkit.AdminToken), "Content-Type", "application/merge-patch+json")...)
 	require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
 	require.Equal(t, "Merged", orgName(t, resp))
@@ -351,9 +367,7 @@ func TestPatchCompanyRefused(t *testing.T) {
 	requireError(t, env.Admin(t, http.MethodPatch, "/admin/v1/companies/nosuch", `{}`), http.StatusNotFound, "not_found")
 }
 
-func TestPatchCompanyDomains(t *testing.T) {
-	t.Parallel()
-	env := testkit.Setup(t)
+func testPatchDomains(t *testing.T, env *testkit.Env) {
 	createCompany(t, env, "acme", "acme.example", `{"domains": ["old.acme.example", "kept.acme.example"]}`)
 
 	// Replace an extra domain.

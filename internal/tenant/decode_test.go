@@ -13,11 +13,9 @@ import (
 // maxAdminBody mirrors the admin API's body limit (256 KiB).
 const maxAdminBody = 256 << 10
 
-// TestCreateCompanyBadBodies sends bodies that cannot be read as a Company:
-// each gets its error, and nothing is stored.
-func TestCreateCompanyBadBodies(t *testing.T) {
-	t.Parallel()
-	env := testkit.Setup(t)
+// testCreateBadBodies sends bodies that cannot be read as a Company: each
+// gets its error.
+func testCreateBadBodies(t *testing.T, env *testkit.Env) {
 
 	valid := minimalBody("acme", "acme.example")
 	tests := []struct {
@@ -70,34 +68,29 @@ func TestCreateCompanyBadBodies(t *testing.T) {
 		{"xml", valid, "application/xml", 415, "unsupported_media_type", ""},
 		{"malformed media type", valid, "application/", 415, "unsupported_media_type", ""},
 	}
-	t.Run("rows", func(t *testing.T) {
-		for _, tt := range tests {
-			t.Run(tt.name, func(t *testing.T) {
-				t.Parallel()
-				var headers []string
-				if tt.contentType != "" {
-					headers = []string{"Content-Type", tt.contentType}
-				}
-				resp := env.Do(t, http.MethodPost, env.PublicURL("/admin/v1/companies"), tt.body,
-					append(headers, bearer(testkit.AdminToken)...)...)
-				if tt.field != "" {
-					requireInvalid(t, resp, tt.field)
-					return
-				}
-				e := requireError(t, resp, tt.status, tt.code)
-				require.Empty(t, e.Fields)
-			})
-		}
-	})
-	requireNoCompanies(t, env)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var headers []string
+			if tt.contentType != "" {
+				headers = []string{"Content-Type", tt.contentType}
+			}
+			resp := env.Do(t, http.MethodPost, env.PublicURL("/admin/v1/companies"), tt.body,
+				append(headers, bearer(testkit.AdminToken)...)...)
+			if tt.field != "" {
+				requireInvalid(t, resp, tt.field)
+				return
+			}
+			e := requireError(t, resp, tt.status, tt.code)
+			require.Empty(t, e.Fields)
+		})
+	}
 }
 
-// TestCreateCompanyBodyLimits checks the edges of what is accepted: a body
-// of exactly the limit, a JSON media type with parameters or a +json
-// suffix, and no Content-Type at all.
-func TestCreateCompanyBodyLimits(t *testing.T) {
-	t.Parallel()
-	env := testkit.Setup(t)
+// testCreateBodyLimits checks the edges of what is accepted: a body of
+// exactly the limit, a JSON media type with parameters or a +json suffix,
+// and no Content-Type at all.
+func testCreateBodyLimits(t *testing.T, env *testkit.Env) {
 
 	tests := []struct {
 		name        string

@@ -15,9 +15,20 @@ import (
 	"github.com/poppyhost/poppyhost/internal/testkit"
 )
 
-func TestCreateAccount(t *testing.T) {
+func TestAccounts(t *testing.T) {
 	t.Parallel()
 	env := testkit.Setup(t)
+	t.Run("create", func(t *testing.T) {
+		t.Parallel()
+		testCreateAccount(t, env)
+	})
+	t.Run("refused", func(t *testing.T) {
+		t.Parallel()
+		testCreateAccountRefused(t, env)
+	})
+}
+
+func testCreateAccount(t *testing.T, env *testkit.Env) {
 	createCompany(t, env, "acme", "acme.example", "")
 	const password = "correct horse battery"
 
@@ -57,17 +68,16 @@ func TestCreateAccount(t *testing.T) {
 	e := requireError(t, resp, http.StatusConflict, "conflict")
 	require.Len(t, e.Fields, 1)
 	require.Equal(t, "username", e.Fields[0].Field)
-	require.Equal(t, 1, count(t, env, `SELECT count(*) FROM accounts`))
+	require.Equal(t, 1, count(t, env, `SELECT count(*) FROM accounts WHERE company_id = $1`, companyOf))
 
 	// Unknown Company.
 	requireError(t, env.Admin(t, http.MethodPost, "/admin/v1/companies/nosuch/accounts",
 		`{"username": "bob", "password": "`+password+`"}`), http.StatusNotFound, "not_found")
 }
 
-func TestCreateAccountRefused(t *testing.T) {
-	t.Parallel()
-	env := testkit.Setup(t)
-	createCompany(t, env, "acme", "acme.example", "")
+func testCreateAccountRefused(t *testing.T, env *testkit.Env) {
+	createCompany(t, env, "refuser", "refuser.example", "")
+	refuser := companyID(t, env, "refuser")
 
 	tests := []struct {
 		name   string
@@ -98,7 +108,7 @@ func TestCreateAccountRefused(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				t.Parallel()
-				resp := env.Admin(t, http.MethodPost, "/admin/v1/companies/acme/accounts", tt.body)
+				resp := env.Admin(t, http.MethodPost, "/admin/v1/companies/refuser/accounts", tt.body)
 				switch {
 				case tt.fields != nil:
 					requireInvalid(t, resp, tt.fields...)
@@ -110,14 +120,14 @@ func TestCreateAccountRefused(t *testing.T) {
 			})
 		}
 	})
-	require.Zero(t, count(t, env, `SELECT count(*) FROM accounts`))
+	require.Zero(t, count(t, env, `SELECT count(*) FROM accounts WHERE company_id = $1`, refuser))
 
 	// Edge values that are accepted.
 	for _, body := range []string{
 		`{"username": "` + strings.Repeat("u", 100) + `", "password": "12345678"}`,
 		`{"username": "ünïcödé", "password": "` + strings.Repeat("p", 256) + `"}`,
 	} {
-		resp := env.Admin(t, http.MethodPost, "/admin/v1/companies/acme/accounts", body)
+		resp := env.Admin(t, http.MethodPost, "/admin/v1/companies/refuser/accounts", body)
 		require.Equal(t, http.StatusCreated, resp.Status, "body: %s", resp.Body)
 	}
 }
@@ -125,7 +135,19 @@ func TestCreateAccountRefused(t *testing.T) {
 func TestAPIKeys(t *testing.T) {
 	t.Parallel()
 	env := testkit.Setup(t)
+	t.Run("lifecycle", func(t *testing.T) {
+		t.Parallel()
+		testAPIKeyLifecycle(t, env)
+	})
+	t.Run("company API refuses", func(t *testing.T) {
+		t.Parallel()
+		testCompanyAPIRequiresKey(t, env)
+	})
+}
+
+func testAPIKeyLifecycle(t *testing.T, env *testkit.Env) {
 	createCompany(t, env, "acme", "acme.example", "")
+	acme := companyID(t, env, "acme")
 
 	type apiKey struct {
 		ID        int64   `json:"id"`
@@ -176,6 +198,7 @@ func TestAPIKeys(t *testing.T) {
 	for _, k := range []string{backend.Key, unnamed.Key} {
 		require.Zero(t, count(t, env, `SELECT count(*) FROM company_api_keys t
 			WHERE strpos(row_to_json(t)::text, $1) > 0 OR strpos(encode(t.key_hash, 'escape'), $1) > 0`, k))
+		require.Equal(t, 1, count(t, env, `SELECT count(*) FROM company_api_keys WHERE key_hash = sha256(convert_to($1, 'UTF8')) AND company_id = $2`, k, acme))
 	}
 
 	// The key reads its Company.
@@ -208,14 +231,12 @@ func TestAPIKeys(t *testing.T) {
 	requireInvalid(t, env.Admin(t, http.MethodPost, "/admin/v1/companies/acme/api-keys", `{"name": "a\u0007"}`), "name")
 	requireInvalid(t, env.Admin(t, http.MethodPost, "/admin/v1/companies/acme/api-keys", `{"label": "x"}`), "label")
 	requireError(t, env.Admin(t, http.MethodPost, "/admin/v1/companies/nosuch/api-keys", nil), http.StatusNotFound, "not_found")
-	require.Equal(t, 2, count(t, env, `SELECT count(*) FROM company_api_keys`))
+	require.Equal(t, 2, count(t, env, `SELECT count(*) FROM company_api_keys WHERE company_id = $1`, acme))
 }
 
-func TestCompanyAPIRequiresKey(t *testing.T) {
-	t.Parallel()
-	env := testkit.Setup(t)
-	createCompany(t, env, "acme", "acme.example", "")
-	_, key := createAPIKey(t, env, "acme")
+func testCompanyAPIRequiresKey(t *testing.T, env *testkit.Env) {
+	createCompany(t, env, "keyed", "keyed.example", "")
+	_, key := createAPIKey(t, env, "keyed")
 
 	tests := []struct {
 		name    string
@@ -235,7 +256,7 @@ func TestCompanyAPIRequiresKey(t *testing.T) {
 			resp := env.Do(t, http.MethodGet, env.PublicURL("/company/v1/company"), nil, tt.headers...)
 			requireError(t, resp, http.StatusUnauthorized, "unauthorized")
 			require.Equal(t, `Bearer realm="poppyhost-company"`, resp.Header.Get("WWW-Authenticate"))
-			require.NotContains(t, string(resp.Body), "acme")
+			require.NotContains(t, string(resp.Body), "keyed")
 		})
 	}
 }

@@ -91,9 +91,27 @@ const fullBody = `{
   }
 }`
 
-func TestCreateCompanyFullBody(t *testing.T) {
+// TestCreateCompanyAccepted covers bodies that must be stored: every
+// setting used at once, the defaults a minimal body gets, values at the
+// edge of each rule, and the edges of body size and media type. The
+// subtests share one server and use distinct slugs and domains.
+func TestCreateCompanyAccepted(t *testing.T) {
 	t.Parallel()
 	env := testkit.Setup(t)
+	for name, f := range map[string]func(*testing.T, *testkit.Env){
+		"full body":   testCreateFullBody,
+		"defaults":    testCreateDefaults,
+		"edge cases":  testCreateEdgeCases,
+		"body limits": testCreateBodyLimits,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f(t, env)
+		})
+	}
+}
+
+func testCreateFullBody(t *testing.T, env *testkit.Env) {
 
 	resp := env.Admin(t, http.MethodPost, "/admin/v1/companies", fullBody)
 	require.Equal(t, http.StatusCreated, resp.Status, "body: %s", resp.Body)
@@ -128,11 +146,9 @@ func TestCreateCompanyFullBody(t *testing.T) {
 	}
 }
 
-// TestCreateCompanyDefaults checks what a minimal body becomes: an issuer
+// testCreateDefaults checks what a minimal body becomes: an issuer
 // offering both sign-in types, conversations and feedback on (DESIGN.md).
-func TestCreateCompanyDefaults(t *testing.T) {
-	t.Parallel()
-	env := testkit.Setup(t)
+func testCreateDefaults(t *testing.T, env *testkit.Env) {
 
 	tests := []struct {
 		name  string
@@ -188,11 +204,9 @@ func TestCreateCompanyDefaults(t *testing.T) {
 	}
 }
 
-// TestCreateCompanyAcceptsEdgeCases covers values at the edge of each rule
-// that must still be accepted.
-func TestCreateCompanyAcceptsEdgeCases(t *testing.T) {
-	t.Parallel()
-	env := testkit.Setup(t)
+// testCreateEdgeCases covers values at the edge of each rule that must
+// still be accepted.
+func testCreateEdgeCases(t *testing.T, env *testkit.Env) {
 
 	tests := []struct {
 		name  string
@@ -232,11 +246,20 @@ func TestCreateCompanyAcceptsEdgeCases(t *testing.T) {
 	}
 }
 
-// TestCreateCompanyValidation breaks one rule of Validate per row: each
-// gets a 400 naming exactly that field, and nothing is stored.
-func TestCreateCompanyValidation(t *testing.T) {
+// TestCreateCompanyRefused sends bodies that must not be stored: each
+// breaks one rule of Validate, or cannot be read as a Company at all.
+// Afterwards the database holds no Company and no domain.
+func TestCreateCompanyRefused(t *testing.T) {
 	t.Parallel()
 	env := testkit.Setup(t)
+	t.Run("validation", func(t *testing.T) { testCreateValidation(t, env) })
+	t.Run("bad bodies", func(t *testing.T) { testCreateBadBodies(t, env) })
+	requireNoCompanies(t, env)
+}
+
+// testCreateValidation breaks one rule of Validate per row: each gets a
+// 400 naming exactly that field.
+func testCreateValidation(t *testing.T, env *testkit.Env) {
 
 	const (
 		openapiURL = "https://api.acme.example/openapi.json"
@@ -439,24 +462,20 @@ func TestCreateCompanyValidation(t *testing.T) {
 	// Rows run in parallel on one server, each with its own slug and
 	// domain unless it breaks them, so that one row storing a Company
 	// cannot make another fail.
-	t.Run("rows", func(t *testing.T) {
-		for i, tt := range tests {
-			t.Run(tt.name, func(t *testing.T) {
-				t.Parallel()
-				slug, domain := fmt.Sprintf("row%d", i), fmt.Sprintf("row%d.example", i)
-				patch := strings.NewReplacer("{slug}", slug, "{domain}", domain).Replace(tt.patch)
-				body, isRaw := strings.CutPrefix(patch, rawMark)
-				if !isRaw {
-					body = merge(t, minimalBody(slug, domain), patch)
-				}
-				resp := env.Admin(t, http.MethodPost, "/admin/v1/companies", body)
-				requireInvalid(t, resp, tt.field)
-				require.Zero(t, count(t, env, `SELECT count(*) FROM companies c WHERE c.slug = $1 OR EXISTS
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			slug, domain := fmt.Sprintf("row%d", i), fmt.Sprintf("row%d.example", i)
+			patch := strings.NewReplacer("{slug}", slug, "{domain}", domain).Replace(tt.patch)
+			body, isRaw := strings.CutPrefix(patch, rawMark)
+			if !isRaw {
+				body = merge(t, minimalBody(slug, domain), patch)
+			}
+			resp := env.Admin(t, http.MethodPost, "/admin/v1/companies", body)
+			requireInvalid(t, resp, tt.field)
+			require.Zero(t, count(t, env, `SELECT count(*) FROM companies c WHERE c.slug = $1 OR EXISTS
 				(SELECT 1 FROM company_domains d WHERE d.company_id = c.id AND d.domain = $2)`, slug, domain),
-					"the invalid Company was stored")
-			})
-		}
-	})
-	// After every row: nothing at all was written.
-	requireNoCompanies(t, env)
+				"the invalid Company was stored")
+		})
+	}
 }

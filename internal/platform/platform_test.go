@@ -1,0 +1,60 @@
+package platform_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/migrations"
+)
+
+// TestReadyzReportsSchemaBehind: a database rolled back under a running
+// server makes it unready, with the reason.
+func TestReadyzReportsSchemaBehind(t *testing.T) {
+	t.Parallel()
+	env := testkit.Setup(t)
+	m, err := migrations.New(env.Pool, nil)
+	require.NoError(t, err)
+	defer m.Close()
+	require.NoError(t, m.Down(context.Background(), 1, false))
+
+	resp := env.Do(t, http.MethodGet, env.PublicURL("/readyz"), nil)
+	require.Equal(t, http.StatusServiceUnavailable, resp.Status, "%s", resp.Body)
+	require.Contains(t, resp.JSON(t)["reason"], "not applied")
+
+	resp = env.Do(t, http.MethodGet, env.PublicURL("/healthz"), nil)
+	require.Equal(t, http.StatusOK, resp.Status, "liveness does not depend on the database")
+}
+
+func TestReadyzAndDrain(t *testing.T) {
+	t.Parallel()
+	env := testkit.Setup(t)
+	resp := env.Do(t, http.MethodGet, env.PublicURL("/readyz"), nil)
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	env.Platform.Drain()
+	resp = env.Do(t, http.MethodGet, env.PublicURL("/readyz"), nil)
+	require.Equal(t, http.StatusServiceUnavailable, resp.Status)
+	require.Equal(t, "draining", resp.JSON(t)["status"])
+}
+
+// TestPendingEndpoints: routes whose features have not landed answer 501
+// with a JSON body, on the issuer and on Company domains.
+func TestPendingEndpoints(t *testing.T) {
+	t.Parallel()
+	env := testkit.Setup(t)
+	env.CreateCompany(t, map[string]any{"slug": "shop", "organization": map[string]any{"name": "Shop", "domain": "shop.example"}})
+	for _, u := range []string{
+		env.PublicURL("/t/shop/oauth/token"),
+		env.PublicURL("/t/shop/poppy/conversations/abc/events"),
+		env.URL("shop.example", "/poppy/browser-session"),
+	} {
+		resp := env.Do(t, http.MethodPost, u, nil)
+		require.Equal(t, http.StatusNotImplemented, resp.Status, u)
+		require.Equal(t, "not_implemented", resp.JSON(t)["error"])
+	}
+	resp := env.Do(t, http.MethodPost, env.PublicURL("/t/nobody/oauth/token"), nil)
+	require.Equal(t, http.StatusNotFound, resp.Status, "unknown Companies are 404, not 501")
+}
