@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -33,6 +34,21 @@ const (
 type devSetup struct {
 	dataDir      string
 	demoPassword string
+	// cluster is the private PostgreSQL, stopped with the server when this
+	// process started it.
+	cluster *pglocal.Cluster
+}
+
+// close stops what dev mode started.
+func (d *devSetup) close(logger *slog.Logger) {
+	if d.cluster == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := d.cluster.Stop(ctx); err != nil {
+		logger.Warn("dev mode: stopping the private PostgreSQL", slog.Any("err", err))
+	}
 }
 
 // prepareDev fills in dev mode's database and admin token: a private
@@ -46,13 +62,16 @@ func prepareDev(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
+	d := &devSetup{dataDir: dir}
 	if cfg.DatabaseURL == "" {
 		logger.Info("dev mode: starting a private PostgreSQL", slog.String("dir", filepath.Join(dir, "postgres")))
 		cluster, err := pglocal.Start(ctx, pglocal.Options{Dir: filepath.Join(dir, "postgres"), Logger: logger, InstallWithApt: true})
 		if err != nil {
 			return nil, err
 		}
+		d.cluster = cluster
 		if err := ensureDatabase(ctx, cluster.URL("postgres"), devDatabase); err != nil {
+			d.close(logger)
 			return nil, err
 		}
 		cfg.DatabaseURL = cluster.URL(devDatabase)
@@ -60,15 +79,16 @@ func prepareDev(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*
 	if cfg.AdminToken == "" {
 		tok, err := readOrCreate(filepath.Join(dir, "admin-token"), "dev-admin-")
 		if err != nil {
+			d.close(logger)
 			return nil, err
 		}
 		cfg.AdminToken = tok
 	}
-	pw, err := readOrCreate(filepath.Join(dir, "demo-password"), "")
-	if err != nil {
+	if d.demoPassword, err = readOrCreate(filepath.Join(dir, "demo-password"), ""); err != nil {
+		d.close(logger)
 		return nil, err
 	}
-	return &devSetup{dataDir: dir, demoPassword: pw}, nil
+	return d, nil
 }
 
 func ensureDatabase(ctx context.Context, serverURL, name string) error {

@@ -66,6 +66,7 @@ func run(ctx context.Context, env runEnv) error {
 		if err != nil {
 			return fmt.Errorf("dev mode: %w", err)
 		}
+		defer dev.close(logger)
 	}
 	logger.Info("starting poppyhost", slog.Any("config", cfg))
 

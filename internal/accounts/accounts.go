@@ -143,7 +143,15 @@ func VerifyPassword(encoded, password string) bool {
 		m, t uint32
 		p    uint8
 	)
+	if parts[2] != fmt.Sprintf("v=%d", argon2.Version) {
+		return false
+	}
 	if _, err := fmt.Sscanf(parts[3], "m=%d,t=%d,p=%d", &m, &t, &p); err != nil {
+		return false
+	}
+	// Stored parameters are bounded so that a damaged row can neither
+	// panic argon2 (zero values) nor make it allocate without limit.
+	if m < 8*uint32(p) || m > 1<<20 || t < 1 || t > 16 || p < 1 || p > 16 {
 		return false
 	}
 	salt, err1 := base64.RawStdEncoding.DecodeString(parts[4])

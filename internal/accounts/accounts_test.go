@@ -167,3 +167,19 @@ func TestStore(t *testing.T) {
 	_, err = store.Authenticate(ctx, beta, "alice", "beta password")
 	require.NoError(t, err)
 }
+
+func TestVerifyPasswordRefusesDamagedHashes(t *testing.T) {
+	t.Parallel()
+	good := accounts.HashPassword("correct horse")
+	parts := strings.Split(good, "$")
+	for _, bad := range []string{
+		strings.Replace(good, "t=3", "t=0", 1),
+		strings.Replace(good, "p=2", "p=0", 1),
+		strings.Replace(good, "m=65536", "m=4294967295", 1),
+		strings.Replace(good, "v=19", "v=16", 1),
+		"$argon2id$" + parts[2] + "$" + parts[3] + "$" + parts[4] + "$",
+	} {
+		require.False(t, accounts.VerifyPassword(bad, "correct horse"), bad)
+	}
+	require.True(t, accounts.VerifyPassword(good, "correct horse"))
+}

@@ -184,7 +184,6 @@ func TestPatchCompany(t *testing.T) {
 }
 
 func testPatchMerge(t *testing.T, env *testkit.Env) {
-
 	const start = `{
 		"organization": {"logo_uri": "https://acme.example/logo.png"},
 		"domains": ["acme.example.org"],

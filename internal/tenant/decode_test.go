@@ -16,7 +16,6 @@ const maxAdminBody = 256 << 10
 // testCreateBadBodies sends bodies that cannot be read as a Company: each
 // gets its error.
 func testCreateBadBodies(t *testing.T, env *testkit.Env) {
-
 	valid := minimalBody("acme", "acme.example")
 	tests := []struct {
 		name        string
@@ -91,7 +90,6 @@ func testCreateBadBodies(t *testing.T, env *testkit.Env) {
 // exactly the limit, a JSON media type with parameters or a +json suffix,
 // and no Content-Type at all.
 func testCreateBodyLimits(t *testing.T, env *testkit.Env) {
-
 	tests := []struct {
 		name        string
 		pad         bool

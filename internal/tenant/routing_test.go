@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"testing"
 
@@ -76,6 +77,13 @@ func TestHostRouting(t *testing.T) {
 			require.Equal(t, http.StatusNotFound, status, "body: %s", body)
 			require.JSONEq(t, string(notFound.Body), string(body))
 			require.NotContains(t, string(body), "acme")
+			// Nor does it reach the platform's own routes.
+			platformURL, err := url.Parse(u.url)
+			require.NoError(t, err)
+			platformURL.Path = "/healthz"
+			status, body = getWithHost(t, env, platformURL.String(), host)
+			require.Equal(t, http.StatusNotFound, status, "body: %s", body)
+			require.JSONEq(t, string(notFound.Body), string(body))
 		})
 	}
 

@@ -144,7 +144,9 @@ func (s *Store) Update(ctx context.Context, c *Company, settings Settings) (*Com
 		if err != nil {
 			return err
 		}
-		
+		if _, err := tx.Exec(ctx, `DELETE FROM company_domains WHERE company_id = $1`, c.ID); err != nil {
+			return err
+		}
 		return insertDomains(ctx, tx, c.ID, settings)
 	})
 	if err != nil {

@@ -111,8 +111,16 @@ func TestCreateCompanyAccepted(t *testing.T) {
 	}
 }
 
-func testCreateFullBody(t *testing.T, env *testkit.Env) {
+// many200 joins 200 items made from format and their index.
+func many200(format string) string {
+	items := make([]string, 200)
+	for i := range items {
+		items[i] = fmt.Sprintf(format, i)
+	}
+	return strings.Join(items, ",")
+}
 
+func testCreateFullBody(t *testing.T, env *testkit.Env) {
 	resp := env.Admin(t, http.MethodPost, "/admin/v1/companies", fullBody)
 	require.Equal(t, http.StatusCreated, resp.Status, "body: %s", resp.Body)
 	require.Equal(t, "/admin/v1/companies/stormline", resp.Header.Get("Location"))
@@ -149,7 +157,6 @@ func testCreateFullBody(t *testing.T, env *testkit.Env) {
 // testCreateDefaults checks what a minimal body becomes: an issuer
 // offering both sign-in types, conversations and feedback on (DESIGN.md).
 func testCreateDefaults(t *testing.T, env *testkit.Env) {
-
 	tests := []struct {
 		name  string
 		patch string
@@ -207,7 +214,6 @@ func testCreateDefaults(t *testing.T, env *testkit.Env) {
 // testCreateEdgeCases covers values at the edge of each rule that must
 // still be accepted.
 func testCreateEdgeCases(t *testing.T, env *testkit.Env) {
-
 	tests := []struct {
 		name  string
 		patch string
@@ -234,6 +240,9 @@ func testCreateEdgeCases(t *testing.T, env *testkit.Env) {
 		{"mediated sign-in with issuer", `{"extensions": {"mediated-sign-in": {"version": "1"}}}`},
 		{"alternative with references only", `{"excluded_tasks": [{"task": "T", "alternative": {"references": [{"type": "web", "url": "https://acme.example/t"}]}}]}`},
 		{"excluded task without alternative", `{"excluded_tasks": [{"task": "T"}]}`},
+		{"200 scopes and 200 excluded tasks", `{"auth": {"scopes": {` + many200(`"s%d": "S"`) + `}}, "excluded_tasks": [` + many200(`{"task": "T%d"}`) + `]}`},
+		{"extension nested 8 deep", `{"extensions": {"acme.example/x": {"version": "1", "x": ` +
+			strings.Repeat(`{"a": `, 8) + `"https://acme.example/ok"` + strings.Repeat("}", 8) + `}}}`},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -260,7 +269,6 @@ func TestCreateCompanyRefused(t *testing.T) {
 // testCreateValidation breaks one rule of Validate per row: each gets a
 // 400 naming exactly that field.
 func testCreateValidation(t *testing.T, env *testkit.Env) {
-
 	const (
 		openapiURL = "https://api.acme.example/openapi.json"
 		mcpURL     = "https://mcp.acme.example/mcp"
@@ -285,6 +293,18 @@ func testCreateValidation(t *testing.T, env *testkit.Env) {
 		return rawMark + `{"slug": "{slug}", "organization": {"name": "Acme", "domain": "{domain}"}, ` + members + `}`
 	}
 	const refField = "excluded_tasks[0].alternative.references[0]"
+	// many returns n JSON items made by item from their index.
+	many := func(n int, item func(i int) string) string {
+		items := make([]string, n)
+		for i := range items {
+			items[i] = item(i)
+		}
+		return strings.Join(items, ",")
+	}
+	deep := `"https://acme.example/deep"`
+	for range 9 {
+		deep = `{"a": ` + deep + `}`
+	}
 
 	tests := []struct {
 		name  string
@@ -458,6 +478,16 @@ func testCreateValidation(t *testing.T, env *testkit.Env) {
 		{"skill digest long", skills(skill(`{"digest": "` + digestA + `0"}`)), "skill_index.skills[0].digest"},
 		{"skill digest other algorithm", skills(skill(`{"digest": "sha512:` + digestA[7:] + `"}`)), "skill_index.skills[0].digest"},
 		{"skill digest missing", skills(skill(`{"digest": null}`)), "skill_index.skills[0].digest"},
+
+		// Limits on list sizes (200 items) and nesting, so published
+		// documents stay small.
+		{"201 domains", `{"domains": [` + many(201, func(i int) string { return fmt.Sprintf(`"d%d.acme.example"`, i) }) + `]}`, "domains"},
+		{"201 scopes", `{"auth": {"scopes": {` + many(201, func(i int) string { return fmt.Sprintf(`"s%d": "S"`, i) }) + `}}}`, "auth.scopes"},
+		{"201 apis", `{"apis": [` + many(201, func(i int) string { return fmt.Sprintf(`{"type": "mcp", "url": "https://acme.example/%d"}`, i) }) + `]}`, "apis"},
+		{"201 excluded tasks", `{"excluded_tasks": [` + many(201, func(i int) string { return fmt.Sprintf(`{"task": "T%d"}`, i) }) + `]}`, "excluded_tasks"},
+		{"201 extensions", `{"extensions": {` + many(201, func(i int) string { return fmt.Sprintf(`"acme.example/e%d": {"version": "1"}`, i) }) + `}}`, "extensions"},
+		{"201 skills", skills(many(201, func(i int) string { return skill(fmt.Sprintf(`{"name": "s%d"}`, i)) })), "skill_index.skills"},
+		{"extension nested too deeply", ext(`{"version": "1", "x": ` + deep + `}`), "extensions.acme.example/gift-wrap.x" + strings.Repeat(".a", 9)},
 	}
 	// Rows run in parallel on one server, each with its own slug and
 	// domain unless it breaks them, so that one row storing a Company
