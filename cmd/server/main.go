@@ -28,6 +28,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/devca"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/platform"
+	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/migrations"
 )
@@ -84,6 +85,7 @@ func run(ctx context.Context, env runEnv) error {
 		Pool: pool, Logger: logger, URLs: urls,
 		Proxies:    httpx.Proxies{Trusted: cfg.TrustedProxies},
 		AdminToken: cfg.AdminToken,
+		Fetch:      safehttp.Options{AllowPrivate: cfg.AllowPrivateFetch},
 	})
 	if err != nil {
 		return err
@@ -93,6 +95,18 @@ func run(ctx context.Context, env runEnv) error {
 			return fmt.Errorf("dev mode: seeding the demo Company: %w", err)
 		}
 	}
+
+	// River stops through Stop on shutdown, not by the signal context.
+	if err := p.Jobs.Start(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("jobs: %w", err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+		defer cancel()
+		if err := p.Jobs.Stop(sctx); err != nil {
+			logger.Warn("stopping jobs", slog.Any("err", err))
+		}
+	}()
 
 	tlsConfig, err := serverTLS(cfg)
 	if err != nil {

@@ -177,17 +177,15 @@ func BuildASMetadata(c *tenant.Company, urls tenant.URLs) (ASMetadata, bool) {
 	for _, d := range s.AllDomains() {
 		m.ProtectedResources = append(m.ProtectedResources, "https://"+d)
 	}
-	if !s.Auth.Disabled {
-		for _, g := range s.Auth.GrantTypes {
-			m.GrantTypesSupported = append(m.GrantTypesSupported, g)
-			switch g {
-			case tenant.GrantAuthorizationCode:
-				m.AuthorizationEndpoint = iss + "/oauth/authorize"
-				m.ResponseTypesSupported = []string{"code"}
-				m.CodeChallengeMethodsSupported = []string{"S256"}
-			case tenant.GrantDeviceCode:
-				m.DeviceAuthorizationEndpoint = iss + "/oauth/device_authorization"
-			}
+	for _, g := range s.Auth.OfferedGrantTypes() {
+		m.GrantTypesSupported = append(m.GrantTypesSupported, g)
+		switch g {
+		case tenant.GrantAuthorizationCode:
+			m.AuthorizationEndpoint = iss + "/oauth/authorize"
+			m.ResponseTypesSupported = []string{"code"}
+			m.CodeChallengeMethodsSupported = []string{"S256"}
+		case tenant.GrantDeviceCode:
+			m.DeviceAuthorizationEndpoint = iss + "/oauth/device_authorization"
 		}
 	}
 	return m, true

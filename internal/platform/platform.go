@@ -19,10 +19,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/riverqueue/river"
 
 	"github.com/poppyhost/poppyhost/internal/accounts"
+	"github.com/poppyhost/poppyhost/internal/agentid"
+	"github.com/poppyhost/poppyhost/internal/coverage"
 	"github.com/poppyhost/poppyhost/internal/discovery"
 	"github.com/poppyhost/poppyhost/internal/httpx"
+	"github.com/poppyhost/poppyhost/internal/jobs"
+	"github.com/poppyhost/poppyhost/internal/safehttp"
+	"github.com/poppyhost/poppyhost/internal/sessions"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/migrations"
 )
@@ -35,6 +41,10 @@ type Options struct {
 	Proxies httpx.Proxies
 	// AdminToken, when set, is stored as an operator token at start.
 	AdminToken string
+	// Fetch configures outbound fetches of URLs strangers give us.
+	Fetch safehttp.Options
+	// Now is the clock [time.Now].
+	Now func() time.Time
 }
 
 // Platform is the assembled server.
@@ -42,6 +52,9 @@ type Platform struct {
 	handler  http.Handler
 	Tenants  *tenant.Store
 	Accounts *accounts.Store
+	Sessions *sessions.Store
+	// Jobs runs background work; the server starts and stops it.
+	Jobs *jobs.Client
 
 	pool     *pgxpool.Pool
 	draining atomic.Bool
@@ -74,6 +87,22 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	)
 	metrics := httpx.NewMetrics(reg)
 
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	resolver := agentid.NewResolver(safehttp.New(opts.Fetch), agentid.Options{Now: now})
+	p.Sessions = sessions.NewStore(opts.Pool)
+	workers := river.NewWorkers()
+	jobCfg := jobs.Config{Workers: workers, Periodic: sessions.AddJobs(workers, p.Sessions, now)}
+	var err error
+	if p.Jobs, err = jobs.New(opts.Pool, jobCfg, logger); err != nil {
+		return nil, err
+	}
+	sess := sessions.NewManager(sessions.NewVerifier(resolver, sessions.VerifierOptions{Now: now}), resolver, p.Sessions, opts.URLs)
+	limits := httpx.NewLimiter()
+	feedback := coverage.NewHandler(coverage.NewStore(opts.Pool))
+
 	disc := discovery.NewHandler(opts.URLs)
 	admin := tenant.NewAdmin(p.Tenants, p.Accounts, opts.URLs)
 
@@ -83,22 +112,30 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	})
 	platform.Get("/readyz", p.readyz)
 	platform.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	admin.MountAdmin(platform)
+	admin.MountAdmin(platform, feedback.MountReports, sess.MountEnd)
 	platform.Route("/company/v1", func(r chi.Router) {
 		r.Use(tenant.RequireAPIKey(p.Tenants))
 		admin.MountCompanyAPI(r)
+		feedback.MountReports(r)
+		sess.MountEnd(r)
 	})
 	platform.With(tenant.BySlug(p.Tenants)).Get("/.well-known/oauth-authorization-server/t/{slug}", disc.ServeASMetadata)
 	platform.Route("/t/{slug}", func(r chi.Router) {
-		r.Use(tenant.BySlug(p.Tenants))
+		r.Use(tenant.BySlug(p.Tenants), tenant.LimitByAddress(limits))
 		disc.MountIssuer(r)
-		mountPending(r, "/oauth/authorize", "/oauth/token", "/oauth/device_authorization", "/oauth/revoke",
-			"/poppy/feedback", "/poppy/conversations", "/poppy/conversations/*")
+		r.With(offered(func(s *tenant.Settings) bool { return s.Feedback.Enabled }), sess.Require(limits)).
+			Post("/poppy/feedback", feedback.ServeFeedback)
+		hasIssuer := func(s *tenant.Settings) bool { return s.Auth.Issuer }
+		mountPending(r, hasIssuer, "/oauth/authorize", "/oauth/token", "/oauth/device_authorization", "/oauth/revoke")
+		mountPending(r, func(s *tenant.Settings) bool { return s.Conversations.Enabled },
+			"/poppy/conversations", "/poppy/conversations/*")
 	})
 
 	company := newRouter()
+	company.Use(tenant.LimitByAddress(limits))
 	disc.MountDomain(company)
-	mountPending(company, "/poppy/browser-session", "/poppy/browser-session/authorize")
+	mountPending(company, func(s *tenant.Settings) bool { return s.Web.BrowserJoin },
+		"/poppy/browser-session", "/poppy/browser-session/authorize")
 
 	host := tenant.HostRouter(p.Tenants, opts.URLs.Public.Hostname(), platform, company)
 	p.handler = httpx.Instrument(logger, metrics, opts.Proxies.Middleware(host))
@@ -113,15 +150,29 @@ func newRouter() *chi.Mux {
 	return r
 }
 
+// offered answers 404 for a route whose feature the Company's settings do
+// not offer, before anything else runs.
+func offered(on func(*tenant.Settings) bool) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !on(&tenant.FromContext(r.Context()).Settings) {
+				httpx.NotFound(w, r)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
 // mountPending answers the routes whose features have not landed yet with
-// 501, so a Personal Agent that follows our metadata gets a clear answer
-// rather than a 404.
-func mountPending(r chi.Router, paths ...string) {
+// 501 where the Company's settings offer the feature, so a Personal Agent
+// that follows our metadata gets a clear answer, and 404 where they do not.
+func mountPending(r chi.Router, on func(*tenant.Settings) bool, paths ...string) {
 	notYet := func(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, r, httpx.Errorf(httpx.CodeNotImplemented, "this endpoint is not available yet"))
 	}
 	for _, path := range paths {
-		r.HandleFunc(path, notYet)
+		r.With(offered(on)).HandleFunc(path, notYet)
 	}
 }
 

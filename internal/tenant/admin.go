@@ -40,7 +40,9 @@ func NewAdmin(store *Store, accts AccountCreator, urls URLs) *Admin {
 const maxAdminBody = 256 << 10
 
 // MountAdmin mounts /admin/v1 routes on r, behind operator token checks.
-func (a *Admin) MountAdmin(r chi.Router) {
+// companyRoutes mount other packages' routes under
+// /admin/v1/companies/{slug}, with the Company in the context.
+func (a *Admin) MountAdmin(r chi.Router, companyRoutes ...func(chi.Router)) {
 	r.Route("/admin/v1", func(r chi.Router) {
 		r.Use(a.requireOperator)
 		r.Post("/companies", a.createCompany)
@@ -54,6 +56,9 @@ func (a *Admin) MountAdmin(r chi.Router) {
 			r.Post("/api-keys", a.createAPIKey)
 			r.Get("/api-keys", a.listAPIKeys)
 			r.Delete("/api-keys/{id}", a.revokeAPIKey)
+			for _, mount := range companyRoutes {
+				mount(r)
+			}
 		})
 		r.Post("/operator-tokens", a.createOperatorToken)
 		r.Delete("/operator-tokens/{id}", a.revokeOperatorToken)
@@ -151,12 +156,6 @@ func (a *Admin) view(c *Company) CompanyView {
 // Normalize fills defaults that depend on other settings and turns absent
 // lists into empty ones, so stored documents have one shape.
 func Normalize(s *Settings) {
-	if s.Auth.GrantTypes == nil && s.Auth.Issuer && !s.Auth.Disabled {
-		s.Auth.GrantTypes = []string{GrantAuthorizationCode, GrantDeviceCode}
-	}
-	if s.Auth.GrantTypes == nil {
-		s.Auth.GrantTypes = []string{}
-	}
 	if s.Conversations.Access == "" {
 		s.Conversations.Access = "session"
 	}
@@ -180,6 +179,18 @@ func Normalize(s *Settings) {
 	}
 	if s.Extensions == nil {
 		s.Extensions = map[string]map[string]any{}
+	}
+	if s.Feedback.Alternatives == nil {
+		s.Feedback.Alternatives = []TaskAlternative{}
+	}
+	if s.Agents.Accept == "" {
+		s.Agents.Accept = AcceptAll
+	}
+	if s.Agents.ClientIDs == nil {
+		s.Agents.ClientIDs = []string{}
+	}
+	if s.SkillIndex != nil && s.SkillIndex.Skills == nil {
+		s.SkillIndex.Skills = []Skill{}
 	}
 }
 

@@ -32,6 +32,63 @@ type Settings struct {
 	// ones the platform serves itself, keyed by name (spec 3.3).
 	Extensions map[string]map[string]any `json:"extensions"`
 	SkillIndex *SkillIndex               `json:"skill_index,omitempty"`
+	// Agents says which Personal Agents the Company accepts (spec 4.1).
+	Agents AgentPolicy `json:"agents"`
+	// Sessions configures how long Sessions last (spec 5.5).
+	Sessions SessionSettings `json:"sessions"`
+	// RateLimits are the Company's request budgets (spec 5.6).
+	RateLimits RateLimits `json:"rate_limits"`
+}
+
+// Agent acceptance policies.
+const (
+	AcceptAll      = "all"
+	AcceptListed   = "listed"
+	AcceptUnlisted = "unlisted"
+)
+
+// AgentPolicy decides which Personal Agents a Company accepts, by exact
+// client_id: a shared origin does not make two clients one (spec 5.3).
+type AgentPolicy struct {
+	// Accept is all, listed (only ClientIDs) or unlisted (all but
+	// ClientIDs).
+	Accept    string   `json:"accept"`
+	ClientIDs []string `json:"client_ids"`
+}
+
+// Accepts reports whether the policy accepts clientID.
+func (p AgentPolicy) Accepts(clientID string) bool {
+	listed := false
+	for _, id := range p.ClientIDs {
+		if id == clientID {
+			listed = true
+			break
+		}
+	}
+	switch p.Accept {
+	case AcceptListed:
+		return listed
+	case AcceptUnlisted:
+		return !listed
+	default:
+		return true
+	}
+}
+
+// SessionSettings configures Sessions (spec 5.5: the Company decides how
+// long a Session lasts).
+type SessionSettings struct {
+	// IdleTimeoutSeconds ends a Session unused for this long.
+	IdleTimeoutSeconds int `json:"idle_timeout_seconds"`
+}
+
+// RateLimits are requests per minute (spec 5.6). Before a Session header
+// is verified, requests count against their client address; after, against
+// the Personal Agent and the Session.
+type RateLimits struct {
+	PerAgent   int `json:"per_agent"`
+	PerSession int `json:"per_session"`
+	PerAddress int `json:"per_address"`
 }
 
 // Organization says who the Company is (spec 3.1).
@@ -59,13 +116,27 @@ type Auth struct {
 	Disabled bool `json:"disabled"`
 	// GrantTypes are the sign-in types offered: authorization_code (Direct
 	// Sign-In) and the device_code grant (Device Sign-In).
-	GrantTypes []string             `json:"grant_types"`
+	GrantTypes []string             `json:"grant_types,omitempty"`
 	Scopes     map[string]string    `json:"scopes"`
 	ScopeHints map[string]ScopeHint `json:"scope_hints"`
 	// OtherAuthorizationServers are listed after the Company's issuer in its
 	// protected resource metadata, such as a server for its employees; with
 	// any, poppy.json names the issuer in auth.issuer (spec 3.2).
 	OtherAuthorizationServers []string `json:"other_authorization_servers"`
+}
+
+// OfferedGrantTypes are the sign-in types Personal Agents may use: none
+// without an issuer or with sign-in disabled, both when GrantTypes is
+// empty, else GrantTypes.
+func (a *Auth) OfferedGrantTypes() []string {
+	switch {
+	case !a.Issuer || a.Disabled:
+		return nil
+	case len(a.GrantTypes) == 0:
+		return []string{GrantAuthorizationCode, GrantDeviceCode}
+	default:
+		return a.GrantTypes
+	}
 }
 
 // ScopeHint says how consequential a scope is (spec 4.7).
@@ -84,6 +155,16 @@ type Conversations struct {
 // Feedback configures the feedback endpoint (spec 9.3).
 type Feedback struct {
 	Enabled bool `json:"enabled"`
+	// Alternatives answer a report of a task that can be done after all
+	// (spec 9.3: 200 with an alternative).
+	Alternatives []TaskAlternative `json:"alternatives"`
+}
+
+// TaskAlternative is the alternative given for reports of one task, matched
+// without regard to case or surrounding space.
+type TaskAlternative struct {
+	Task        string      `json:"task"`
+	Alternative Alternative `json:"alternative"`
 }
 
 // ExcludedTask is a task the Company chose not to offer (spec 9.1).
@@ -148,6 +229,9 @@ func DefaultSettings() Settings {
 		Auth:          Auth{Issuer: true},
 		Conversations: Conversations{Enabled: true, Access: "session"},
 		Feedback:      Feedback{Enabled: true},
+		Agents:        AgentPolicy{Accept: AcceptAll},
+		Sessions:      SessionSettings{IdleTimeoutSeconds: 30 * 24 * 3600},
+		RateLimits:    RateLimits{PerAgent: 6000, PerSession: 600, PerAddress: 1200},
 	}
 }
 

@@ -3,7 +3,9 @@ package tenant
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
+	"strconv"
 
 	"github.com/go-chi/chi/v5"
 
@@ -79,4 +81,27 @@ func BySlug(lookup Lookup) func(http.Handler) http.Handler {
 			next.ServeHTTP(w, r.WithContext(WithCompany(r.Context(), c)))
 		})
 	}
+}
+
+// LimitByAddress counts every request to a Company against its client
+// address, before anything about the requester is verified (spec 5.6).
+func LimitByAddress(l *httpx.Limiter) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			c := FromContext(r.Context())
+			key := "addr " + strconv.FormatInt(c.ID, 10) + " " + clientAddr(r)
+			if !l.Allow(w, r, key, c.Settings.RateLimits.PerAddress) {
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }

@@ -104,6 +104,13 @@ func (s *Store) Create(ctx context.Context, slug string, settings Settings) (*Co
 	}
 	var c *Company
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var retired bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM retired_slugs WHERE slug = $1)`, slug).Scan(&retired); err != nil {
+			return err
+		}
+		if retired {
+			return &ConflictError{Field: "slug", Message: "belonged to a deleted Company; an issuer stands for one Company only (spec 3.2), so choose another"}
+		}
 		var err error
 		c, err = scanCompany(tx.QueryRow(ctx,
 			`INSERT INTO companies AS c (slug, settings) VALUES ($1, $2) RETURNING `+companyColumns, slug, raw))
@@ -185,16 +192,21 @@ func (s *Store) List(ctx context.Context, after string, limit int) ([]*Company, 
 	return out, rows.Err()
 }
 
-// Delete removes a Company and, by cascade, every row it owns.
+// Delete removes a Company and, by cascade, every row it owns, and retires
+// its slug.
 func (s *Store) Delete(ctx context.Context, companyID int64) error {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM companies WHERE id = $1`, companyID)
-	if err != nil {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var slug string
+		err := tx.QueryRow(ctx, `DELETE FROM companies WHERE id = $1 RETURNING slug`, companyID).Scan(&slug)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO retired_slugs (slug) VALUES ($1) ON CONFLICT DO NOTHING`, slug)
 		return err
-	}
-	if tag.RowsAffected() == 0 {
-		return ErrNotFound
-	}
-	return nil
+	})
 }
 
 // Secrets: API keys and operator tokens are 32 random bytes, shown once with

@@ -177,9 +177,24 @@ func Validate(slug string, s *Settings, publicHost string) error {
 	if s.Web.Origin != "" {
 		c.url("web.origin", s.Web.Origin)
 	}
+
 	c.extensions(s)
 	if s.SkillIndex != nil {
 		c.skillIndex(s.SkillIndex)
+	}
+	c.feedbackAlternatives(s.Feedback.Alternatives, apis)
+	c.agents(&s.Agents)
+	if n := s.Sessions.IdleTimeoutSeconds; n < 60 || n > 366*24*3600 {
+		c.add("sessions.idle_timeout_seconds", "must be from 60 seconds to a year")
+	}
+	for _, l := range []struct {
+		field string
+		n     int
+	}{{"rate_limits.per_agent", s.RateLimits.PerAgent}, {"rate_limits.per_session", s.RateLimits.PerSession},
+		{"rate_limits.per_address", s.RateLimits.PerAddress}} {
+		if l.n < 1 || l.n > 1_000_000 {
+			c.add(l.field, "must be from 1 to 1000000 requests a minute")
+		}
 	}
 	return c.err()
 }
@@ -248,9 +263,6 @@ func (c *checker) auth(a *Auth) {
 		}
 		seen[g] = true
 	}
-	if a.Issuer && !a.Disabled && len(a.GrantTypes) == 0 {
-		c.add("auth.grant_types", "must offer at least one sign-in type; set auth.disabled to offer none (spec 3.2)")
-	}
 	if len(a.Scopes) > maxItems {
 		c.add("auth.scopes", "must list at most %d scopes", maxItems)
 	}
@@ -261,6 +273,9 @@ func (c *checker) auth(a *Auth) {
 			continue
 		}
 		c.text(f, a.Scopes[name], true, maxDescription)
+	}
+	if len(a.ScopeHints) > maxItems {
+		c.add("auth.scope_hints", "must list at most %d scopes", maxItems)
 	}
 	for _, name := range sortedKeys(a.ScopeHints) {
 		f := "auth.scope_hints." + name
@@ -280,8 +295,17 @@ func (c *checker) auth(a *Auth) {
 			c.add(f+".personal_data", "is required (spec 4.7)")
 		}
 	}
+	if len(a.OtherAuthorizationServers) > 10 {
+		c.add("auth.other_authorization_servers", "must list at most 10 servers")
+	}
+	others := map[string]bool{}
 	for i, s := range a.OtherAuthorizationServers {
-		c.url(fmt.Sprintf("auth.other_authorization_servers[%d]", i), s)
+		f := fmt.Sprintf("auth.other_authorization_servers[%d]", i)
+		if others[s] {
+			c.add(f, "is listed twice")
+		}
+		others[s] = true
+		c.url(f, s)
 	}
 }
 
@@ -341,6 +365,10 @@ func (c *checker) alternative(f string, a *Alternative, apis map[string]string) 
 		c.add(f, "must have instructions, references or both (spec 9.2)")
 	}
 	c.text(f+".instructions", a.Instructions, false, maxText)
+	if len(a.References) > 20 {
+		c.add(f+".references", "must list at most 20 references")
+		return
+	}
 	for i, r := range a.References {
 		rf := fmt.Sprintf("%s.references[%d]", f, i)
 		switch r.Type {
@@ -357,6 +385,51 @@ func (c *checker) alternative(f string, a *Alternative, apis map[string]string) 
 			c.add(rf+".operation_id", "is only for openapi references")
 		}
 		c.text(rf+".operation_id", r.OperationID, false, maxName)
+	}
+}
+
+func (c *checker) feedbackAlternatives(alts []TaskAlternative, apis map[string]string) {
+	if len(alts) > maxItems {
+		c.add("feedback.alternatives", "must list at most %d tasks", maxItems)
+		return
+	}
+	seen := map[string]bool{}
+	for i, a := range alts {
+		f := fmt.Sprintf("feedback.alternatives[%d]", i)
+		c.text(f+".task", a.Task, true, maxName)
+		key := NormalTask(a.Task)
+		if seen[key] {
+			c.add(f+".task", "is listed twice")
+		}
+		seen[key] = true
+		c.alternative(f+".alternative", &a.Alternative, apis)
+	}
+}
+
+// NormalTask is how feedback tasks are matched: without case or
+// surrounding space.
+func NormalTask(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
+
+// maxClientID bounds a client_id in an acceptance list.
+const maxClientID = 2048
+
+func (c *checker) agents(p *AgentPolicy) {
+	switch p.Accept {
+	case AcceptAll, AcceptListed, AcceptUnlisted:
+	default:
+		c.add("agents.accept", "must be all, listed or unlisted")
+	}
+	if len(p.ClientIDs) > 10_000 {
+		c.add("agents.client_ids", "must list at most 10000 client_ids")
+		return
+	}
+	for i, id := range p.ClientIDs {
+		f := fmt.Sprintf("agents.client_ids[%d]", i)
+		if len(id) > maxClientID {
+			c.add(f, "must be at most %d characters", maxClientID)
+			continue
+		}
+		c.url(f, id)
 	}
 }
 

@@ -10,8 +10,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/devca"
 	"github.com/poppyhost/poppyhost/internal/platform"
+	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
@@ -39,6 +42,44 @@ type Env struct {
 	Port string
 	// URLs derives Company URLs the way the server does.
 	URLs tenant.URLs
+	// Hosts resolves the test's host names (its Personal Agents) for the
+	// platform's outbound fetches.
+	Hosts *Hosts
+}
+
+// Hosts is a static resolver: every name registered resolves to loopback.
+type Hosts struct {
+	mu    sync.Mutex
+	names map[string]bool
+}
+
+// Add registers a host name.
+func (h *Hosts) Add(name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.names == nil {
+		h.names = map[string]bool{}
+	}
+	h.names[strings.ToLower(name)] = true
+}
+
+// LookupNetIP resolves registered names to 127.0.0.1.
+func (h *Hosts) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.names[strings.ToLower(host)] {
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
+// StartAgent starts a test Personal Agent on host (default agent.test)
+// that the platform can fetch.
+func (e *Env) StartAgent(t testing.TB, host string) *Agent {
+	t.Helper()
+	a := StartAgent(t, e.CA, AgentOptions{Host: host})
+	e.Hosts.Add(a.Host)
+	return a
 }
 
 // Setup starts the platform over HTTPS on a fresh database.
@@ -54,11 +95,14 @@ func Setup(t testing.TB) *Env {
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	urls := tenant.URLs{Public: &url.URL{Scheme: "https", Host: PublicHost + ":" + port}}
 
+	hosts := &Hosts{}
 	p, err := platform.New(context.Background(), platform.Options{
 		Pool:       pool,
 		Logger:     slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		URLs:       urls,
 		AdminToken: AdminToken,
+		// Test peers listen on loopback under names only Hosts knows.
+		Fetch: safehttp.Options{AllowPrivate: true, RootCAs: ca.Pool(), Resolver: hosts},
 	})
 	require.NoError(t, err)
 
@@ -81,7 +125,7 @@ func Setup(t testing.TB) *Env {
 	}
 	t.Cleanup(tr.CloseIdleConnections)
 	return &Env{
-		Pool: pool, Platform: p, CA: ca, Port: port, URLs: urls,
+		Pool: pool, Platform: p, CA: ca, Port: port, URLs: urls, Hosts: hosts,
 		Client: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		}},

@@ -1,0 +1,146 @@
+package agentid
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"strings"
+
+	"golang.org/x/net/publicsuffix"
+)
+
+// Client is a Personal Agent as its client metadata document describes it.
+type Client struct {
+	ClientID     string
+	Name         string
+	LogoURI      string
+	JWKSURI      string
+	RedirectURIs []string
+	// Extensions are the extensions the agent declares, name to version.
+	Extensions map[string]string
+}
+
+// InvalidError says why a client metadata document or key set is refused.
+type InvalidError struct{ Reason string }
+
+func (e *InvalidError) Error() string { return e.Reason }
+
+func invalid(format string, a ...any) error {
+	return &InvalidError{Reason: fmt.Sprintf(format, a...)}
+}
+
+// MaxClientID bounds client_id URLs we are willing to fetch.
+const MaxClientID = 2048
+
+// CheckClientID says whether s can be a client_id: an https URL with a
+// host and a path, no user info, query or fragment.
+func CheckClientID(s string) error {
+	if len(s) > MaxClientID {
+		return invalid("client_id is longer than %d characters", MaxClientID)
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return invalid("client_id is not a URL")
+	case u.Scheme != "https":
+		return invalid("client_id must be an https URL (spec 4.1)")
+	case u.Hostname() == "" || u.User != nil:
+		return invalid("client_id must name a host and no user info")
+	case u.Fragment != "" || strings.Contains(s, "#"):
+		return invalid("client_id must not have a fragment")
+	}
+	return nil
+}
+
+// sameDomain reports whether host b is on host a's registrable domain.
+func sameDomain(a, b string) bool {
+	a, b = strings.ToLower(a), strings.ToLower(b)
+	if a == b {
+		return true
+	}
+	if _, err := netip.ParseAddr(a); err == nil {
+		return false
+	}
+	ra, err1 := publicsuffix.EffectiveTLDPlusOne(a)
+	rb, err2 := publicsuffix.EffectiveTLDPlusOne(b)
+	return err1 == nil && err2 == nil && ra == rb
+}
+
+// loopbackRedirect reports whether u is a loopback redirect URI as RFC 8252
+// §7.3 defines it: http with an IP literal loopback host, any port.
+func loopbackRedirect(u *url.URL) bool {
+	if u.Scheme != "http" {
+		return false
+	}
+	ip := net.ParseIP(u.Hostname())
+	return ip != nil && ip.IsLoopback()
+}
+
+type metadataDoc struct {
+	ClientID     *string         `json:"client_id"`
+	ClientName   string          `json:"client_name"`
+	LogoURI      string          `json:"logo_uri"`
+	JWKSURI      *string         `json:"jwks_uri"`
+	RedirectURIs []string        `json:"redirect_uris"`
+	Extensions   json.RawMessage `json:"extensions"`
+}
+
+// parseMetadata validates a client metadata document fetched from
+// fetchedURL. Unknown members are ignored (spec 3.3).
+func parseMetadata(fetchedURL string, body []byte) (*Client, error) {
+	var doc metadataDoc
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return nil, invalid("the client metadata document is not a JSON object of the expected shape")
+	}
+	if doc.ClientID == nil || *doc.ClientID != fetchedURL {
+		return nil, invalid("the client metadata document's client_id must equal the URL it was fetched from (spec 4.1)")
+	}
+	base, _ := url.Parse(fetchedURL)
+	if doc.JWKSURI == nil {
+		return nil, invalid("the client metadata document has no jwks_uri")
+	}
+	ju, err := url.Parse(*doc.JWKSURI)
+	if err != nil || ju.Scheme != "https" || ju.Hostname() == "" || ju.User != nil {
+		return nil, invalid("jwks_uri must be an https URL (spec 4.1)")
+	}
+	if !sameDomain(base.Hostname(), ju.Hostname()) {
+		return nil, invalid("jwks_uri must be on the same domain as client_id (spec 4.1)")
+	}
+	c := &Client{ClientID: fetchedURL, Name: doc.ClientName, JWKSURI: *doc.JWKSURI, Extensions: map[string]string{}}
+	if lu, err := url.Parse(doc.LogoURI); err == nil && lu.Scheme == "https" && lu.Hostname() != "" {
+		c.LogoURI = doc.LogoURI
+	}
+	for _, r := range doc.RedirectURIs {
+		ru, err := url.Parse(r)
+		if err != nil || ru.Fragment != "" || ru.User != nil {
+			return nil, invalid("redirect_uris holds a malformed URL")
+		}
+		ok := loopbackRedirect(ru) || (ru.Scheme == "https" && sameDomain(base.Hostname(), ru.Hostname()))
+		if !ok {
+			return nil, invalid("each redirect_uri must be https on the client_id's domain or a loopback redirect URI (spec 4.1)")
+		}
+		c.RedirectURIs = append(c.RedirectURIs, r)
+	}
+	if len(doc.Extensions) > 0 && string(doc.Extensions) != "null" {
+		var exts map[string]json.RawMessage
+		if err := json.Unmarshal(doc.Extensions, &exts); err != nil {
+			return nil, invalid("extensions must be an object keyed by extension name (spec 3.3)")
+		}
+		for name, raw := range exts {
+			var e struct {
+				Version string `json:"version"`
+			}
+			// An entry we cannot read is an extension we do not support.
+			if json.Unmarshal(raw, &e) == nil && e.Version != "" {
+				c.Extensions[name] = e.Version
+			}
+		}
+	}
+	return c, nil
+}
+
+// errPrivateKey is returned for key sets that carry private key members.
+var errPrivateKey = errors.New("the key set holds private key members; it must contain only public keys (spec 4.1)")

@@ -1,0 +1,282 @@
+package agentid
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lestrrat-go/jwx/v2/jwk"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/poppyhost/poppyhost/internal/safehttp"
+)
+
+// Fetcher fetches stranger URLs under the address rules of spec 3.
+type Fetcher interface {
+	Get(ctx context.Context, req safehttp.Request) (*safehttp.Response, error)
+}
+
+// ErrUnavailable wraps failures to fetch a document when no usable cached
+// copy exists.
+var ErrUnavailable = errors.New("could not fetch")
+
+// ErrUnknownKey means the key set has no signing key with the kid asked for.
+var ErrUnknownKey = errors.New("no such key in jwks_uri")
+
+// Options tune the caches. Zero values take the defaults in brackets.
+type Options struct {
+	// Now is the clock [time.Now].
+	Now func() time.Time
+	// DefaultTTL applies when a response has no max-age [5m]; MinTTL and
+	// MaxTTL bound what Cache-Control asks for [1m, 1h].
+	DefaultTTL, MinTTL, MaxTTL time.Duration
+	// StaleFor is how long past expiry a cached copy still serves when
+	// refetching fails [10m].
+	StaleFor time.Duration
+	// RefetchEvery bounds how often an unknown kid may refetch a key set
+	// [30s].
+	RefetchEvery time.Duration
+	// MaxEntries caps each cache [10000].
+	MaxEntries int
+}
+
+func (o *Options) defaults() {
+	set := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	set(&o.DefaultTTL, 5*time.Minute)
+	set(&o.MinTTL, time.Minute)
+	set(&o.MaxTTL, time.Hour)
+	set(&o.StaleFor, 10*time.Minute)
+	set(&o.RefetchEvery, 30*time.Second)
+	if o.MaxEntries == 0 {
+		o.MaxEntries = 10000
+	}
+}
+
+// Size limits of what we fetch.
+const (
+	maxMetadataBytes = 64 << 10
+	maxJWKSBytes     = 64 << 10
+	maxKeys          = 20
+)
+
+// Resolver fetches, validates and caches client metadata documents and key
+// sets. Concurrent misses for one URL share one fetch.
+type Resolver struct {
+	fetch Fetcher
+	opts  Options
+	sf    singleflight.Group
+	docs  cache[*Client]
+	keys  cache[jwk.Set]
+}
+
+// NewResolver returns a Resolver fetching through f.
+func NewResolver(f Fetcher, opts Options) *Resolver {
+	opts.defaults()
+	return &Resolver{fetch: f, opts: opts,
+		docs: cache[*Client]{max: opts.MaxEntries}, keys: cache[jwk.Set]{max: opts.MaxEntries}}
+}
+
+// Client returns the validated client metadata of clientID.
+func (r *Resolver) Client(ctx context.Context, clientID string) (*Client, error) {
+	if err := CheckClientID(clientID); err != nil {
+		return nil, err
+	}
+	now := r.opts.Now()
+	if e, ok := r.docs.get(clientID); ok && now.Before(e.expires) {
+		return e.val, nil
+	}
+	v, err, _ := r.sf.Do("doc "+clientID, func() (any, error) {
+		resp, err := r.get(ctx, clientID, maxMetadataBytes, "application/json")
+		if err != nil {
+			return nil, err
+		}
+		c, err := parseMetadata(clientID, resp.Body)
+		if err != nil {
+			return nil, err
+		}
+		r.docs.put(clientID, &entry[*Client]{val: c, fetched: now, expires: now.Add(r.ttl(resp.Header))})
+		return c, nil
+	})
+	if err != nil {
+		return stale(r, &r.docs, clientID, now, err)
+	}
+	return v.(*Client), nil
+}
+
+// Key returns the signing key named kid from c's key set. An unknown kid
+// refetches the set, at most once per RefetchEvery, so a rotated key is
+// found without letting strangers make us fetch on every request.
+func (r *Resolver) Key(ctx context.Context, c *Client, kid string) (jwk.Key, error) {
+	set, fetched, err := r.keySet(ctx, c.JWKSURI, false)
+	if err != nil {
+		return nil, err
+	}
+	if k, ok := signingKey(set, kid); ok {
+		return k, nil
+	}
+	if r.opts.Now().Sub(fetched) < r.opts.RefetchEvery {
+		return nil, ErrUnknownKey
+	}
+	set, _, err = r.keySet(ctx, c.JWKSURI, true)
+	if err != nil {
+		return nil, err
+	}
+	if k, ok := signingKey(set, kid); ok {
+		return k, nil
+	}
+	return nil, ErrUnknownKey
+}
+
+func (r *Resolver) keySet(ctx context.Context, uri string, force bool) (jwk.Set, time.Time, error) {
+	now := r.opts.Now()
+	if e, ok := r.keys.get(uri); ok && !force && now.Before(e.expires) {
+		return e.val, e.fetched, nil
+	}
+	v, err, _ := r.sf.Do("jwks "+uri, func() (any, error) {
+		// A concurrent caller may just have refreshed it.
+		if e, ok := r.keys.get(uri); ok && now.Sub(e.fetched) < time.Second {
+			return e, nil
+		}
+		resp, err := r.get(ctx, uri, maxJWKSBytes, "application/json", "application/jwk-set+json")
+		if err != nil {
+			return nil, err
+		}
+		set, err := parseKeySet(resp.Body)
+		if err != nil {
+			return nil, err
+		}
+		e := &entry[jwk.Set]{val: set, fetched: now, expires: now.Add(r.ttl(resp.Header))}
+		r.keys.put(uri, e)
+		return e, nil
+	})
+	if err != nil {
+		set, serr := stale(r, &r.keys, uri, now, err)
+		return set, now, serr
+	}
+	e := v.(*entry[jwk.Set])
+	return e.val, e.fetched, nil
+}
+
+// get fetches a document with its own deadline, so that a fetch shared by
+// several requests does not end with the first caller's context.
+func (r *Resolver) get(ctx context.Context, url string, max int64, accept ...string) (*safehttp.Response, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	resp, err := r.fetch.Get(ctx, safehttp.Request{URL: url, Accept: accept, MaxBytes: max})
+	if err != nil {
+		return nil, fmt.Errorf("%w %s: %w", ErrUnavailable, url, err)
+	}
+	return resp, nil
+}
+
+// stale serves a cached copy past its expiry, within StaleFor, when a
+// refetch failed for want of a response; a document that was fetched but
+// is now invalid is not covered for.
+func stale[T any](r *Resolver, c *cache[T], key string, now time.Time, err error) (T, error) {
+	var zero T
+	if !errors.Is(err, ErrUnavailable) {
+		return zero, err
+	}
+	if e, ok := c.get(key); ok && now.Before(e.expires.Add(r.opts.StaleFor)) {
+		return e.val, nil
+	}
+	return zero, err
+}
+
+// ttl reads max-age from Cache-Control, within the configured bounds.
+func (r *Resolver) ttl(h http.Header) time.Duration {
+	ttl := r.opts.DefaultTTL
+	for _, d := range strings.Split(h.Get("Cache-Control"), ",") {
+		d = strings.TrimSpace(strings.ToLower(d))
+		switch {
+		case d == "no-store" || d == "no-cache":
+			ttl = 0
+		case strings.HasPrefix(d, "max-age="):
+			if n, err := strconv.Atoi(strings.TrimPrefix(d, "max-age=")); err == nil && n >= 0 {
+				ttl = time.Duration(n) * time.Second
+			}
+		}
+	}
+	return min(max(ttl, r.opts.MinTTL), r.opts.MaxTTL)
+}
+
+// parseKeySet parses a JWK Set, refusing one with private key members.
+func parseKeySet(body []byte) (jwk.Set, error) {
+	var raw struct {
+		Keys []map[string]json.RawMessage `json:"keys"`
+	}
+	if err := json.Unmarshal(body, &raw); err != nil || raw.Keys == nil {
+		return nil, invalid("jwks_uri did not return a JWK Set")
+	}
+	if len(raw.Keys) > maxKeys {
+		return nil, invalid("the key set holds more than %d keys", maxKeys)
+	}
+	for _, k := range raw.Keys {
+		for _, m := range []string{"d", "p", "q", "dp", "dq", "qi", "oth", "k"} {
+			if _, ok := k[m]; ok {
+				return nil, errPrivateKey
+			}
+		}
+	}
+	set, err := jwk.Parse(body)
+	if err != nil {
+		return nil, invalid("jwks_uri returned a malformed key set")
+	}
+	return set, nil
+}
+
+// signingKey finds kid among the keys meant for signatures; keys without
+// "use" count as signing keys.
+func signingKey(set jwk.Set, kid string) (jwk.Key, bool) {
+	k, ok := set.LookupKeyID(kid)
+	if !ok {
+		return nil, false
+	}
+	if u := string(k.KeyUsage()); u != "" && u != "sig" {
+		return nil, false
+	}
+	return k, true
+}
+
+type entry[T any] struct {
+	val     T
+	fetched time.Time
+	expires time.Time
+}
+
+// cache is a bounded map; when full it drops everything, which only costs
+// refetches.
+type cache[T any] struct {
+	mu  sync.Mutex
+	m   map[string]*entry[T]
+	max int
+}
+
+func (c *cache[T]) get(k string) (*entry[T], bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[k]
+	return e, ok
+}
+
+func (c *cache[T]) put(k string, e *entry[T]) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= c.max {
+		c.m = make(map[string]*entry[T])
+	}
+	c.m[k] = e
+}

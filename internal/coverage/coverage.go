@@ -1,0 +1,192 @@
+// Package coverage owns what a Company says about the tasks it covers:
+// feedback reports from Personal Agents about tasks they could not do
+// (spec 9.3), answered with an alternative when the Company configured one
+// (9.2). Reports are stored as data and shown to the Company as data; they
+// are never instructions (9.3).
+package coverage
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/poppyhost/poppyhost/internal/httpx"
+	"github.com/poppyhost/poppyhost/internal/sessions"
+	"github.com/poppyhost/poppyhost/internal/tenant"
+)
+
+// Report limits (spec 9.3: invalid_request for a report that is too long).
+const (
+	MaxTask        = 200
+	MaxDescription = 4000
+	maxReportBody  = 16 << 10
+)
+
+// Report is one stored feedback report.
+type Report struct {
+	ID          int64     `json:"id"`
+	ClientID    string    `json:"client_id"`
+	UserID      string    `json:"user_id"`
+	AgentID     string    `json:"agent_id,omitempty"`
+	SID         string    `json:"sid"`
+	Task        string    `json:"task"`
+	Description string    `json:"description"`
+	Answered    bool      `json:"answered"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+// Store keeps reports in PostgreSQL, always filtered by Company.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// NewStore returns a Store on pool.
+func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+func (s *Store) add(ctx context.Context, companyID int64, r *Report) error {
+	return s.pool.QueryRow(ctx, `INSERT INTO feedback (company_id, client_id, user_id, agent_id, sid, task, description, answered)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id, created_at`,
+		companyID, r.ClientID, r.UserID, r.AgentID, r.SID, r.Task, r.Description, r.Answered).Scan(&r.ID, &r.CreatedAt)
+}
+
+// List returns up to limit reports of a Company, newest first, older than
+// the report before (0: from the newest).
+func (s *Store) List(ctx context.Context, companyID, before int64, limit int) ([]Report, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, client_id, user_id, agent_id, sid, task, description, answered, created_at
+		FROM feedback WHERE company_id = $1 AND ($2 = 0 OR id < $2) ORDER BY id DESC LIMIT $3`, companyID, before, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Report, error) {
+		var r Report
+		err := row.Scan(&r.ID, &r.ClientID, &r.UserID, &r.AgentID, &r.SID, &r.Task, &r.Description, &r.Answered, &r.CreatedAt)
+		return r, err
+	})
+}
+
+// Handler serves the feedback endpoint and the reading of reports.
+type Handler struct {
+	store *Store
+}
+
+// NewHandler returns a Handler.
+func NewHandler(store *Store) *Handler { return &Handler{store: store} }
+
+// ServeFeedback is POST {issuer}/poppy/feedback; it runs behind the
+// Session middleware, which has verified the Session header (9.3).
+func (h *Handler) ServeFeedback(w http.ResponseWriter, r *http.Request) {
+	c := tenant.FromContext(r.Context())
+	if !c.Settings.Feedback.Enabled {
+		httpx.NotFound(w, r)
+		return
+	}
+	sess := sessions.FromContext(r.Context())
+	// Unknown members are ignored (spec 3.3); the Session's identities are
+	// not repeated in the body (9.3).
+	var body struct {
+		Task        *string `json:"task"`
+		Description *string `json:"description"`
+	}
+	if err := httpx.DecodeJSON(w, r, &body, httpx.DecodeOptions{MaxBytes: maxReportBody}); err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	if msg := checkText(body.Task, MaxTask); msg != "" {
+		httpx.WriteError(w, r, httpx.Invalid(httpx.FieldError{Field: "task", Message: msg}))
+		return
+	}
+	if msg := checkText(body.Description, MaxDescription); msg != "" {
+		httpx.WriteError(w, r, httpx.Invalid(httpx.FieldError{Field: "description", Message: msg}))
+		return
+	}
+	alt := alternativeFor(c, *body.Task)
+	rep := &Report{ClientID: sess.ClientID, UserID: sess.UserID, AgentID: sess.AgentID, SID: sess.SID,
+		Task: *body.Task, Description: *body.Description, Answered: alt != nil}
+	if err := h.store.add(r.Context(), c.ID, rep); err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	if alt != nil {
+		httpx.WriteJSON(w, http.StatusOK, alt)
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
+}
+
+func alternativeFor(c *tenant.Company, task string) *tenant.Alternative {
+	key := tenant.NormalTask(task)
+	for _, a := range c.Settings.Feedback.Alternatives {
+		if tenant.NormalTask(a.Task) == key {
+			return &a.Alternative
+		}
+	}
+	return nil
+}
+
+// checkText says what is wrong with a required text field, or "".
+func checkText(s *string, max int) string {
+	switch {
+	case s == nil || *s == "":
+		return "is required"
+	case !utf8.ValidString(*s):
+		return "must be UTF-8 text"
+	case utf8.RuneCountInString(*s) > max:
+		return "must be at most " + strconv.Itoa(max) + " characters"
+	}
+	for _, r := range *s {
+		if unicode.IsControl(r) && r != '\n' && r != '\t' && r != '\r' {
+			return "must not contain control characters"
+		}
+	}
+	return ""
+}
+
+// MountReports mounts GET /feedback on r, whose context carries the
+// Company (the Company API behind its key, or the admin API).
+func (h *Handler) MountReports(r chi.Router) {
+	r.Get("/feedback", h.listReports)
+}
+
+func (h *Handler) listReports(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit, before := 50, int64(0)
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 500 {
+			httpx.WriteError(w, r, httpx.Invalid(httpx.FieldError{Field: "limit", Message: "must be a number from 1 to 500"}))
+			return
+		}
+		limit = n
+	}
+	if s := q.Get("before"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 1 {
+			httpx.WriteError(w, r, httpx.Invalid(httpx.FieldError{Field: "before", Message: "must be a report id"}))
+			return
+		}
+		before = n
+	}
+	reports, err := h.store.List(r.Context(), tenant.FromContext(r.Context()).ID, before, limit)
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	out := struct {
+		Feedback []Report `json:"feedback"`
+		Next     string   `json:"next,omitempty"`
+	}{Feedback: reports}
+	if out.Feedback == nil {
+		out.Feedback = []Report{}
+	}
+	if len(reports) == limit {
+		out.Next = strconv.FormatInt(reports[len(reports)-1].ID, 10)
+	}
+	httpx.WriteJSON(w, http.StatusOK, out)
+}

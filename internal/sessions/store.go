@@ -1,0 +1,120 @@
+package sessions
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ErrNotFound means no such Session.
+var ErrNotFound = errors.New("session not found")
+
+// Session is a verified Session (spec 5).
+type Session struct {
+	CompanyID  int64
+	ClientID   string
+	SID        string
+	UserID     string
+	AgentID    string
+	CreatedAt  time.Time
+	LastSeenAt time.Time
+	EndedAt    *time.Time
+	// New is true on the request that started the Session.
+	New bool
+	// Extensions are the extensions the Personal Agent declared, name to
+	// version (its client metadata, spec 3.3).
+	Extensions map[string]string
+}
+
+// Store keeps Sessions and the jti replay window in PostgreSQL, always
+// filtered by Company.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// NewStore returns a Store on pool.
+func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+const sessionColumns = `client_id, sid, user_id, agent_id, created_at, last_seen_at, ended_at`
+
+func scanSession(companyID int64, row pgx.Row) (*Session, error) {
+	s := &Session{CompanyID: companyID}
+	err := row.Scan(&s.ClientID, &s.SID, &s.UserID, &s.AgentID, &s.CreatedAt, &s.LastSeenAt, &s.EndedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	return s, err
+}
+
+// lookup fetches the Session and records the jti in one round trip. It
+// reports whether the jti was new.
+func (s *Store) lookup(ctx context.Context, companyID int64, c *Claims, jtiUntil time.Time) (*Session, bool, error) {
+	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO session_jtis (company_id, client_id, jti, expires_at) VALUES ($1, $2, $3, $4)
+		ON CONFLICT DO NOTHING`, companyID, c.ClientID, c.JTI, jtiUntil)
+	b.Queue(`SELECT `+sessionColumns+` FROM sessions WHERE company_id = $1 AND client_id = $2 AND sid = $3`,
+		companyID, c.ClientID, c.SID)
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	tag, err := br.Exec()
+	if err != nil {
+		return nil, false, err
+	}
+	sess, err := scanSession(companyID, br.QueryRow())
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, false, err
+	}
+	return sess, tag.RowsAffected() == 1, nil
+}
+
+// create starts a Session, or returns the one a concurrent request just
+// started with the same sid.
+func (s *Store) create(ctx context.Context, companyID int64, c *Claims) (*Session, error) {
+	sess, err := scanSession(companyID, s.pool.QueryRow(ctx, `INSERT INTO sessions (company_id, client_id, sid, user_id, agent_id)
+		VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING `+sessionColumns,
+		companyID, c.ClientID, c.SID, c.UserID, c.AgentID))
+	if errors.Is(err, ErrNotFound) {
+		return s.Get(ctx, companyID, c.ClientID, c.SID)
+	}
+	if err == nil {
+		sess.New = true
+	}
+	return sess, err
+}
+
+// touch records that the Session was used now.
+func (s *Store) touch(ctx context.Context, companyID int64, sess *Session, now time.Time) error {
+	_, err := s.pool.Exec(ctx, `UPDATE sessions SET last_seen_at = $4
+		WHERE company_id = $1 AND client_id = $2 AND sid = $3 AND ended_at IS NULL`,
+		companyID, sess.ClientID, sess.SID, now)
+	return err
+}
+
+// Get returns one Session.
+func (s *Store) Get(ctx context.Context, companyID int64, clientID, sid string) (*Session, error) {
+	return scanSession(companyID, s.pool.QueryRow(ctx, `SELECT `+sessionColumns+` FROM sessions
+		WHERE company_id = $1 AND client_id = $2 AND sid = $3`, companyID, clientID, sid))
+}
+
+// End ends a Session; it stays ended (spec 5.5). Ending an ended Session
+// is fine.
+func (s *Store) End(ctx context.Context, companyID int64, clientID, sid string, now time.Time) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE sessions SET ended_at = coalesce(ended_at, $4)
+		WHERE company_id = $1 AND client_id = $2 AND sid = $3`, companyID, clientID, sid, now)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// SweepJTIs deletes replay records past their window.
+func (s *Store) SweepJTIs(ctx context.Context, now time.Time) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM session_jtis WHERE expires_at < $1`, now)
+	return tag.RowsAffected(), err
+}
