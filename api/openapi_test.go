@@ -182,6 +182,8 @@ type call struct {
 	// reject it as the server does, so it is never looser than the server
 	// where it can say so.
 	docRejects bool
+	// session, when set, signs the request with a Session header.
+	session func(*http.Request)
 }
 
 func (k call) rawBody(t testing.TB) []byte {
@@ -215,6 +217,9 @@ func (k call) newRequest(t testing.TB, url string, raw []byte) *http.Request {
 	}
 	if k.token != "" {
 		req.Header.Set("Authorization", "Bearer "+k.token)
+	}
+	if k.session != nil {
+		k.session(req)
 	}
 	return req
 }
@@ -353,7 +358,20 @@ func fullCompany() map[string]any {
 			"other_authorization_servers": []string{"https://staff-auth.acme.example"},
 		},
 		"conversations": map[string]any{"enabled": true, "access": "signed_in"},
-		"feedback":      map[string]any{"enabled": true},
+		"feedback": map[string]any{"enabled": true, "alternatives": []any{
+			map[string]any{"task": "Pay with a gift card", "alternative": map[string]any{
+				"instructions": "Gift cards are applied with the payment API.",
+				"references": []any{
+					map[string]any{"type": "openapi", "url": "https://api.acme.example/openapi.json", "operation_id": "applyGiftCard"},
+				},
+			}},
+			map[string]any{"task": "Find my size", "alternative": map[string]any{
+				"references": []any{map[string]any{"type": "mcp", "url": "https://mcp.acme.example/mcp"}},
+			}},
+		}},
+		"agents":      map[string]any{"accept": "unlisted", "client_ids": []string{"https://blocked.example/agent.json"}},
+		"sessions":    map[string]any{"idle_timeout_seconds": 86400},
+		"rate_limits": map[string]any{"per_agent": 3000, "per_session": 300, "per_address": 900},
 		"excluded_tasks": []any{
 			map[string]any{
 				"task": "Send a wire transfer",
@@ -437,17 +455,20 @@ func TestContract(t *testing.T) {
 			assert.JSONEq(t, string(want), string(got), k)
 		}
 
-		// Defaults: an issuer with both sign-in types, conversations and
-		// feedback on.
+		// Defaults: an issuer with both sign-in types (grant_types left
+		// out), conversations and feedback on, every Personal Agent
+		// accepted, 30-day Sessions and the default rate limits.
 		r = c.do(t, call{method: post, path: "/admin/v1/companies", token: admin, want: 201,
 			body: `{"slug":"minimal","organization":{"name":"Minimal","domain":"minimal.example"}}`})
 		m := r.JSON(t)
 		assert.Equal(t, env.PublicURL("/t/minimal"), m["identifier"])
 		assert.Equal(t, map[string]any{"issuer": true, "disabled": false,
-			"grant_types": []any{"authorization_code", "urn:ietf:params:oauth:grant-type:device_code"},
-			"scopes":      map[string]any{}, "scope_hints": map[string]any{}, "other_authorization_servers": []any{}}, m["auth"])
+			"scopes": map[string]any{}, "scope_hints": map[string]any{}, "other_authorization_servers": []any{}}, m["auth"])
 		assert.Equal(t, map[string]any{"enabled": true, "access": "session"}, m["conversations"])
-		assert.Equal(t, map[string]any{"enabled": true}, m["feedback"])
+		assert.Equal(t, map[string]any{"enabled": true, "alternatives": []any{}}, m["feedback"])
+		assert.Equal(t, map[string]any{"accept": "all", "client_ids": []any{}}, m["agents"])
+		assert.Equal(t, map[string]any{"idle_timeout_seconds": float64(2592000)}, m["sessions"])
+		assert.Equal(t, map[string]any{"per_agent": float64(6000), "per_session": float64(600), "per_address": float64(1200)}, m["rate_limits"])
 		assert.NotContains(t, m, "skill_index")
 
 		// Without an issuer the Company is identified by its domain.
@@ -457,7 +478,14 @@ func TestContract(t *testing.T) {
 		m = r.JSON(t)
 		assert.Equal(t, "https://corner.example", m["identifier"])
 		assert.NotContains(t, m, "issuer")
-		assert.Equal(t, []any{}, m["auth"].(map[string]any)["grant_types"], "no sign-in types without an issuer")
+		assert.NotContains(t, m["auth"], "grant_types", "no sign-in types without an issuer")
+
+		// A skill index without skills is stored with an empty list.
+		r = c.do(t, call{method: post, path: "/admin/v1/companies", token: admin, want: 201,
+			body: `{"slug":"skills","organization":{"name":"Skills","domain":"skills.example"},
+				"skill_index":{"$schema":"https://schemas.agentskills.io/discovery/0.2.0/schema.json"}}`})
+		assert.Equal(t, []any{}, r.JSON(t)["skill_index"].(map[string]any)["skills"])
+		c.do(t, call{method: del, path: "/admin/v1/companies/skills", token: admin, want: 204})
 	})
 
 	t.Run("create company errors", func(t *testing.T) {
@@ -479,6 +507,25 @@ func TestContract(t *testing.T) {
 			body: `{"slug":"fresh","organization":{"name":"Fresh","domain":"fresh.example"},
 				"domains":["fresh2.example"],"auth":{"issuer":false}}`})
 		assert.Equal(t, "domains", r.JSON(t)["fields"].([]any)[0].(map[string]any)["field"])
+		// ... nor that a feedback task is listed once, ignoring case.
+		r = c.do(t, call{method: post, path: path, token: admin, want: 400,
+			body: `{"slug":"fresh","organization":{"name":"Fresh","domain":"fresh.example"},"feedback":{"alternatives":[
+				{"task":"Pay with a gift card","alternative":{"instructions":"A"}},{"task":"pay with a GIFT card ","alternative":{"instructions":"B"}}]}}`})
+		assert.Equal(t, "feedback.alternatives[1].task", r.JSON(t)["fields"].([]any)[0].(map[string]any)["field"])
+		// The new settings' limits are in the schema too.
+		for _, bad := range []string{
+			`"sessions":{"idle_timeout_seconds":59}`,
+			`"sessions":{"idle_timeout_seconds":31622401}`,
+			`"rate_limits":{"per_agent":0}`,
+			`"rate_limits":{"per_address":1000001}`,
+			`"agents":{"accept":"some"}`,
+			`"agents":{"client_ids":["http://agent.example/agent.json"]}`,
+			`"feedback":{"alternatives":[{"task":"T"}]}`,
+			`"auth":{"other_authorization_servers":["https://a.example","https://a.example"]}`,
+		} {
+			c.do(t, call{method: post, path: path, token: admin, want: 400, docRejects: true,
+				body: `{"slug":"fresh","organization":{"name":"Fresh","domain":"fresh.example"},` + bad + `}`})
+		}
 
 		r = c.do(t, call{method: post, path: path, token: admin, want: 409,
 			body: `{"slug":"acme","organization":{"name":"Other","domain":"other.example"}}`})
@@ -634,6 +681,23 @@ func TestContract(t *testing.T) {
 		assert.Equal(t, map[string]any{}, m["auth"].(map[string]any)["scopes"])
 		assert.Equal(t, map[string]any{"enabled": true, "access": "session"}, m["conversations"])
 
+		// The new settings, changed and reset.
+		r = c.do(t, call{method: patch, path: path, token: admin, want: 200,
+			body: `{"agents":{"accept":"listed","client_ids":["https://agent.example/agent.json"]},"sessions":{"idle_timeout_seconds":3600},
+				"rate_limits":{"per_session":60},"feedback":{"alternatives":[{"task":"Close an account","alternative":{"instructions":"Call us."}}]}}`})
+		m = r.JSON(t)
+		assert.Equal(t, map[string]any{"accept": "listed", "client_ids": []any{"https://agent.example/agent.json"}}, m["agents"])
+		assert.Equal(t, map[string]any{"idle_timeout_seconds": float64(3600)}, m["sessions"])
+		assert.Equal(t, map[string]any{"per_agent": float64(6000), "per_session": float64(60), "per_address": float64(1200)}, m["rate_limits"])
+		r = c.do(t, call{method: patch, path: path, token: admin, want: 200,
+			body: `{"agents":null,"sessions":null,"rate_limits":{"per_session":null},"feedback":{"alternatives":null}}`})
+		m = r.JSON(t)
+		assert.Equal(t, map[string]any{"accept": "all", "client_ids": []any{}}, m["agents"])
+		assert.Equal(t, map[string]any{"per_agent": float64(6000), "per_session": float64(600), "per_address": float64(1200)}, m["rate_limits"])
+		assert.Equal(t, map[string]any{"enabled": true, "alternatives": []any{}}, m["feedback"])
+		c.do(t, call{method: patch, path: path, token: admin, want: 400, docRejects: true, body: `{"sessions":{"idle_timeout_seconds":10}}`})
+		c.do(t, call{method: patch, path: path, token: admin, want: 400, docRejects: true, body: `{"rate_limits":{"per_agent":-1}}`})
+
 		r = c.do(t, call{method: patch, path: path, token: admin, want: 400, body: `{"slug":"renamed"}`})
 		assert.Equal(t, "slug", r.JSON(t)["fields"].([]any)[0].(map[string]any)["field"])
 		c.do(t, call{method: patch, path: path, token: admin, want: 400, docRejects: true, body: `[]`})
@@ -761,25 +825,160 @@ func TestContract(t *testing.T) {
 	})
 
 	t.Run("not available yet", func(t *testing.T) {
+		// The endpoints that have not landed answer 501 for a Company whose
+		// settings offer their feature, and 404 otherwise, as they will
+		// once built. acme offers everything; minimal has an issuer and
+		// conversations but no browser join; corner has conversations but
+		// no issuer.
+		feature := func(path string) string {
+			switch {
+			case strings.HasPrefix(path, "/t/{slug}/oauth/"):
+				return "issuer"
+			case strings.HasPrefix(path, "/t/{slug}/poppy/conversations"):
+				return "conversations"
+			case strings.HasPrefix(path, "/poppy/browser-session"):
+				return "browser join"
+			}
+			return ""
+		}
+		offers := map[string]map[string]bool{
+			"acme":    {"issuer": true, "conversations": true, "browser join": true},
+			"minimal": {"issuer": true, "conversations": true},
+			"corner":  {"conversations": true},
+			"nosuch":  {},
+		}
+		check := func(t *testing.T, slug string) {
+			t.Helper()
+			for _, op := range operations {
+				method, path, _ := strings.Cut(op, " ")
+				f := feature(path)
+				if f == "" {
+					continue
+				}
+				k := call{method: method, want: 404, path: strings.ReplaceAll(strings.ReplaceAll(path, "{slug}", slug), "{conversation_id}", "c_1")}
+				if !strings.HasPrefix(path, "/t/") {
+					k.host = slug + ".example"
+				}
+				if offers[slug][f] {
+					k.want = 501
+				}
+				r := c.do(t, k)
+				if k.want == 501 {
+					assert.Equal(t, "not_implemented", r.JSON(t)["error"])
+					assert.NotEmpty(t, r.JSON(t)["request_id"])
+				} else {
+					assert.Equal(t, "not_found", r.JSON(t)["error"])
+				}
+			}
+		}
+		for slug := range offers {
+			check(t, slug)
+		}
+
+		// Turning a feature on or off changes the answer at once.
+		c.do(t, call{method: patch, path: "/admin/v1/companies/minimal", token: admin, want: 200,
+			body: `{"web":{"browser_join":true},"conversations":{"enabled":false}}`})
+		c.do(t, call{method: patch, path: "/admin/v1/companies/corner", token: admin, want: 200,
+			body: `{"conversations":{"enabled":false}}`})
+		offers["minimal"] = map[string]bool{"issuer": true, "browser join": true}
+		offers["corner"] = map[string]bool{}
+		check(t, "minimal")
+		check(t, "corner")
+		c.do(t, call{method: patch, path: "/admin/v1/companies/minimal", token: admin, want: 200,
+			body: `{"web":null,"conversations":null}`})
+		c.do(t, call{method: patch, path: "/admin/v1/companies/minimal", token: admin, want: 200,
+			body: `{"auth":{"issuer":false}}`})
+		offers["minimal"] = map[string]bool{"conversations": true}
+		check(t, "minimal")
+	})
+
+	t.Run("feedback", func(t *testing.T) {
+		agent := env.StartAgent(t, "")
+		signed := func(slug string) func(*http.Request) {
+			return func(req *http.Request) {
+				agent.Sign(t, req, testkit.SessionClaims{Aud: issuer, SID: "contract-" + slug}, testkit.SessionOptions{})
+			}
+		}
+		path := "/t/acme/poppy/feedback"
+		report := `{"task":"Return a gift","description":"The User wanted to return a gift without the receipt."}`
+
+		// A task without an alternative is taken; one with an alternative,
+		// matched without case or surrounding space, gets it (spec 9.3).
+		r := c.do(t, call{method: post, path: path, session: signed("acme"), want: 202, body: report})
+		assert.Empty(t, r.Body)
+		r = c.do(t, call{method: post, path: path, session: signed("acme"), want: 200,
+			body: `{"task":"  PAY WITH A GIFT CARD ","description":"No field for a gift card at checkout.","extra":"ignored"}`})
+		alts := fullCompany()["feedback"].(map[string]any)["alternatives"].([]any)
+		want, _ := json.Marshal(alts[0].(map[string]any)["alternative"])
+		assert.JSONEq(t, string(want), string(r.Body))
+
+		// The Session header is required, and verified.
+		r = c.do(t, call{method: post, path: path, want: 400, docRejects: true, body: report})
+		assert.Equal(t, "invalid_session", r.JSON(t)["error"])
+		r = c.do(t, call{method: post, path: path, want: 400, body: report, session: func(req *http.Request) {
+			agent.Sign(t, req, testkit.SessionClaims{Aud: env.PublicURL("/t/minimal")}, testkit.SessionOptions{})
+		}})
+		assert.Equal(t, "invalid_session", r.JSON(t)["error"], "a Session JWT for another Company")
+		r = c.do(t, call{method: post, path: path, session: signed("acme"), want: 400, docRejects: true, body: `{"task":"","description":"x"}`})
+		assert.Equal(t, "task", r.JSON(t)["fields"].([]any)[0].(map[string]any)["field"])
+		// Spec 9.3: a report that is malformed or too long is invalid_request.
+		for _, k := range []call{
+			{body: padded(t, map[string]string{"task": "T", "description": "D"}, 16<<10)},
+			{body: `{"task":"T","description":"` + strings.Repeat("d", 4001) + `"}`, docRejects: true},
+			{body: report, ctype: "text/plain", docRejects: true},
+			{body: `{"task":"T",`, docRejects: true},
+		} {
+			k.method, k.path, k.session, k.want = post, path, signed("acme"), 400
+			assert.Equal(t, "invalid_request", c.do(t, k).JSON(t)["error"])
+		}
+
+		// A Personal Agent the Company does not accept gets invalid_session.
+		c.do(t, call{method: patch, path: "/admin/v1/companies/acme", token: admin, want: 200,
+			body: map[string]any{"agents": map[string]any{"client_ids": []string{agent.ClientID, "https://blocked.example/agent.json"}}}})
+		r = c.do(t, call{method: post, path: path, session: signed("acme"), want: 400, body: report})
+		assert.Equal(t, "invalid_session", r.JSON(t)["error"])
+		assert.Contains(t, r.JSON(t)["error_description"], "does not accept")
+		c.do(t, call{method: patch, path: "/admin/v1/companies/acme", token: admin, want: 200,
+			body: `{"agents":{"client_ids":["https://blocked.example/agent.json"]}}`})
+		c.do(t, call{method: post, path: path, session: signed("acme"), want: 202, body: report})
+
+		// Feedback off: 404, before the Session header is looked at.
+		c.do(t, call{method: post, path: "/t/corner/poppy/feedback", session: signed("corner"), want: 404, body: report})
+		c.do(t, call{method: post, path: "/t/nosuch/poppy/feedback", session: signed("nosuch"), want: 404, body: report})
+	})
+
+	t.Run("rate limits", func(t *testing.T) {
+		// A Company allowing one request a minute from an address: after
+		// the first, every route of the Company answers 429 (spec 5.6).
+		c.do(t, call{method: post, path: "/admin/v1/companies", token: admin, want: 201, body: map[string]any{
+			"slug": "busy", "organization": map[string]any{"name": "Busy", "domain": "busy.example"},
+			"web": map[string]any{"browser_join": true}, "excluded_tasks": []any{map[string]any{"task": "T"}},
+			"rate_limits": map[string]any{"per_address": 1},
+		}})
+		c.do(t, call{method: get, host: "busy.example", path: "/.well-known/poppy.json", want: 200})
 		for _, op := range operations {
 			method, path, _ := strings.Cut(op, " ")
-			if !strings.HasPrefix(path, "/t/{slug}/") || strings.HasSuffix(path, ".json") {
+			k := call{method: method, want: 429, path: strings.ReplaceAll(strings.ReplaceAll(path, "{slug}", "busy"), "{conversation_id}", "c_1")}
+			switch {
+			case strings.HasPrefix(path, "/t/{slug}/"):
+			case slices.Contains(companyDomainPaths, path):
+				k.host = "busy.example"
+			default:
 				continue
 			}
-			path = strings.ReplaceAll(path, "{conversation_id}", "c_1")
-			r := c.do(t, call{method: method, path: strings.ReplaceAll(path, "{slug}", "acme"), want: 501})
-			assert.NotEmpty(t, r.JSON(t)["request_id"])
-			c.do(t, call{method: method, path: strings.ReplaceAll(path, "{slug}", "nosuch"), want: 404})
-		}
-		for _, op := range operations {
-			method, path, _ := strings.Cut(op, " ")
-			if !strings.HasPrefix(path, "/poppy/browser-session") {
-				continue
+			if path == "/t/{slug}/poppy/feedback" {
+				k.body, k.docRejects = `{"task":"T","description":"D"}`, true
 			}
-			r := c.do(t, call{method: method, host: "acme.example", path: path, want: 501})
-			assert.Equal(t, "not_implemented", r.JSON(t)["error"])
-			c.do(t, call{method: method, host: "nosuch.example", path: path, want: 404})
+			r := c.do(t, k)
+			assert.Equal(t, "rate_limited", r.JSON(t)["error"])
+			n, err := strconv.Atoi(r.Header.Get("Retry-After"))
+			assert.NoError(t, err, op)
+			assert.True(t, n > 0 && n <= 60, "%s: Retry-After %d", op, n)
 		}
+		// Other Companies and the platform's own routes are not affected.
+		c.do(t, call{method: get, host: "acme.example", path: "/.well-known/poppy.json", want: 200})
+		c.do(t, call{method: get, path: "/.well-known/oauth-authorization-server/t/busy", want: 200})
+		c.do(t, call{method: get, path: "/admin/v1/companies/busy", token: admin, want: 200})
 	})
 
 	t.Run("delete company", func(t *testing.T) {
@@ -789,6 +988,14 @@ func TestContract(t *testing.T) {
 		c.do(t, call{method: del, path: "/admin/v1/companies/corner", token: admin, want: 404})
 		c.do(t, call{method: get, path: "/admin/v1/companies/corner", token: admin, want: 404})
 		c.do(t, call{method: get, host: "corner.example", path: "/.well-known/poppy.json", want: 404})
+
+		// The slug is retired (spec 3.2: an issuer stands for one Company);
+		// the domain is free.
+		r := c.do(t, call{method: post, path: "/admin/v1/companies", token: admin, want: 409,
+			body: `{"slug":"corner","organization":{"name":"Corner Shop","domain":"corner.example"}}`})
+		assert.Equal(t, "slug", r.JSON(t)["fields"].([]any)[0].(map[string]any)["field"])
+		c.do(t, call{method: post, path: "/admin/v1/companies", token: admin, want: 201,
+			body: `{"slug":"corner2","organization":{"name":"Corner Shop","domain":"corner.example"}}`})
 	})
 
 	t.Run("undocumented requests", func(t *testing.T) {

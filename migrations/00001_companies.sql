@@ -10,13 +10,6 @@ CREATE TABLE companies (
     updated_at timestamptz NOT NULL DEFAULT now()
 );
 
--- Slugs of deleted Companies. A slug is part of an issuer, and an issuer
--- must stand for exactly one Company (spec 3.2), so a slug is never reused.
-CREATE TABLE retired_slugs (
-    slug       text        PRIMARY KEY,
-    retired_at timestamptz NOT NULL DEFAULT now()
-);
-
 -- Every domain of a Company, the primary one (organization.domain) included.
 -- The primary key makes a domain belong to at most one Company.
 CREATE TABLE company_domains (
@@ -51,4 +44,3 @@ DROP TABLE operator_tokens;
 DROP TABLE company_api_keys;
 DROP TABLE company_domains;
 DROP TABLE companies;
-DROP TABLE retired_slugs;

@@ -2,7 +2,6 @@ package agentid
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -35,8 +34,9 @@ func invalid(format string, a ...any) error {
 // MaxClientID bounds client_id URLs we are willing to fetch.
 const MaxClientID = 2048
 
-// CheckClientID says whether s can be a client_id: an https URL with a
-// host and a path, no user info, query or fragment.
+// CheckClientID says whether s can be a client_id (CIMD §3): an https URL
+// with a host and a path without dot segments, and no user info or
+// fragment. A query is allowed, as CIMD allows it.
 func CheckClientID(s string) error {
 	if len(s) > MaxClientID {
 		return invalid("client_id is longer than %d characters", MaxClientID)
@@ -51,6 +51,13 @@ func CheckClientID(s string) error {
 		return invalid("client_id must name a host and no user info")
 	case u.Fragment != "" || strings.Contains(s, "#"):
 		return invalid("client_id must not have a fragment")
+	case u.Path == "":
+		return invalid("client_id must have a path")
+	}
+	for _, seg := range strings.Split(u.Path, "/") {
+		if seg == "." || seg == ".." {
+			return invalid("client_id must not have . or .. path segments")
+		}
 	}
 	return nil
 }
@@ -115,7 +122,7 @@ func parseMetadata(fetchedURL string, body []byte) (*Client, error) {
 	}
 	for _, r := range doc.RedirectURIs {
 		ru, err := url.Parse(r)
-		if err != nil || ru.Fragment != "" || ru.User != nil {
+		if err != nil || strings.Contains(r, "#") || ru.User != nil {
 			return nil, invalid("redirect_uris holds a malformed URL")
 		}
 		ok := loopbackRedirect(ru) || (ru.Scheme == "https" && sameDomain(base.Hostname(), ru.Hostname()))
@@ -143,4 +150,4 @@ func parseMetadata(fetchedURL string, body []byte) (*Client, error) {
 }
 
 // errPrivateKey is returned for key sets that carry private key members.
-var errPrivateKey = errors.New("the key set holds private key members; it must contain only public keys (spec 4.1)")
+var errPrivateKey error = &InvalidError{Reason: "the key set holds private key members; it must contain only public keys (spec 4.1)"}

@@ -80,13 +80,18 @@ type Resolver struct {
 	sf    singleflight.Group
 	docs  cache[*Client]
 	keys  cache[jwk.Set]
+	// refetched holds when an unknown kid last refetched each key set, so
+	// that failed refetches count against RefetchEvery too.
+	refetchMu sync.Mutex
+	refetched cache[struct{}]
 }
 
 // NewResolver returns a Resolver fetching through f.
 func NewResolver(f Fetcher, opts Options) *Resolver {
 	opts.defaults()
 	return &Resolver{fetch: f, opts: opts,
-		docs: cache[*Client]{max: opts.MaxEntries}, keys: cache[jwk.Set]{max: opts.MaxEntries}}
+		docs: cache[*Client]{max: opts.MaxEntries}, keys: cache[jwk.Set]{max: opts.MaxEntries},
+		refetched: cache[struct{}]{max: opts.MaxEntries}}
 }
 
 // Client returns the validated client metadata of clientID.
@@ -127,7 +132,7 @@ func (r *Resolver) Key(ctx context.Context, c *Client, kid string) (jwk.Key, err
 	if k, ok := signingKey(set, kid); ok {
 		return k, nil
 	}
-	if r.opts.Now().Sub(fetched) < r.opts.RefetchEvery {
+	if now := r.opts.Now(); now.Sub(fetched) < r.opts.RefetchEvery || !r.mayRefetch(c.JWKSURI, now) {
 		return nil, ErrUnknownKey
 	}
 	set, _, err = r.keySet(ctx, c.JWKSURI, true)
@@ -138,6 +143,18 @@ func (r *Resolver) Key(ctx context.Context, c *Client, kid string) (jwk.Key, err
 		return k, nil
 	}
 	return nil, ErrUnknownKey
+}
+
+// mayRefetch records an unknown-kid refetch of uri at now, unless one was
+// tried within RefetchEvery, whether or not it succeeded.
+func (r *Resolver) mayRefetch(uri string, now time.Time) bool {
+	r.refetchMu.Lock()
+	defer r.refetchMu.Unlock()
+	if e, ok := r.refetched.get(uri); ok && now.Sub(e.fetched) < r.opts.RefetchEvery {
+		return false
+	}
+	r.refetched.put(uri, &entry[struct{}]{fetched: now})
+	return true
 }
 
 func (r *Resolver) keySet(ctx context.Context, uri string, force bool) (jwk.Set, time.Time, error) {
@@ -196,19 +213,23 @@ func stale[T any](r *Resolver, c *cache[T], key string, now time.Time, err error
 	return zero, err
 }
 
-// ttl reads max-age from Cache-Control, within the configured bounds.
+// ttl reads max-age from Cache-Control, within the configured bounds;
+// no-store and no-cache win over max-age in any order.
 func (r *Resolver) ttl(h http.Header) time.Duration {
-	ttl := r.opts.DefaultTTL
+	ttl, noStore := r.opts.DefaultTTL, false
 	for _, d := range strings.Split(h.Get("Cache-Control"), ",") {
 		d = strings.TrimSpace(strings.ToLower(d))
 		switch {
 		case d == "no-store" || d == "no-cache":
-			ttl = 0
+			noStore = true
 		case strings.HasPrefix(d, "max-age="):
 			if n, err := strconv.Atoi(strings.TrimPrefix(d, "max-age=")); err == nil && n >= 0 {
 				ttl = time.Duration(n) * time.Second
 			}
 		}
+	}
+	if noStore {
+		ttl = 0
 	}
 	return min(max(ttl, r.opts.MinTTL), r.opts.MaxTTL)
 }

@@ -7,6 +7,7 @@ package coverage
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -95,7 +96,7 @@ func (h *Handler) ServeFeedback(w http.ResponseWriter, r *http.Request) {
 		Description *string `json:"description"`
 	}
 	if err := httpx.DecodeJSON(w, r, &body, httpx.DecodeOptions{MaxBytes: maxReportBody}); err != nil {
-		httpx.WriteError(w, r, err)
+		httpx.WriteError(w, r, asInvalid(err))
 		return
 	}
 	if msg := checkText(body.Task, MaxTask); msg != "" {
@@ -118,6 +119,16 @@ func (h *Handler) ServeFeedback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)
+}
+
+// asInvalid turns DecodeJSON's request_too_large (413) and
+// unsupported_media_type (415) into invalid_request: spec 9.3 answers a
+// report that is malformed or too long with invalid_request (400).
+func asInvalid(err error) error {
+	if e, ok := errors.AsType[*httpx.Error](err); ok && e.Code != httpx.CodeInvalidRequest {
+		return &httpx.Error{Code: httpx.CodeInvalidRequest, Description: e.Description, Fields: e.Fields, Cause: e.Cause}
+	}
+	return err
 }
 
 func alternativeFor(c *tenant.Company, task string) *tenant.Alternative {

@@ -112,7 +112,7 @@ var cases = []companyCase{
 		body: `{
 			"slug": "bakery",
 			"organization": {"name": "Corner Bakery", "domain": "bakery.example"},
-			"auth": {"issuer": false, "grant_types": []},
+			"auth": {"issuer": false},
 			"web": {"browser_join": true},
 			"excluded_tasks": [{"task": "Order a wedding cake"}],
 			"apis": [{"type": "openapi", "url": "https://api.bakery.example/openapi.json"}]
@@ -120,8 +120,8 @@ var cases = []companyCase{
 	},
 	{
 		// auth.disabled: the issuer stays, sign-in for Personal Agents goes
-		// (spec 3.2). The grant types a Company keeps when it turns sign-in
-		// off with a PATCH must not leak into the metadata.
+		// (spec 3.2). Grant types a Company chose and keeps while sign-in
+		// is off must not leak into the metadata.
 		name: "disabled",
 		body: `{
 			"slug": "portal",

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/discovery"
+	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/testkit"
 )
 
@@ -291,8 +292,9 @@ func TestPatchShowsAtOnce(t *testing.T) {
 	tasks := requireDocument(t, get(t, env, tasksURL), "tasks")
 	require.Equal(t, []any{map[string]any{"task": "Buy a gift card"}}, tasks["tasks"])
 
-	// Dropping the issuer (and with it the extra domain and the scopes).
-	patch(`{"domains": [], "auth": {"issuer": false, "grant_types": [], "scopes": null}, "excluded_tasks": []}`)
+	// Dropping the issuer (and with it the extra domain and the scopes);
+	// the default grant types need no reset.
+	patch(`{"domains": [], "auth": {"issuer": false, "scopes": null}, "excluded_tasks": []}`)
 	pj = poppy("minimal.example")
 	require.NotContains(t, pj, "auth")
 	require.NotContains(t, pj, "excluded_tasks")
@@ -300,6 +302,24 @@ func TestPatchShowsAtOnce(t *testing.T) {
 	requireNotFound(t, get(t, env, asURL), "as without issuer")
 	requireNotFound(t, get(t, env, tasksURL), "tasks removed")
 	requireNotFound(t, get(t, env, env.URL("minimal.example.org", poppyPath)), "removed domain")
+
+	// Back on: the issuer's documents return, offering both sign-in types.
+	patch(`{"auth": {"issuer": true}}`)
+	require.Equal(t, map[string]any{"resource": "https://minimal.example",
+		"authorization_servers": []any{env.PublicURL("/t/minimal")}, "bearer_methods_supported": []any{"header"}},
+		requireDocument(t, get(t, env, env.URL("minimal.example", prmPath)), "prm with issuer again"))
+	as = requireDocument(t, get(t, env, asURL), "as with issuer again")
+	require.Equal(t, []string{"refresh_token", tenant.GrantAuthorizationCode, tenant.GrantDeviceCode}, strs(t, as["grant_types_supported"]))
+
+	// Sign-in off and on again: the metadata follows at once.
+	patch(`{"auth": {"disabled": true}}`)
+	as = requireDocument(t, get(t, env, asURL), "as with sign-in off")
+	require.Equal(t, []string{"refresh_token"}, strs(t, as["grant_types_supported"]))
+	require.Equal(t, map[string]any{"disabled": true}, poppy("minimal.example")["auth"])
+	patch(`{"auth": {"disabled": false}}`)
+	as = requireDocument(t, get(t, env, asURL), "as with sign-in on")
+	require.Equal(t, []string{"refresh_token", tenant.GrantAuthorizationCode, tenant.GrantDeviceCode}, strs(t, as["grant_types_supported"]))
+	require.NotContains(t, poppy("minimal.example"), "auth")
 }
 
 // TestCompaniesAreIsolated: a Company's domain and slug serve its own

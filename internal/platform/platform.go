@@ -8,6 +8,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -126,7 +127,9 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		r.With(offered(func(s *tenant.Settings) bool { return s.Feedback.Enabled }), sess.Require(limits)).
 			Post("/poppy/feedback", feedback.ServeFeedback)
 		hasIssuer := func(s *tenant.Settings) bool { return s.Auth.Issuer }
-		mountPending(r, hasIssuer, "/oauth/authorize", "/oauth/token", "/oauth/device_authorization", "/oauth/revoke")
+		mountPending(r, hasIssuer, "/oauth/token", "/oauth/revoke")
+		mountPending(r, offers(tenant.GrantAuthorizationCode), "/oauth/authorize")
+		mountPending(r, offers(tenant.GrantDeviceCode), "/oauth/device_authorization")
 		mountPending(r, func(s *tenant.Settings) bool { return s.Conversations.Enabled },
 			"/poppy/conversations", "/poppy/conversations/*")
 	})
@@ -148,6 +151,11 @@ func newRouter() *chi.Mux {
 	r.NotFound(httpx.NotFound)
 	r.MethodNotAllowed(httpx.MethodNotAllowed(r))
 	return r
+}
+
+// offers reports whether a Company offers a sign-in grant type.
+func offers(grant string) func(*tenant.Settings) bool {
+	return func(s *tenant.Settings) bool { return slices.Contains(s.Auth.OfferedGrantTypes(), grant) }
 }
 
 // offered answers 404 for a route whose feature the Company's settings do

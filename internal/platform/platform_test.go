@@ -45,7 +45,10 @@ func TestReadyzAndDrain(t *testing.T) {
 func TestPendingEndpoints(t *testing.T) {
 	t.Parallel()
 	env := testkit.Setup(t)
-	env.CreateCompany(t, map[string]any{"slug": "shop", "organization": map[string]any{"name": "Shop", "domain": "shop.example"}})
+	env.CreateCompany(t, map[string]any{"slug": "shop", "organization": map[string]any{"name": "Shop", "domain": "shop.example"},
+		"web": map[string]any{"browser_join": true}})
+	env.CreateCompany(t, map[string]any{"slug": "plain", "organization": map[string]any{"name": "Plain", "domain": "plain.example"},
+		"auth": map[string]any{"issuer": false}, "conversations": map[string]any{"enabled": false}})
 	for _, u := range []string{
 		env.PublicURL("/t/shop/oauth/token"),
 		env.PublicURL("/t/shop/poppy/conversations/abc/events"),
@@ -55,6 +58,14 @@ func TestPendingEndpoints(t *testing.T) {
 		require.Equal(t, http.StatusNotImplemented, resp.Status, u)
 		require.Equal(t, "not_implemented", resp.JSON(t)["error"])
 	}
-	resp := env.Do(t, http.MethodPost, env.PublicURL("/t/nobody/oauth/token"), nil)
-	require.Equal(t, http.StatusNotFound, resp.Status, "unknown Companies are 404, not 501")
+	// Features the Company's settings do not offer are simply absent.
+	for _, u := range []string{
+		env.PublicURL("/t/nobody/oauth/token"),
+		env.PublicURL("/t/plain/oauth/token"),
+		env.PublicURL("/t/plain/poppy/conversations"),
+		env.URL("plain.example", "/poppy/browser-session"),
+	} {
+		resp := env.Do(t, http.MethodPost, u, nil)
+		require.Equal(t, http.StatusNotFound, resp.Status, u)
+	}
 }

@@ -26,7 +26,8 @@ type Manager struct {
 }
 
 // touchEvery is how stale last_seen_at may get before a request updates
-// it, so that a busy Session is not written on every request.
+// it, so that a busy Session is not written on every request; a shorter
+// idle timeout updates it more often.
 const touchEvery = time.Minute
 
 // NewManager returns a Manager.
@@ -98,13 +99,20 @@ func (m *Manager) Authenticate(ctx context.Context, r *http.Request, c *tenant.C
 		return nil, httpx.Errorf(httpx.CodeSessionEnded, "the Session has ended; start a new one with a new sid (spec 5.5)")
 	}
 	idle := time.Duration(c.Settings.Sessions.IdleTimeoutSeconds) * time.Second
-	if !sess.New && idle > 0 && now.Sub(sess.LastSeenAt) > idle {
+	// last_seen_at trails the last use by up to stale, so a Session ends
+	// only when unused for idle even at the worst lag, never while in use;
+	// stale is short next to idle so that it ends soon after.
+	stale := touchEvery
+	if idle > 0 {
+		stale = min(touchEvery, idle/4)
+	}
+	if !sess.New && idle > 0 && now.Sub(sess.LastSeenAt) > idle+stale {
 		if err := m.store.End(ctx, c.ID, sess.ClientID, sess.SID, now); err != nil {
 			return nil, err
 		}
 		return nil, httpx.Errorf(httpx.CodeSessionEnded, "the Session ended after %s unused; start a new one with a new sid (spec 5.5)", idle)
 	}
-	if !sess.New && now.Sub(sess.LastSeenAt) > touchEvery {
+	if !sess.New && now.Sub(sess.LastSeenAt) > stale {
 		if err := m.store.touch(ctx, c.ID, sess, now); err != nil {
 			return nil, err
 		}

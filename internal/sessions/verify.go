@@ -122,7 +122,7 @@ type sessionClaims struct {
 	AgentID *string         `json:"agent_id"`
 	Htm     *string         `json:"htm"`
 	Htu     *string         `json:"htu"`
-	Iat     *json.Number    `json:"iat"`
+	Iat     json.RawMessage `json:"iat"`
 	Jti     *string         `json:"jti"`
 	Ath     *string         `json:"ath"`
 }
@@ -274,10 +274,13 @@ func ValidID(s string) bool {
 	return true
 }
 
-func unixTime(n *json.Number) (time.Time, bool) {
-	if n == nil {
+// unixTime reads a NumericDate (RFC 7519 §2): a JSON number, not a string
+// holding one, which a json.Number field would also accept.
+func unixTime(raw json.RawMessage) (time.Time, bool) {
+	if len(raw) == 0 || !(raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
 		return time.Time{}, false
 	}
+	n := json.Number(raw)
 	i, err := n.Int64()
 	if err != nil {
 		f, ferr := n.Float64()
@@ -332,9 +335,9 @@ type delegationHeader struct {
 }
 
 type delegationClaims struct {
-	Iss *string      `json:"iss"`
-	Iat *json.Number `json:"iat"`
-	Exp *json.Number `json:"exp"`
+	Iss *string         `json:"iss"`
+	Iat json.RawMessage `json:"iat"`
+	Exp json.RawMessage `json:"exp"`
 	Cnf *struct {
 		JWK json.RawMessage `json:"jwk"`
 	} `json:"cnf"`
@@ -403,6 +406,10 @@ func (v *Verifier) delegation(ctx context.Context, client *agentid.Client, compa
 	}
 	if !now.Before(exp) {
 		return nil, fail("the delegation has expired")
+	}
+	// An iat in the future would let exp run past now + 24 hours.
+	if iat.After(now.Add(v.opts.Skew)) {
+		return nil, fail("the delegation's iat is in the future")
 	}
 	if exp.Sub(iat) > MaxDelegationLifetime {
 		return nil, fail("the delegation's exp must be at most 24 hours after its iat")

@@ -153,8 +153,8 @@ func (a *Admin) view(c *Company) CompanyView {
 	}
 }
 
-// Normalize fills defaults that depend on other settings and turns absent
-// lists into empty ones, so stored documents have one shape.
+// Normalize fills defaults left empty and turns absent lists into empty
+// ones, so stored documents have one shape.
 func Normalize(s *Settings) {
 	if s.Conversations.Access == "" {
 		s.Conversations.Access = "session"

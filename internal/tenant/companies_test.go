@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -189,10 +190,13 @@ func testPatchMerge(t *testing.T, env *testkit.Env) {
 		"domains": ["acme.example.org"],
 		"auth": {"grant_types": ["authorization_code"], "scopes": {"orders": "Your orders"}},
 		"conversations": {"enabled": false, "access": "signed_in"},
-		"feedback": {"enabled": false},
+		"feedback": {"enabled": false, "alternatives": [{"task": "Pay with a gift card", "alternative": {"instructions": "Gift cards are sold in our shops."}}]},
 		"web": {"browser_join": true},
 		"excluded_tasks": [{"task": "Close an account"}],
-		"skill_index": {"$schema": "` + schema020 + `", "skills": []}
+		"skill_index": {"$schema": "` + schema020 + `", "skills": []},
+		"agents": {"accept": "listed", "client_ids": ["https://agent.example/agent.json"]},
+		"sessions": {"idle_timeout_seconds": 3600},
+		"rate_limits": {"per_agent": 100, "per_session": 10, "per_address": 50}
 	}`
 
 	tests := []struct {
@@ -218,7 +222,7 @@ func testPatchMerge(t *testing.T, env *testkit.Env) {
 		{
 			name:  "null resets settings to their defaults",
 			patch: `{"conversations": null, "feedback": null, "web": null, "organization": {"logo_uri": null}, "skill_index": null}`,
-			want: `{"conversations": {"enabled": true, "access": "session"}, "feedback": {"enabled": true},
+			want: `{"conversations": {"enabled": true, "access": "session"}, "feedback": {"enabled": true, "alternatives": []},
 				"web": {"browser_join": false}, "organization": {"logo_uri": null}, "skill_index": null}`,
 		},
 		{
@@ -227,14 +231,43 @@ func testPatchMerge(t *testing.T, env *testkit.Env) {
 			want:  `{"domains": [], "excluded_tasks": []}`,
 		},
 		{
-			name:  "null grant types reset to both sign-in types",
-			patch: `{"auth": {"grant_types": null}}`,
-			want:  `{"auth": {"grant_types": ["authorization_code", "urn:ietf:params:oauth:grant-type:device_code"]}}`,
+			name:  "null resets the new settings to their defaults",
+			patch: `{"agents": null, "sessions": null, "rate_limits": null, "feedback": {"alternatives": null}}`,
+			want: `{"agents": {"accept": "all", "client_ids": []}, "sessions": {"idle_timeout_seconds": 2592000},
+				"rate_limits": {"per_agent": 6000, "per_session": 600, "per_address": 1200}, "feedback": {"alternatives": []}}`,
 		},
 		{
+			name:  "null resets one member, keeps its siblings",
+			patch: `{"rate_limits": {"per_session": null}, "agents": {"client_ids": null}}`,
+			want:  `{"rate_limits": {"per_session": 600}, "agents": {"client_ids": []}}`,
+		},
+		{
+			name:  "change one rate limit and the idle timeout",
+			patch: `{"rate_limits": {"per_address": 5}, "sessions": {"idle_timeout_seconds": 60}}`,
+			want:  `{"rate_limits": {"per_address": 5}, "sessions": {"idle_timeout_seconds": 60}}`,
+		},
+		{
+			name:  "lists replace whole",
+			patch: `{"agents": {"accept": "unlisted", "client_ids": ["https://bad.example/agent.json"]}, "feedback": {"alternatives": [{"task": "Track a parcel", "alternative": {"instructions": "See the email."}}]}}`,
+			want:  `{"agents": {"accept": "unlisted", "client_ids": ["https://bad.example/agent.json"]}, "feedback": {"alternatives": [{"task": "Track a parcel", "alternative": {"instructions": "See the email."}}]}}`,
+		},
+		{
+			name:  "null grant types go back to the default: both, left out of the view",
+			patch: `{"auth": {"grant_types": null}}`,
+			want:  `{"auth": {"grant_types": null}}`,
+		},
+		{
+			name:  "empty grant types are the default too",
+			patch: `{"auth": {"grant_types": []}}`,
+			want:  `{"auth": {"grant_types": null}}`,
+		},
+		{
+			// The start has a list of its own, which needs an issuer; with
+			// the default grant types the issuer goes with less (see
+			// TestSignInRoundTrips).
 			name:  "turn the issuer off",
 			patch: `{"auth": {"issuer": false, "grant_types": null, "scopes": null}, "domains": null, "conversations": {"access": "session"}}`,
-			want: `{"auth": {"issuer": false, "grant_types": [], "scopes": {"orders": null}}, "domains": [], "conversations": {"access": "session"},
+			want: `{"auth": {"issuer": false, "grant_types": null, "scopes": {"orders": null}}, "domains": [], "conversations": {"access": "session"},
 				"identifier": "https://{domain}", "issuer": null}`,
 		},
 		{
@@ -296,7 +329,9 @@ func testPatchMediaType(t *testing.T, env *testkit.Env) {
 func TestPatchCompanyRefused(t *testing.T) {
 	t.Parallel()
 	env := testkit.Setup(t)
-	createCompany(t, env, "acme", "acme.example", `{"domains": ["acme.example.org"], "auth": {"scopes": {"orders": "Your orders"}}}`)
+	createCompany(t, env, "acme", "acme.example", `{"domains": ["acme.example.org"], "auth": {"scopes": {"orders": "Your orders"}},
+		"apis": [{"type": "mcp", "url": "https://mcp.acme.example/mcp"}],
+		"feedback": {"alternatives": [{"task": "Track a parcel", "alternative": {"references": [{"type": "mcp", "url": "https://mcp.acme.example/mcp"}]}}]}}`)
 	createCompany(t, env, "other", "other.example", `{"domains": ["other.example.org"]}`)
 	before := env.Admin(t, http.MethodGet, "/admin/v1/companies/acme", nil)
 	require.Equal(t, http.StatusOK, before.Status)
@@ -318,7 +353,14 @@ func TestPatchCompanyRefused(t *testing.T) {
 		{"invalid result: name emptied", `{"organization": {"name": ""}}`, "", 400, "invalid_request", "organization.name"},
 		{"invalid result: name removed", `{"organization": {"name": null}}`, "", 400, "invalid_request", "organization.name"},
 		{"invalid result: domain removed", `{"organization": {"domain": null}}`, "", 400, "invalid_request", "organization.domain"},
-		{"invalid result: issuer off with extra domains", `{"auth": {"issuer": false, "grant_types": [], "scopes": null}}`, "", 400, "invalid_request", "domains"},
+		{"invalid result: issuer off with extra domains", `{"auth": {"issuer": false, "scopes": null}}`, "", 400, "invalid_request", "domains"},
+		{"invalid result: idle timeout too short", `{"sessions": {"idle_timeout_seconds": 30}}`, "", 400, "invalid_request", "sessions.idle_timeout_seconds"},
+		{"invalid result: rate limit zero", `{"rate_limits": {"per_agent": 0}}`, "", 400, "invalid_request", "rate_limits.per_agent"},
+		{"invalid result: unknown acceptance", `{"agents": {"accept": "none"}}`, "", 400, "invalid_request", "agents.accept"},
+		{"invalid result: client_id not https", `{"agents": {"client_ids": ["http://agent.example/agent.json"]}}`, "", 400, "invalid_request", "agents.client_ids[0]"},
+		{"invalid result: removing the API a feedback alternative names", `{"apis": null}`, "", 400, "invalid_request", "feedback.alternatives[0].alternative.references[0].url"},
+		{"invalid result: feedback task listed twice", `{"feedback": {"alternatives": [{"task": "T", "alternative": {"instructions": "A"}}, {"task": "t ", "alternative": {"instructions": "B"}}]}}`, "", 400, "invalid_request", "feedback.alternatives[1].task"},
+		{"wrong type: idle timeout", `{"sessions": {"idle_timeout_seconds": "1h"}}`, "", 400, "invalid_request", "sessions.idle_timeout_seconds"},
 		{"invalid result: signed_in and disabled", `{"auth": {"disabled": true}, "conversations": {"access": "signed_in"}}`, "", 400, "invalid_request", "conversations.access"},
 		{"invalid result: duplicate domain", `{"domains": ["acme.example"]}`, "", 400, "invalid_request", "domains[0]"},
 		{"another Company's primary domain", `{"domains": ["acme.example.org", "other.example"]}`, "", 409, "conflict", "domains[1]"},
@@ -433,9 +475,213 @@ func TestDeleteCompany(t *testing.T) {
 	require.Equal(t, http.StatusOK, poppyJSON(t, env, "other.example").Status)
 	require.Equal(t, http.StatusOK, companyAPI(t, env, http.MethodGet, "/company", otherKey).Status)
 
-	// The slug and domains are free again; the new Company is a new one.
-	createCompany(t, env, "acme", "acme.example", `{"domains": ["acme.example.org"]}`)
+	// The slug is retired: an issuer stands for exactly one Company
+	// (spec 3.2), so a new Company cannot take it (TestRetiredSlugs).
+	e := requireError(t, env.Admin(t, http.MethodPost, "/admin/v1/companies", minimalBody("acme", "acme.example")),
+		http.StatusConflict, "conflict")
+	require.Len(t, e.Fields, 1)
+	require.Equal(t, "slug", e.Fields[0].Field)
+
+	// The domains are free again, for a new Company under a new slug; it
+	// is a new one, which the old key does not open.
+	createCompany(t, env, "acme2", "acme.example", `{"domains": ["acme.example.org"]}`)
+	for _, d := range []string{"acme.example", "acme.example.org"} {
+		require.Equal(t, "Company acme2", orgName(t, poppyJSON(t, env, d)))
+	}
 	requireError(t, companyAPI(t, env, http.MethodGet, "/company", key), http.StatusUnauthorized, "unauthorized")
-	list := env.Admin(t, http.MethodGet, "/admin/v1/companies/acme/api-keys", nil)
+	list := env.Admin(t, http.MethodGet, "/admin/v1/companies/acme2/api-keys", nil)
 	require.JSONEq(t, `{"api_keys": []}`, string(list.Body))
+	requireError(t, env.Admin(t, http.MethodGet, "/admin/v1/companies/acme", nil), http.StatusNotFound, "not_found")
+}
+
+// TestRetiredSlugs: the slug of a deleted Company is never used again,
+// since it is part of the issuer and an issuer stands for exactly one
+// Company (spec 3.2). Creating a Company with it is a 409 naming slug that
+// stores nothing; other slugs, however alike, are free.
+func TestRetiredSlugs(t *testing.T) {
+	t.Parallel()
+	env := testkit.Setup(t)
+	createCompany(t, env, "gone", "gone.example", "")
+	createCompany(t, env, "plain", "plain.example", `{"auth": {"issuer": false}}`)
+	createCompany(t, env, "kept", "kept.example", "")
+	for _, slug := range []string{"gone", "plain"} {
+		require.Equal(t, http.StatusNoContent, env.Admin(t, http.MethodDelete, "/admin/v1/companies/"+slug, nil).Status)
+	}
+	require.Equal(t, 1, count(t, env, `SELECT count(*) FROM retired_slugs WHERE slug = 'gone'`))
+
+	tests := []struct {
+		name string
+		body string
+	}{
+		{"same slug, same domain", minimalBody("gone", "gone.example")},
+		{"same slug, new domain", minimalBody("gone", "new.example")},
+		{"same slug, without an issuer", merge(t, minimalBody("gone", "new.example"), `{"auth": {"issuer": false}}`)},
+		{"slug of a Company that had no issuer", minimalBody("plain", "new.example")},
+		// The retired slug is named even when a domain is taken too.
+		{"same slug, another Company's domain", minimalBody("gone", "kept.example")},
+	}
+	t.Run("rows", func(t *testing.T) {
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				t.Parallel()
+				resp := env.Admin(t, http.MethodPost, "/admin/v1/companies", tt.body)
+				e := requireError(t, resp, http.StatusConflict, "conflict")
+				require.Len(t, e.Fields, 1, "body: %s", resp.Body)
+				require.Equal(t, "slug", e.Fields[0].Field)
+				require.Contains(t, e.Fields[0].Message, "deleted Company")
+			})
+		}
+	})
+	require.Equal(t, []string{"kept"}, slugs(t, env))
+	require.Equal(t, 1, count(t, env, `SELECT count(*) FROM company_domains`))
+	for _, d := range []string{"gone.example", "new.example", "plain.example"} {
+		requireError(t, poppyJSON(t, env, d), http.StatusNotFound, "not_found")
+	}
+	requireError(t, env.Admin(t, http.MethodGet, "/admin/v1/companies/gone", nil), http.StatusNotFound, "not_found")
+	requireError(t, env.Admin(t, http.MethodPatch, "/admin/v1/companies/gone", `{}`), http.StatusNotFound, "not_found")
+
+	// Slugs that only look alike are free, and the old domains with them.
+	for _, slug := range []string{"gone2", "gone-again", "g", "plain-co"} {
+		createCompany(t, env, slug, slug+".example", "")
+	}
+	createCompany(t, env, "gone3", "gone.example", "")
+	require.Equal(t, "Company gone3", orgName(t, poppyJSON(t, env, "gone.example")))
+
+	// A slug that was refused, not deleted, is not retired.
+	requireInvalid(t, env.Admin(t, http.MethodPost, "/admin/v1/companies",
+		merge(t, minimalBody("fresh", "fresh.example"), `{"sessions": {"idle_timeout_seconds": 1}}`)), "sessions.idle_timeout_seconds")
+	createCompany(t, env, "fresh", "fresh.example", "")
+
+	// Deleting its successor retires a slug once; the first slug stays
+	// retired.
+	require.Equal(t, http.StatusNoContent, env.Admin(t, http.MethodDelete, "/admin/v1/companies/gone3", nil).Status)
+	require.Equal(t, 3, count(t, env, `SELECT count(*) FROM retired_slugs`))
+	for _, slug := range []string{"gone", "gone3"} {
+		requireError(t, env.Admin(t, http.MethodPost, "/admin/v1/companies", minimalBody(slug, "again.example")),
+			http.StatusConflict, "conflict")
+	}
+}
+
+// slugs lists the stored Companies' slugs in order.
+func slugs(t *testing.T, env *testkit.Env) []string {
+	t.Helper()
+	rows, err := env.Pool.Query(t.Context(), `SELECT slug FROM companies ORDER BY slug`)
+	require.NoError(t, err)
+	defer rows.Close()
+	out := []string{}
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		out = append(out, s)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// TestSignInRoundTrips turns the issuer and sign-in off and on again with
+// the smallest patches: grant_types left empty means both sign-in types,
+// so nothing else has to be reset. The AS metadata follows each step.
+func TestSignInRoundTrips(t *testing.T) {
+	t.Parallel()
+	env := testkit.Setup(t)
+	const device = "urn:ietf:params:oauth:grant-type:device_code"
+	both := []any{"refresh_token", "authorization_code", device}
+
+	patch := func(t *testing.T, slug, body string) map[string]any {
+		t.Helper()
+		resp := env.Admin(t, http.MethodPatch, "/admin/v1/companies/"+slug, body)
+		require.Equal(t, http.StatusOK, resp.Status, "%s: %s", body, resp.Body)
+		m := resp.JSON(t)
+		require.Equal(t, m, env.Admin(t, http.MethodGet, "/admin/v1/companies/"+slug, nil).JSON(t), "stored as answered")
+		return m
+	}
+	authOf := func(m map[string]any) map[string]any { return m["auth"].(map[string]any) }
+	asURL := func(slug string) string { return env.PublicURL("/.well-known/oauth-authorization-server/t/" + slug) }
+	// grants returns grant_types_supported of slug's AS metadata, or nil
+	// when it answers 404 (no issuer).
+	grants := func(t *testing.T, slug string) []any {
+		t.Helper()
+		resp := env.Do(t, http.MethodGet, asURL(slug), nil)
+		if resp.Status == http.StatusNotFound {
+			requireError(t, resp, http.StatusNotFound, "not_found")
+			return nil
+		}
+		require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+		as := resp.JSON(t)
+		g, _ := as["grant_types_supported"].([]any)
+		require.Equal(t, slices.Contains(g, "authorization_code"), as["authorization_endpoint"] != nil)
+		require.Equal(t, slices.Contains(g, device), as["device_authorization_endpoint"] != nil)
+		return g
+	}
+	prm := func(t *testing.T, domain string) int {
+		t.Helper()
+		return env.Do(t, http.MethodGet, env.URL(domain, "/.well-known/oauth-protected-resource"), nil).Status
+	}
+
+	t.Run("issuer off and on", func(t *testing.T) {
+		t.Parallel()
+		createCompany(t, env, "issuer", "issuer.example", "")
+		require.Equal(t, both, grants(t, "issuer"))
+
+		m := patch(t, "issuer", `{"auth": {"issuer": false}}`)
+		require.Equal(t, "https://issuer.example", m["identifier"])
+		require.NotContains(t, m, "issuer")
+		require.NotContains(t, authOf(m), "grant_types")
+		require.Nil(t, grants(t, "issuer"), "no issuer: no AS metadata")
+		require.Equal(t, http.StatusNotFound, prm(t, "issuer.example"))
+
+		m = patch(t, "issuer", `{"auth": {"issuer": true}}`)
+		require.Equal(t, env.PublicURL("/t/issuer"), m["identifier"])
+		require.NotContains(t, authOf(m), "grant_types")
+		require.Equal(t, both, grants(t, "issuer"), "back on: both sign-in types")
+		require.Equal(t, http.StatusOK, prm(t, "issuer.example"))
+	})
+
+	t.Run("sign-in off and on", func(t *testing.T) {
+		t.Parallel()
+		createCompany(t, env, "signin", "signin.example", "")
+		require.Equal(t, both, grants(t, "signin"))
+
+		m := patch(t, "signin", `{"auth": {"disabled": true}}`)
+		require.Equal(t, true, authOf(m)["disabled"])
+		require.NotContains(t, authOf(m), "grant_types")
+		require.Equal(t, []any{"refresh_token"}, grants(t, "signin"), "sign-in off: refresh only")
+		require.Equal(t, map[string]any{"disabled": true}, poppyJSON(t, env, "signin.example").JSON(t)["auth"])
+
+		m = patch(t, "signin", `{"auth": {"disabled": false}}`)
+		require.Equal(t, false, authOf(m)["disabled"])
+		require.Equal(t, both, grants(t, "signin"), "back on: both sign-in types")
+		require.NotContains(t, poppyJSON(t, env, "signin.example").JSON(t), "auth")
+	})
+
+	t.Run("a chosen sign-in type survives sign-in off and on", func(t *testing.T) {
+		t.Parallel()
+		createCompany(t, env, "device", "device.example", `{"auth": {"grant_types": ["`+device+`"]}}`)
+		require.Equal(t, []any{"refresh_token", device}, grants(t, "device"))
+		patch(t, "device", `{"auth": {"disabled": true}}`)
+		require.Equal(t, []any{"refresh_token"}, grants(t, "device"))
+		m := patch(t, "device", `{"auth": {"disabled": false}}`)
+		require.Equal(t, []any{device}, authOf(m)["grant_types"])
+		require.Equal(t, []any{"refresh_token", device}, grants(t, "device"))
+
+		// A list of its own needs an issuer, so the issuer goes only with
+		// it; back on, the default is both.
+		requireInvalid(t, env.Admin(t, http.MethodPatch, "/admin/v1/companies/device", `{"auth": {"issuer": false}}`), "auth.grant_types")
+		require.Equal(t, []any{"refresh_token", device}, grants(t, "device"), "the refused patch changed nothing")
+		patch(t, "device", `{"auth": {"issuer": false, "grant_types": null}}`)
+		require.Nil(t, grants(t, "device"))
+		patch(t, "device", `{"auth": {"issuer": true}}`)
+		require.Equal(t, both, grants(t, "device"))
+	})
+
+	t.Run("created without an issuer", func(t *testing.T) {
+		t.Parallel()
+		createCompany(t, env, "later", "later.example", `{"auth": {"issuer": false}}`)
+		require.Nil(t, grants(t, "later"))
+		m := patch(t, "later", `{"auth": {"issuer": true, "disabled": true}}`)
+		require.Equal(t, env.PublicURL("/t/later"), m["identifier"])
+		require.Equal(t, []any{"refresh_token"}, grants(t, "later"))
+		patch(t, "later", `{"auth": {"disabled": null}}`)
+		require.Equal(t, both, grants(t, "later"))
+	})
 }

@@ -221,9 +221,9 @@ type Skill struct {
 }
 
 // DefaultSettings are the settings of a new Company before its body is
-// applied: an issuer, conversations and feedback on (DESIGN.md). Grant
-// types are left unset so that Normalize can pick them from the final
-// auth settings: both sign-in types with an issuer on, none otherwise.
+// applied: an issuer offering both sign-in types (grant types left empty,
+// see OfferedGrantTypes), conversations and feedback on, every Personal
+// Agent accepted (DESIGN.md).
 func DefaultSettings() Settings {
 	return Settings{
 		Auth:          Auth{Issuer: true},

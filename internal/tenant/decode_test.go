@@ -32,6 +32,10 @@ func testCreateBadBodies(t *testing.T, env *testkit.Env) {
 		{"identifier is read-only", merge(t, valid, `{"identifier": "https://x.example"}`), "", 400, "invalid_request", "identifier"},
 		{"created_at is read-only", merge(t, valid, `{"created_at": "2020-01-01T00:00:00Z"}`), "", 400, "invalid_request", "created_at"},
 		{"unknown skill field", merge(t, valid, `{"skill_index": {"$schema": "`+schema020+`", "skills": [{"nom": "x"}]}}`), "", 400, "invalid_request", "nom"},
+		{"unknown agents field", merge(t, valid, `{"agents": {"deny": []}}`), "", 400, "invalid_request", "deny"},
+		{"unknown sessions field", merge(t, valid, `{"sessions": {"max_age_seconds": 60}}`), "", 400, "invalid_request", "max_age_seconds"},
+		{"unknown rate limit", merge(t, valid, `{"rate_limits": {"per_user": 5}}`), "", 400, "invalid_request", "per_user"},
+		{"unknown feedback alternative field", merge(t, valid, `{"feedback": {"alternatives": [{"task": "T", "answer": "A"}]}}`), "", 400, "invalid_request", "answer"},
 
 		// Wrong JSON types name the field by its path.
 		{"slug a number", `{"slug": 5, "organization": {"name": "A", "domain": "acme.example"}}`, "", 400, "invalid_request", "slug"},
@@ -47,6 +51,15 @@ func testCreateBadBodies(t *testing.T, env *testkit.Env) {
 		{"excluded_tasks an object", merge(t, valid, `{"excluded_tasks": {"task": "T"}}`), "", 400, "invalid_request", "excluded_tasks"},
 		{"extension entry a string", merge(t, valid, `{"extensions": {"acme.example/x": "1"}}`), "", 400, "invalid_request", "extensions"},
 		{"skill_index an array", merge(t, valid, `{"skill_index": []}`), "", 400, "invalid_request", "skill_index"},
+		{"feedback.alternatives an object", merge(t, valid, `{"feedback": {"alternatives": {"task": "T"}}}`), "", 400, "invalid_request", "feedback.alternatives"},
+		{"feedback alternative task a number", merge(t, valid, `{"feedback": {"alternatives": [{"task": 1}]}}`), "", 400, "invalid_request", "feedback.alternatives.task"},
+		{"agents.accept a boolean", merge(t, valid, `{"agents": {"accept": true}}`), "", 400, "invalid_request", "agents.accept"},
+		{"agents.client_ids a string", merge(t, valid, `{"agents": {"client_ids": "https://agent.example/agent.json"}}`), "", 400, "invalid_request", "agents.client_ids"},
+		{"idle timeout a string", merge(t, valid, `{"sessions": {"idle_timeout_seconds": "3600"}}`), "", 400, "invalid_request", "sessions.idle_timeout_seconds"},
+		{"idle timeout a fraction", merge(t, valid, `{"sessions": {"idle_timeout_seconds": 3600.5}}`), "", 400, "invalid_request", "sessions.idle_timeout_seconds"},
+		{"rate limit a string", merge(t, valid, `{"rate_limits": {"per_agent": "many"}}`), "", 400, "invalid_request", "rate_limits.per_agent"},
+		{"rate limit beyond int64", merge(t, valid, `{"rate_limits": {"per_session": 1e30}}`), "", 400, "invalid_request", "rate_limits.per_session"},
+		{"sessions a number", merge(t, valid, `{"sessions": 3600}`), "", 400, "invalid_request", "sessions"},
 		{"body an array", `[]`, "", 400, "invalid_request", "(body)"},
 		{"body a string", `"acme"`, "", 400, "invalid_request", "(body)"},
 

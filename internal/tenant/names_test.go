@@ -114,40 +114,127 @@ func TestValidateReportsEveryError(t *testing.T) {
 
 func TestNormalize(t *testing.T) {
 	t.Parallel()
+	// Grant types are left as they are: empty means both sign-in types
+	// (Auth.OfferedGrantTypes), so nothing depends on other settings.
+	for _, grants := range [][]string{nil, {}, {tenant.GrantDeviceCode}} {
+		for _, auth := range []tenant.Auth{{Issuer: true}, {Issuer: true, Disabled: true}, {}} {
+			auth.GrantTypes = grants
+			s := tenant.Settings{Auth: auth}
+			tenant.Normalize(&s)
+			require.Equal(t, grants, s.Auth.GrantTypes, "%+v", auth)
+		}
+	}
+
+	// Absent lists and maps become empty ones, and absent choices their
+	// defaults.
+	var s tenant.Settings
+	tenant.Normalize(&s)
+	require.Equal(t, "session", s.Conversations.Access)
+	require.Equal(t, []string{}, s.Domains)
+	require.Equal(t, map[string]string{}, s.Auth.Scopes)
+	require.Equal(t, map[string]tenant.ScopeHint{}, s.Auth.ScopeHints)
+	require.Equal(t, []string{}, s.Auth.OtherAuthorizationServers)
+	require.Equal(t, []tenant.ExcludedTask{}, s.ExcludedTasks)
+	require.Equal(t, []tenant.API{}, s.APIs)
+	require.Equal(t, map[string]map[string]any{}, s.Extensions)
+	require.Equal(t, []tenant.TaskAlternative{}, s.Feedback.Alternatives)
+	require.Equal(t, tenant.AcceptAll, s.Agents.Accept)
+	require.Equal(t, []string{}, s.Agents.ClientIDs)
+	require.Nil(t, s.SkillIndex, "no skill index stays none")
+	// Numbers have no "absent": their defaults come from DefaultSettings,
+	// which a body is decoded onto.
+	require.Zero(t, s.Sessions.IdleTimeoutSeconds)
+	require.Zero(t, s.RateLimits)
+
+	// A skill index without skills gets an empty list.
+	s = tenant.Settings{SkillIndex: &tenant.SkillIndex{Schema: tenant.SkillIndexSchema}}
+	tenant.Normalize(&s)
+	require.Equal(t, []tenant.Skill{}, s.SkillIndex.Skills)
+
+	// Values given are kept.
+	s = tenant.Settings{
+		Conversations: tenant.Conversations{Access: "signed_in"},
+		Agents:        tenant.AgentPolicy{Accept: tenant.AcceptListed, ClientIDs: []string{"https://agent.example/a.json"}},
+		Feedback:      tenant.Feedback{Alternatives: []tenant.TaskAlternative{{Task: "T"}}},
+	}
+	tenant.Normalize(&s)
+	require.Equal(t, "signed_in", s.Conversations.Access)
+	require.Equal(t, tenant.AgentPolicy{Accept: tenant.AcceptListed, ClientIDs: []string{"https://agent.example/a.json"}}, s.Agents)
+	require.Len(t, s.Feedback.Alternatives, 1)
+
+	// The defaults with nothing changed are a valid Company with an issuer
+	// offering both sign-in types.
+	s = tenant.DefaultSettings()
+	s.Organization = tenant.Organization{Name: "Acme", Domain: "acme.example"}
+	tenant.Normalize(&s)
+	require.NoError(t, tenant.Validate("acme", &s, "poppyhost.test"))
+	require.Nil(t, s.Auth.GrantTypes)
+	require.Equal(t, []string{tenant.GrantAuthorizationCode, tenant.GrantDeviceCode}, s.Auth.OfferedGrantTypes())
+	require.True(t, s.Conversations.Enabled)
+	require.True(t, s.Feedback.Enabled)
+	require.Equal(t, tenant.AcceptAll, s.Agents.Accept)
+	require.Equal(t, 30*24*3600, s.Sessions.IdleTimeoutSeconds)
+	require.Equal(t, tenant.RateLimits{PerAgent: 6000, PerSession: 600, PerAddress: 1200}, s.RateLimits)
+}
+
+func TestOfferedGrantTypes(t *testing.T) {
+	t.Parallel()
 	both := []string{tenant.GrantAuthorizationCode, tenant.GrantDeviceCode}
 	tests := []struct {
 		name string
 		auth tenant.Auth
 		want []string
 	}{
-		{"issuer", tenant.Auth{Issuer: true}, both},
-		{"issuer, disabled", tenant.Auth{Issuer: true, Disabled: true}, []string{}},
-		{"no issuer", tenant.Auth{}, []string{}},
-		{"explicit", tenant.Auth{Issuer: true, GrantTypes: []string{tenant.GrantDeviceCode}}, []string{tenant.GrantDeviceCode}},
-		{"explicit empty", tenant.Auth{Issuer: true, GrantTypes: []string{}}, []string{}},
+		{"issuer, absent", tenant.Auth{Issuer: true}, both},
+		{"issuer, empty", tenant.Auth{Issuer: true, GrantTypes: []string{}}, both},
+		{"issuer, one", tenant.Auth{Issuer: true, GrantTypes: []string{tenant.GrantDeviceCode}}, []string{tenant.GrantDeviceCode}},
+		{"issuer, both in another order", tenant.Auth{Issuer: true, GrantTypes: []string{tenant.GrantDeviceCode, tenant.GrantAuthorizationCode}},
+			[]string{tenant.GrantDeviceCode, tenant.GrantAuthorizationCode}},
+		{"disabled, absent", tenant.Auth{Issuer: true, Disabled: true}, nil},
+		{"disabled, kept list", tenant.Auth{Issuer: true, Disabled: true, GrantTypes: []string{tenant.GrantAuthorizationCode}}, nil},
+		{"no issuer", tenant.Auth{}, nil},
+		{"no issuer, empty", tenant.Auth{GrantTypes: []string{}}, nil},
 	}
 	for _, tt := range tests {
-		s := tenant.Settings{Auth: tt.auth}
-		tenant.Normalize(&s)
-		require.Equal(t, tt.want, s.Auth.GrantTypes, tt.name)
-		require.Equal(t, "session", s.Conversations.Access)
-		require.NotNil(t, s.Domains)
-		require.NotNil(t, s.Auth.Scopes)
-		require.NotNil(t, s.Auth.ScopeHints)
-		require.NotNil(t, s.Auth.OtherAuthorizationServers)
-		require.NotNil(t, s.ExcludedTasks)
-		require.NotNil(t, s.APIs)
-		require.NotNil(t, s.Extensions)
+		require.Equal(t, tt.want, tt.auth.OfferedGrantTypes(), tt.name)
 	}
+}
 
-	// The defaults with nothing changed are a valid Company with an issuer.
-	s := tenant.DefaultSettings()
-	s.Organization = tenant.Organization{Name: "Acme", Domain: "acme.example"}
-	tenant.Normalize(&s)
-	require.NoError(t, tenant.Validate("acme", &s, "poppyhost.test"))
-	require.Equal(t, both, s.Auth.GrantTypes)
-	require.True(t, s.Conversations.Enabled)
-	require.True(t, s.Feedback.Enabled)
+func TestAgentPolicyAccepts(t *testing.T) {
+	t.Parallel()
+	const (
+		listed   = "https://agent.example/agent.json"
+		unlisted = "https://other.example/agent.json"
+	)
+	ids := []string{listed, "https://agent.example/b.json"}
+	tests := []struct {
+		policy tenant.AgentPolicy
+		want   map[string]bool
+	}{
+		{tenant.AgentPolicy{Accept: tenant.AcceptAll}, map[string]bool{listed: true, unlisted: true}},
+		{tenant.AgentPolicy{Accept: tenant.AcceptAll, ClientIDs: ids}, map[string]bool{listed: true, unlisted: true}},
+		{tenant.AgentPolicy{Accept: tenant.AcceptListed, ClientIDs: ids}, map[string]bool{listed: true, unlisted: false}},
+		{tenant.AgentPolicy{Accept: tenant.AcceptListed}, map[string]bool{listed: false, unlisted: false}},
+		{tenant.AgentPolicy{Accept: tenant.AcceptUnlisted, ClientIDs: ids}, map[string]bool{listed: false, unlisted: true}},
+		{tenant.AgentPolicy{Accept: tenant.AcceptUnlisted}, map[string]bool{listed: true, unlisted: true}},
+		// Exact client_ids only: a shared origin, another path, case or a
+		// trailing slash does not make two clients one (spec 5.3).
+		{tenant.AgentPolicy{Accept: tenant.AcceptListed, ClientIDs: ids}, map[string]bool{
+			"https://agent.example/": false, "https://agent.example/agent.json/": false,
+			"https://AGENT.example/agent.json": false, "https://agent.example/agent.json?x": false, "": false}},
+	}
+	for _, tt := range tests {
+		for id, want := range tt.want {
+			require.Equal(t, want, tt.policy.Accepts(id), "%+v accepts %q", tt.policy, id)
+		}
+	}
+}
+
+func TestNormalTask(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "pay with a gift card", tenant.NormalTask("  Pay with a GIFT card\t\n"))
+	require.Equal(t, tenant.NormalTask("Pay with a gift card"), tenant.NormalTask("pay with a gift card "))
+	require.NotEqual(t, tenant.NormalTask("Pay with a gift card"), tenant.NormalTask("Pay with a  gift card"), "inner space counts")
 }
 
 func TestURLs(t *testing.T) {

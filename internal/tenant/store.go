@@ -49,9 +49,12 @@ func scanCompany(row pgx.Row) (*Company, error) {
 		}
 		return nil, err
 	}
+	// Settings stored before a setting existed get its default.
+	c.Settings = DefaultSettings()
 	if err := json.Unmarshal(raw, &c.Settings); err != nil {
 		return nil, fmt.Errorf("company %s: stored settings: %w", c.Slug, err)
 	}
+	Normalize(&c.Settings)
 	return &c, nil
 }
 
@@ -104,18 +107,20 @@ func (s *Store) Create(ctx context.Context, slug string, settings Settings) (*Co
 	}
 	var c *Company
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		c, err = scanCompany(tx.QueryRow(ctx,
+			`INSERT INTO companies AS c (slug, settings) VALUES ($1, $2) RETURNING `+companyColumns, slug, raw))
+		if err != nil {
+			return err
+		}
+		// Checked after the insert: a Delete of this slug that committed
+		// while the insert waited on it is visible to this statement.
 		var retired bool
 		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM retired_slugs WHERE slug = $1)`, slug).Scan(&retired); err != nil {
 			return err
 		}
 		if retired {
 			return &ConflictError{Field: "slug", Message: "belonged to a deleted Company; an issuer stands for one Company only (spec 3.2), so choose another"}
-		}
-		var err error
-		c, err = scanCompany(tx.QueryRow(ctx,
-			`INSERT INTO companies AS c (slug, settings) VALUES ($1, $2) RETURNING `+companyColumns, slug, raw))
-		if err != nil {
-			return err
 		}
 		return insertDomains(ctx, tx, c.ID, settings)
 	})

@@ -45,7 +45,26 @@ const fullBody = `{
     "other_authorization_servers": ["https://staff-login.stormline.example"]
   },
   "conversations": {"enabled": true, "access": "signed_in"},
-  "feedback": {"enabled": false},
+  "feedback": {
+    "enabled": false,
+    "alternatives": [
+      {
+        "task": "Pay with a gift card",
+        "alternative": {
+          "instructions": "Gift cards are applied with the payment API, before the order is placed.",
+          "references": [
+            {"type": "openapi", "url": "https://api.stormline.example/openapi.json", "operation_id": "applyGiftCard"},
+            {"type": "web", "url": "https://stormline.example/checkout"}
+          ]
+        }
+      },
+      {"task": "Find my size", "alternative": {"references": [{"type": "mcp", "url": "https://mcp.stormline.example/mcp"}]}},
+      {"task": "Track a parcel", "alternative": {"instructions": "Use the tracking link in the dispatch email."}}
+    ]
+  },
+  "agents": {"accept": "unlisted", "client_ids": ["https://bad-agent.example/agent.json", "https://agents.example/clients/42"]},
+  "sessions": {"idle_timeout_seconds": 86400},
+  "rate_limits": {"per_agent": 3000, "per_session": 300, "per_address": 900},
   "excluded_tasks": [
     {
       "task": "Send a wire transfer",
@@ -112,8 +131,11 @@ func TestCreateCompanyAccepted(t *testing.T) {
 }
 
 // many200 joins 200 items made from format and their index.
-func many200(format string) string {
-	items := make([]string, 200)
+func many200(format string) string { return manyN(200, format) }
+
+// manyN joins n items made from format and their index.
+func manyN(n int, format string) string {
+	items := make([]string, n)
 	for i := range items {
 		items[i] = fmt.Sprintf(format, i)
 	}
@@ -155,7 +177,10 @@ func testCreateFullBody(t *testing.T, env *testkit.Env) {
 }
 
 // testCreateDefaults checks what a minimal body becomes: an issuer
-// offering both sign-in types, conversations and feedback on (DESIGN.md).
+// offering both sign-in types, conversations and feedback on (DESIGN.md),
+// every Personal Agent accepted, Sessions ending after 30 idle days, and
+// the default rate limits. grant_types is left out of the view while it
+// is empty, which means both sign-in types.
 func testCreateDefaults(t *testing.T, env *testkit.Env) {
 	tests := []struct {
 		name  string
@@ -165,20 +190,19 @@ func testCreateDefaults(t *testing.T, env *testkit.Env) {
 		{
 			name: "issuer by default",
 			want: `{"domains": [], "auth": {"issuer": true, "disabled": false,
-				"grant_types": ["authorization_code", "urn:ietf:params:oauth:grant-type:device_code"],
 				"scopes": {}, "scope_hints": {}, "other_authorization_servers": []}}`,
 		},
 		{
 			name:  "no issuer",
 			patch: `{"auth": {"issuer": false}}`,
 			want: `{"identifier": "https://{domain}", "issuer": null, "domains": [], "auth": {"issuer": false, "disabled": false,
-				"grant_types": [], "scopes": {}, "scope_hints": {}, "other_authorization_servers": []}}`,
+				"scopes": {}, "scope_hints": {}, "other_authorization_servers": []}}`,
 		},
 		{
 			name:  "sign-in disabled",
 			patch: `{"auth": {"disabled": true}}`,
 			want: `{"domains": [], "auth": {"issuer": true, "disabled": true,
-				"grant_types": [], "scopes": {}, "scope_hints": {}, "other_authorization_servers": []}}`,
+				"scopes": {}, "scope_hints": {}, "other_authorization_servers": []}}`,
 		},
 		{
 			name:  "one grant type",
@@ -186,6 +210,33 @@ func testCreateDefaults(t *testing.T, env *testkit.Env) {
 			want: `{"domains": [], "auth": {"issuer": true, "disabled": false,
 				"grant_types": ["authorization_code"], "scopes": {}, "scope_hints": {}, "other_authorization_servers": []},
 				"conversations": {"enabled": false, "access": "session"}}`,
+		},
+		{
+			name:  "empty grant types mean both",
+			patch: `{"auth": {"grant_types": []}}`,
+			want: `{"domains": [], "auth": {"issuer": true, "disabled": false,
+				"scopes": {}, "scope_hints": {}, "other_authorization_servers": []}}`,
+		},
+		{
+			name:  "one setting of a group keeps the other defaults",
+			patch: `{"rate_limits": {"per_session": 60}, "agents": {"client_ids": ["https://agent.example/agent.json"]}}`,
+			want: `{"domains": [], "auth": {"issuer": true, "disabled": false,
+				"scopes": {}, "scope_hints": {}, "other_authorization_servers": []},
+				"rate_limits": {"per_agent": 6000, "per_session": 60, "per_address": 1200},
+				"agents": {"accept": "all", "client_ids": ["https://agent.example/agent.json"]}}`,
+		},
+		{
+			name:  "empty agents.accept means all",
+			patch: `{"agents": {"accept": ""}}`,
+			want: `{"domains": [], "auth": {"issuer": true, "disabled": false,
+				"scopes": {}, "scope_hints": {}, "other_authorization_servers": []}}`,
+		},
+		{
+			name:  "skill index without skills",
+			patch: `{"skill_index": {"$schema": "` + schema020 + `"}}`,
+			want: `{"domains": [], "auth": {"issuer": true, "disabled": false,
+				"scopes": {}, "scope_hints": {}, "other_authorization_servers": []},
+				"skill_index": {"$schema": "` + schema020 + `", "skills": []}}`,
 		},
 	}
 	for i, tt := range tests {
@@ -201,12 +252,22 @@ func testCreateDefaults(t *testing.T, env *testkit.Env) {
 			base := `{"slug": "` + slug + `", "organization": {"name": "Company ` + slug + `", "domain": "` + domain + `"},
 				"identifier": "` + env.URLs.Public.String() + `/t/` + slug + `",
 				"issuer": "` + env.URLs.Public.String() + `/t/` + slug + `",
-				"conversations": {"enabled": true, "access": "session"}, "feedback": {"enabled": true},
-				"excluded_tasks": [], "apis": [], "web": {"browser_join": false}, "extensions": {}}`
+				"conversations": {"enabled": true, "access": "session"}, "feedback": {"enabled": true, "alternatives": []},
+				"excluded_tasks": [], "apis": [], "web": {"browser_join": false}, "extensions": {},
+				"agents": {"accept": "all", "client_ids": []}, "sessions": {"idle_timeout_seconds": 2592000},
+				"rate_limits": {"per_agent": 6000, "per_session": 600, "per_address": 1200}}`
 			want := merge(t, base, strings.ReplaceAll(tt.want, "{domain}", domain))
 			gotJSON, err := json.Marshal(got)
 			require.NoError(t, err)
 			require.JSONEq(t, want, string(gotJSON))
+
+			// GET shows the same: the stored document has the same shape.
+			again := env.Admin(t, http.MethodGet, "/admin/v1/companies/"+slug, nil).JSON(t)
+			delete(again, "created_at")
+			delete(again, "updated_at")
+			againJSON, err := json.Marshal(again)
+			require.NoError(t, err)
+			require.JSONEq(t, want, string(againJSON))
 		})
 	}
 }
@@ -243,11 +304,51 @@ func testCreateEdgeCases(t *testing.T, env *testkit.Env) {
 		{"200 scopes and 200 excluded tasks", `{"auth": {"scopes": {` + many200(`"s%d": "S"`) + `}}, "excluded_tasks": [` + many200(`{"task": "T%d"}`) + `]}`},
 		{"extension nested 8 deep", `{"extensions": {"acme.example/x": {"version": "1", "x": ` +
 			strings.Repeat(`{"a": `, 8) + `"https://acme.example/ok"` + strings.Repeat("}", 8) + `}}}`},
+
+		// Grant types: empty means both sign-in types, so an empty list is
+		// fine with or without an issuer, and a kept list is fine while
+		// sign-in is disabled.
+		{"empty grant types with an issuer", `{"auth": {"grant_types": []}}`},
+		{"empty grant types without an issuer", `{"auth": {"issuer": false, "grant_types": []}}`},
+		{"grant types kept while sign-in is disabled", `{"auth": {"disabled": true, "grant_types": ["authorization_code"]}}`},
+		{"200 scope hints", `{"auth": {"scope_hints": {` + many200(`"s%d": {"changes": "none", "personal_data": false}`) + `}}}`},
+		{"10 other authorization servers", `{"auth": {"other_authorization_servers": [` + manyN(10, `"https://idp%d.acme.example"`) + `]}}`},
+
+		// agents (spec 4.1)
+		{"accept listed, none listed", `{"agents": {"accept": "listed"}}`},
+		{"accept listed", `{"agents": {"accept": "listed", "client_ids": ["https://agent.example/agent.json", "https://agent.example/other.json"]}}`},
+		{"accept unlisted", `{"agents": {"accept": "unlisted", "client_ids": ["https://agent.example/agent.json"]}}`},
+		{"client_ids while accepting all", `{"agents": {"accept": "all", "client_ids": ["https://agent.example/agent.json"]}}`},
+		{"client_id with query and port", `{"agents": {"client_ids": ["https://agent.example:8443/c?id=1"]}}`},
+		{"client_id of 2048 characters", `{"agents": {"client_ids": ["https://agent.example/` + strings.Repeat("a", 2048-len("https://agent.example/")) + `"]}}`},
+		{"10000 client_ids", `{"agents": {"accept": "listed", "client_ids": [` + manyN(10000, `"https://a.co/%d"`) + `]}}`},
+
+		// sessions (spec 5.5) and rate limits (spec 5.6)
+		{"idle timeout of a minute", `{"sessions": {"idle_timeout_seconds": 60}}`},
+		{"idle timeout of 366 days", `{"sessions": {"idle_timeout_seconds": 31622400}}`},
+		{"rate limits at their edges", `{"rate_limits": {"per_agent": 1, "per_session": 1000000, "per_address": 1}}`},
+
+		// feedback alternatives (spec 9.3)
+		{"feedback alternative with instructions", `{"feedback": {"alternatives": [{"task": "T", "alternative": {"instructions": "Call us."}}]}}`},
+		{"feedback alternative naming listed APIs", `{"apis": [{"type": "openapi", "url": "https://api.acme.example/openapi.json"}, {"type": "mcp", "url": "https://mcp.acme.example/mcp"}],
+			"feedback": {"alternatives": [{"task": "T", "alternative": {"references": [
+				{"type": "openapi", "url": "https://api.acme.example/openapi.json", "operation_id": "applyGiftCard"},
+				{"type": "mcp", "url": "https://mcp.acme.example/mcp"}]}}]}}`},
+		{"feedback alternative task of 200 characters", `{"feedback": {"alternatives": [{"task": "` + strings.Repeat("é", 200) + `", "alternative": {"instructions": "I"}}]}}`},
+		{"feedback alternative with 20 references", `{"feedback": {"alternatives": [{"task": "T", "alternative": {"references": [` +
+			manyN(20, `{"type": "web", "url": "https://acme.example/%d"}`) + `]}}]}}`},
+		{"excluded task alternative with 20 references", `{"excluded_tasks": [{"task": "T", "alternative": {"references": [` +
+			manyN(20, `{"type": "web", "url": "https://acme.example/%d"}`) + `]}}]}`},
+		{"feedback tasks that differ by more than case and space", `{"feedback": {"alternatives": [
+			{"task": "Pay with a gift card", "alternative": {"instructions": "A"}},
+			{"task": "Pay with gift cards", "alternative": {"instructions": "B"}}]}}`},
+		{"feedback alternatives while feedback is off", `{"feedback": {"enabled": false, "alternatives": [{"task": "T", "alternative": {"instructions": "I"}}]}}`},
+		{"200 feedback alternatives", `{"feedback": {"alternatives": [` + many200(`{"task": "T%d", "alternative": {"instructions": "I"}}`) + `]}}`},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			slug := "ok" + string(rune('a'+i))
+			slug := fmt.Sprintf("ok%d", i)
 			body := merge(t, minimalBody(slug, slug+".example"), tt.patch)
 			resp := env.Admin(t, http.MethodPost, "/admin/v1/companies", body)
 			require.Equal(t, http.StatusCreated, resp.Status, "body: %s\nresponse: %s", body, resp.Body)
@@ -293,6 +394,11 @@ func testCreateValidation(t *testing.T, env *testkit.Env) {
 		return rawMark + `{"slug": "{slug}", "organization": {"name": "Acme", "domain": "{domain}"}, ` + members + `}`
 	}
 	const refField = "excluded_tasks[0].alternative.references[0]"
+	// feedback makes a body with the APIs and these feedback alternatives.
+	feedback := func(alts ...string) string {
+		return `{` + twoAPIs + `, "feedback": {"alternatives": [` + strings.Join(alts, ",") + `]}}`
+	}
+	const fbField = "feedback.alternatives[0]"
 	// many returns n JSON items made by item from their index.
 	many := func(n int, item func(i int) string) string {
 		items := make([]string, n)
@@ -375,7 +481,6 @@ func testCreateValidation(t *testing.T, env *testkit.Env) {
 		{"grant type unknown", `{"auth": {"grant_types": ["password"]}}`, "auth.grant_types[0]"},
 		{"grant type refresh_token", `{"auth": {"grant_types": ["authorization_code", "refresh_token"]}}`, "auth.grant_types[1]"},
 		{"grant type listed twice", `{"auth": {"grant_types": ["authorization_code", "authorization_code"]}}`, "auth.grant_types[1]"},
-		{"no grant type with sign-in on", `{"auth": {"grant_types": []}}`, "auth.grant_types"},
 
 		// scopes
 		{"scope name with space", `{"auth": {"scopes": {"orders read": "Orders"}}}`, "auth.scopes.orders read"},
@@ -399,6 +504,8 @@ func testCreateValidation(t *testing.T, env *testkit.Env) {
 		// other authorization servers
 		{"other server http", `{"auth": {"other_authorization_servers": ["http://staff.acme.example"]}}`, "auth.other_authorization_servers[0]"},
 		{"other server empty", `{"auth": {"other_authorization_servers": ["https://ok.example", ""]}}`, "auth.other_authorization_servers[1]"},
+		{"other server listed twice", `{"auth": {"other_authorization_servers": ["https://a.example", "https://b.example", "https://a.example"]}}`, "auth.other_authorization_servers[2]"},
+		{"11 other servers", `{"auth": {"other_authorization_servers": [` + many(11, func(i int) string { return fmt.Sprintf(`"https://idp%d.acme.example"`, i) }) + `]}}`, "auth.other_authorization_servers"},
 
 		// conversations (spec 3.2)
 		{"access unknown", `{"conversations": {"access": "public"}}`, "conversations.access"},
@@ -429,6 +536,61 @@ func testCreateValidation(t *testing.T, env *testkit.Env) {
 		{"reference type unknown", alt(`{"type": "email", "url": "https://acme.example/contact"}`), refField + ".type"},
 		{"operation_id on web reference", alt(`{"type": "web", "url": "https://acme.example/checkout", "operation_id": "x"}`), refField + ".operation_id"},
 		{"operation_id on mcp reference", alt(`{"type": "mcp", "url": "` + mcpURL + `", "operation_id": "x"}`), refField + ".operation_id"},
+		{"21 references", alt(many(21, func(i int) string { return fmt.Sprintf(`{"type": "web", "url": "https://acme.example/%d"}`, i) })),
+			"excluded_tasks[0].alternative.references"},
+
+		// feedback alternatives (spec 9.2, 9.3): the same rules as the
+		// alternatives of excluded tasks, and a task names each once.
+		{"feedback task missing", feedback(`{"alternative": {"instructions": "I"}}`), fbField + ".task"},
+		{"feedback task empty", feedback(`{"task": "", "alternative": {"instructions": "I"}}`), fbField + ".task"},
+		{"feedback task too long", feedback(`{"task": "` + strings.Repeat("t", 201) + `", "alternative": {"instructions": "I"}}`), fbField + ".task"},
+		{"feedback task with control character", feedback(`{"task": "T\u0007", "alternative": {"instructions": "I"}}`), fbField + ".task"},
+		{"feedback task listed twice", feedback(`{"task": "Pay with a gift card", "alternative": {"instructions": "A"}}`,
+			`{"task": "Track a parcel", "alternative": {"instructions": "B"}}`,
+			`{"task": "  PAY with a Gift Card\t", "alternative": {"instructions": "C"}}`), "feedback.alternatives[2].task"},
+		{"feedback alternative missing", feedback(`{"task": "T"}`), fbField + ".alternative"},
+		{"feedback alternative empty", feedback(`{"task": "T", "alternative": {}}`), fbField + ".alternative"},
+		{"feedback alternative empty references", feedback(`{"task": "T", "alternative": {"references": []}}`), fbField + ".alternative"},
+		{"feedback instructions too long", feedback(`{"task": "T", "alternative": {"instructions": "` + strings.Repeat("i", 4001) + `"}}`), fbField + ".alternative.instructions"},
+		{"feedback openapi reference to unlisted API", feedback(`{"task": "T", "alternative": {"references": [{"type": "openapi", "url": "https://other.example/openapi.json"}]}}`),
+			fbField + ".alternative.references[0].url"},
+		{"feedback mcp reference to an openapi API", feedback(`{"task": "T", "alternative": {"references": [{"type": "mcp", "url": "` + openapiURL + `"}]}}`),
+			fbField + ".alternative.references[0].url"},
+		{"feedback web reference http", feedback(`{"task": "T", "alternative": {"references": [{"type": "web", "url": "http://acme.example/x"}]}}`),
+			fbField + ".alternative.references[0].url"},
+		{"feedback reference type unknown", feedback(`{"task": "T", "alternative": {"references": [{"type": "phone", "url": "https://acme.example/x"}]}}`),
+			fbField + ".alternative.references[0].type"},
+		{"feedback operation_id on web reference", feedback(`{"task": "T", "alternative": {"references": [{"type": "web", "url": "https://acme.example/x", "operation_id": "x"}]}}`),
+			fbField + ".alternative.references[0].operation_id"},
+		{"feedback 21 references", feedback(`{"task": "T", "alternative": {"references": [` +
+			many(21, func(i int) string { return fmt.Sprintf(`{"type": "web", "url": "https://acme.example/%d"}`, i) }) + `]}}`),
+			fbField + ".alternative.references"},
+		{"201 feedback alternatives", `{"feedback": {"alternatives": [` +
+			many(201, func(i int) string { return fmt.Sprintf(`{"task": "T%d", "alternative": {"instructions": "I"}}`, i) }) + `]}}`,
+			"feedback.alternatives"},
+
+		// agents (spec 4.1)
+		{"accept unknown", `{"agents": {"accept": "some"}}`, "agents.accept"},
+		{"accept wrong case", `{"agents": {"accept": "Listed"}}`, "agents.accept"},
+		{"client_id http", `{"agents": {"client_ids": ["http://agent.example/agent.json"]}}`, "agents.client_ids[0]"},
+		{"client_id relative", `{"agents": {"client_ids": ["https://agent.example/a.json", "agent.example/agent.json"]}}`, "agents.client_ids[1]"},
+		{"client_id empty", `{"agents": {"client_ids": [""]}}`, "agents.client_ids[0]"},
+		{"client_id with fragment", `{"agents": {"client_ids": ["https://agent.example/agent.json#x"]}}`, "agents.client_ids[0]"},
+		{"client_id with user info", `{"agents": {"client_ids": ["https://u@agent.example/agent.json"]}}`, "agents.client_ids[0]"},
+		{"client_id of 2049 characters", `{"agents": {"client_ids": ["https://agent.example/` + strings.Repeat("a", 2049-len("https://agent.example/")) + `"]}}`,
+			"agents.client_ids[0]"},
+		{"10001 client_ids", `{"agents": {"client_ids": [` + manyN(10001, `"https://a.co/%d"`) + `]}}`, "agents.client_ids"},
+
+		// sessions (spec 5.5)
+		{"idle timeout under a minute", `{"sessions": {"idle_timeout_seconds": 59}}`, "sessions.idle_timeout_seconds"},
+		{"idle timeout zero", `{"sessions": {"idle_timeout_seconds": 0}}`, "sessions.idle_timeout_seconds"},
+		{"idle timeout negative", `{"sessions": {"idle_timeout_seconds": -60}}`, "sessions.idle_timeout_seconds"},
+		{"idle timeout over 366 days", `{"sessions": {"idle_timeout_seconds": 31622401}}`, "sessions.idle_timeout_seconds"},
+
+		// rate limits (spec 5.6)
+		{"per_agent zero", `{"rate_limits": {"per_agent": 0}}`, "rate_limits.per_agent"},
+		{"per_session negative", `{"rate_limits": {"per_session": -1}}`, "rate_limits.per_session"},
+		{"per_address over a million", `{"rate_limits": {"per_address": 1000001}}`, "rate_limits.per_address"},
 
 		// web
 		{"web origin http", `{"web": {"origin": "http://origin.acme.example"}}`, "web.origin"},
@@ -483,6 +645,8 @@ func testCreateValidation(t *testing.T, env *testkit.Env) {
 		// documents stay small.
 		{"201 domains", `{"domains": [` + many(201, func(i int) string { return fmt.Sprintf(`"d%d.acme.example"`, i) }) + `]}`, "domains"},
 		{"201 scopes", `{"auth": {"scopes": {` + many(201, func(i int) string { return fmt.Sprintf(`"s%d": "S"`, i) }) + `}}}`, "auth.scopes"},
+		{"201 scope hints", `{"auth": {"scope_hints": {` +
+			many(201, func(i int) string { return fmt.Sprintf(`"s%d": {"changes": "none", "personal_data": true}`, i) }) + `}}}`, "auth.scope_hints"},
 		{"201 apis", `{"apis": [` + many(201, func(i int) string { return fmt.Sprintf(`{"type": "mcp", "url": "https://acme.example/%d"}`, i) }) + `]}`, "apis"},
 		{"201 excluded tasks", `{"excluded_tasks": [` + many(201, func(i int) string { return fmt.Sprintf(`{"task": "T%d"}`, i) }) + `]}`, "excluded_tasks"},
 		{"201 extensions", `{"extensions": {` + many(201, func(i int) string { return fmt.Sprintf(`"acme.example/e%d": {"version": "1"}`, i) }) + `}}`, "extensions"},

@@ -1,0 +1,123 @@
+package coverage_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/poppyhost/poppyhost/internal/devca"
+	"github.com/poppyhost/poppyhost/internal/platform"
+	"github.com/poppyhost/poppyhost/internal/safehttp"
+	"github.com/poppyhost/poppyhost/internal/tenant"
+	"github.com/poppyhost/poppyhost/internal/testkit"
+)
+
+// logBuffer collects the platform's log output.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// TestReportTextIsNotLogged runs the platform with every log level on
+// (testkit.Setup logs warnings only, to t.Log, where a test cannot read
+// them) and checks that no report's text reaches the log, whether the
+// report is accepted, answered, refused or listed: reports are data
+// (spec 9.3), and may hold what a Personal Agent should not have sent.
+func TestReportTextIsNotLogged(t *testing.T) {
+	t.Parallel()
+	ca, err := devca.New()
+	require.NoError(t, err)
+	agent := testkit.StartAgent(t, ca, testkit.AgentOptions{})
+	hosts := &testkit.Hosts{}
+	hosts.Add(agent.Host)
+	logs := &logBuffer{}
+	public := &url.URL{Scheme: "https", Host: testkit.PublicHost}
+	p, err := platform.New(context.Background(), platform.Options{
+		Pool:       testkit.NewPool(t),
+		Logger:     slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		URLs:       tenant.URLs{Public: public},
+		AdminToken: testkit.AdminToken,
+		Fetch:      safehttp.Options{AllowPrivate: true, RootCAs: ca.Pool(), Resolver: hosts},
+	})
+	require.NoError(t, err)
+
+	// do serves one request in process; the platform routes by Host.
+	do := func(method, path string, body []byte, header ...string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(method, public.String()+path, bytes.NewReader(body))
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		rec := httptest.NewRecorder()
+		p.Handler().ServeHTTP(rec, req)
+		return rec
+	}
+	admin := "Bearer " + testkit.AdminToken
+	rec := do(http.MethodPost, "/admin/v1/companies", mustJSON(t, company("shop")), "Authorization", admin)
+	require.Equal(t, http.StatusCreated, rec.Code, "body: %s", rec.Body)
+	rec = do(http.MethodPost, "/admin/v1/companies/shop/api-keys", []byte(`{"name":"log test"}`), "Authorization", admin)
+	require.Equal(t, http.StatusCreated, rec.Code, "body: %s", rec.Body)
+	var key struct{ Key string }
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &key))
+
+	const secret = "SECRET-REPORT-TEXT"
+	report := func(body []byte) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, public.String()+"/t/shop/poppy/feedback", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		agent.Sign(t, req, testkit.SessionClaims{Aud: public.String() + "/t/shop"}, testkit.SessionOptions{})
+		rec := httptest.NewRecorder()
+		p.Handler().ServeHTTP(rec, req)
+		return rec
+	}
+	for _, tt := range []struct {
+		body   string
+		status int
+	}{
+		{`{"task":"Task ` + secret + `","description":"About ` + secret + `"}`, http.StatusAccepted},
+		{`{"task":"Pay with a gift card","description":"About ` + secret + `"}`, http.StatusOK},
+		{`{"task":"Task ` + secret + `","description":"` + strings.Repeat("a", 4001) + `"}`, http.StatusBadRequest},
+		{`{"task":"Task ` + secret + `\u0000","description":"About ` + secret + `"}`, http.StatusBadRequest},
+		{`{"task":5,"description":"About ` + secret + `"}`, http.StatusBadRequest},
+		{`{"task":"Task ` + secret + `","description":"About ` + secret + `"`, http.StatusBadRequest},
+		{`{"task":"Task ` + secret + `","description":"About ` + secret + `"} ` + secret, http.StatusBadRequest},
+		{`{"task":"Task ` + secret + `","description":"About ` + secret + `","padding":"` + strings.Repeat("a", 16<<10) + `"}`, http.StatusBadRequest},
+	} {
+		rec := report([]byte(tt.body))
+		require.Equal(t, tt.status, rec.Code, "body: %s", rec.Body)
+	}
+	rec = do(http.MethodGet, "/company/v1/feedback", nil, "Authorization", "Bearer "+key.Key)
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.Contains(t, rec.Body.String(), secret, "the Company reads its reports")
+	rec = do(http.MethodGet, "/admin/v1/companies/shop/feedback", nil, "Authorization", admin)
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.Contains(t, rec.Body.String(), secret)
+
+	out := logs.String()
+	// The log is really observed: every request has its line.
+	require.Equal(t, 12, strings.Count(out, `"msg":"request"`), "logs:\n%s", out)
+	require.NotContains(t, out, secret, "logs:\n%s", out)
+	require.NotContains(t, out, "About", "logs:\n%s", out)
+}

@@ -1,0 +1,190 @@
+package sessions_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"maps"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/poppyhost/poppyhost/internal/testkit"
+)
+
+// feedbackBody is a valid feedback report (spec 9.3).
+const feedbackBody = `{"task":"Pay with a gift card","description":"There is no field for a gift card."}`
+
+// company is a Company made for one test or table row, so that row counts
+// and rate limits are its own.
+type company struct {
+	Slug   string
+	Domain string
+	ID     int64
+	// Aud is the Company's identifier (spec 3.2), as the admin API states it.
+	Aud string
+	// FeedbackURL is POST {PUBLIC}/t/{slug}/poppy/feedback, the first
+	// endpoint behind the Session middleware.
+	FeedbackURL string
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// newCompany creates a Company with a fresh slug and domain; settings are
+// merged over the minimal body at the top level.
+func newCompany(t testing.TB, env *testkit.Env, settings map[string]any) *company {
+	t.Helper()
+	slug := "c" + randHex(6)
+	body := map[string]any{"slug": slug, "organization": map[string]any{"name": "Company " + slug, "domain": slug + ".example"}}
+	maps.Copy(body, settings)
+	view := env.CreateCompany(t, body)
+	c := &company{Slug: slug, Domain: slug + ".example", FeedbackURL: env.PublicURL("/t/" + slug + "/poppy/feedback")}
+	c.Aud, _ = view["identifier"].(string)
+	require.NotEmpty(t, c.Aud)
+	require.NoError(t, env.Pool.QueryRow(context.Background(), `SELECT id FROM companies WHERE slug = $1`, slug).Scan(&c.ID))
+	return c
+}
+
+// claims returns valid Session JWT claims for a POST to c's feedback
+// endpoint in Session sid.
+func (c *company) claims(sid string) testkit.SessionClaims {
+	return testkit.SessionClaims{Aud: c.Aud, URL: c.FeedbackURL, Method: http.MethodPost, SID: sid, Sub: "usr_" + sid[:8]}
+}
+
+// newSID returns a fresh Session ID in the 8.2 alphabet.
+func newSID() string { return randHex(16) }
+
+// sessionHeader returns the headers of a request signed with cl and o:
+// Poppy-Session, and Authorization when cl carries an access token.
+func sessionHeader(t testing.TB, a *testkit.Agent, cl testkit.SessionClaims, o testkit.SessionOptions) http.Header {
+	t.Helper()
+	h := http.Header{}
+	h.Set("Poppy-Session", a.SessionJWT(t, cl, o))
+	if cl.AccessToken != "" {
+		h.Set("Authorization", "Bearer "+cl.AccessToken)
+	}
+	return h
+}
+
+// post sends a feedback report to u with header.
+func post(t testing.TB, env *testkit.Env, u string, header http.Header) *testkit.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, u, strings.NewReader(feedbackBody))
+	require.NoError(t, err)
+	for k, vs := range header {
+		req.Header[k] = append([]string(nil), vs...)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return do(t, env, req)
+}
+
+func do(t testing.TB, env *testkit.Env, req *http.Request) *testkit.Response {
+	t.Helper()
+	resp, err := env.Client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return &testkit.Response{Status: resp.StatusCode, Header: resp.Header, Body: raw}
+}
+
+// send signs a feedback report for c with cl and o and sends it.
+func send(t testing.TB, env *testkit.Env, a *testkit.Agent, c *company, cl testkit.SessionClaims, o testkit.SessionOptions) *testkit.Response {
+	t.Helper()
+	return post(t, env, c.FeedbackURL, sessionHeader(t, a, cl, o))
+}
+
+// requireStatus checks a response's status, showing its body otherwise.
+func requireStatus(t testing.TB, resp *testkit.Response, status int) {
+	t.Helper()
+	require.Equal(t, status, resp.Status, "body: %s", resp.Body)
+}
+
+// requireError checks for a JSON error body with status and code and
+// returns its error_description.
+func requireError(t testing.TB, resp *testkit.Response, status int, code string) string {
+	t.Helper()
+	require.Equal(t, status, resp.Status, "body: %s", resp.Body)
+	require.Equal(t, "application/json", resp.Header.Get("Content-Type"), "body: %s", resp.Body)
+	var e struct {
+		Error       string `json:"error"`
+		Description string `json:"error_description"`
+	}
+	require.NoError(t, json.Unmarshal(resp.Body, &e), "body: %s", resp.Body)
+	require.Equal(t, code, e.Error, "body: %s", resp.Body)
+	return e.Description
+}
+
+// count runs a count(*) query.
+func count(t testing.TB, env *testkit.Env, query string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, env.Pool.QueryRow(context.Background(), query, args...).Scan(&n))
+	return n
+}
+
+// rows returns how many sessions and feedback rows c has.
+func rows(t testing.TB, env *testkit.Env, c *company) (sessions, feedback int) {
+	t.Helper()
+	return count(t, env, `SELECT count(*) FROM sessions WHERE company_id = $1`, c.ID),
+		count(t, env, `SELECT count(*) FROM feedback WHERE company_id = $1`, c.ID)
+}
+
+// sessionRow is a sessions row as stored.
+type sessionRow struct {
+	ClientID, SID, UserID, AgentID string
+	CreatedAt, LastSeenAt          time.Time
+	EndedAt                        *time.Time
+}
+
+// getSession reads c's Session (clientID, sid); it must exist.
+func getSession(t testing.TB, env *testkit.Env, c *company, clientID, sid string) sessionRow {
+	t.Helper()
+	var s sessionRow
+	require.NoError(t, env.Pool.QueryRow(context.Background(), `SELECT client_id, sid, user_id, agent_id, created_at, last_seen_at, ended_at
+		FROM sessions WHERE company_id = $1 AND client_id = $2 AND sid = $3`, c.ID, clientID, sid).
+		Scan(&s.ClientID, &s.SID, &s.UserID, &s.AgentID, &s.CreatedAt, &s.LastSeenAt, &s.EndedAt))
+	return s
+}
+
+// exec runs a statement on the test database.
+func exec(t testing.TB, env *testkit.Env, sql string, args ...any) {
+	t.Helper()
+	_, err := env.Pool.Exec(context.Background(), sql, args...)
+	require.NoError(t, err)
+}
+
+// apiKey creates a Company API key for c and returns its secret.
+func apiKey(t testing.TB, env *testkit.Env, c *company) string {
+	t.Helper()
+	resp := env.Admin(t, http.MethodPost, "/admin/v1/companies/"+c.Slug+"/api-keys", nil)
+	requireStatus(t, resp, http.StatusCreated)
+	var k struct {
+		Key string `json:"key"`
+	}
+	require.NoError(t, json.Unmarshal(resp.Body, &k))
+	require.NotEmpty(t, k.Key)
+	return k.Key
+}
+
+// endWithKey ends a Session through POST /company/v1/sessions/end.
+func endWithKey(t testing.TB, env *testkit.Env, key, clientID, sid string) *testkit.Response {
+	t.Helper()
+	raw, err := json.Marshal(map[string]string{"client_id": clientID, "sid": sid})
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, env.PublicURL("/company/v1/sessions/end"), bytes.NewReader(raw))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+key)
+	return do(t, env, req)
+}
