@@ -8,6 +8,7 @@ package coverage
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -166,25 +167,17 @@ func (h *Handler) MountReports(r chi.Router) {
 }
 
 func (h *Handler) listReports(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	limit, before := 50, int64(0)
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 500 {
-			httpx.WriteError(w, r, httpx.Invalid(httpx.FieldError{Field: "limit", Message: "must be a number from 1 to 500"}))
-			return
-		}
-		limit = n
+	limit, err := httpx.QueryInt(r, "limit", 50, 1, 500)
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
 	}
-	if s := q.Get("before"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < 1 {
-			httpx.WriteError(w, r, httpx.Invalid(httpx.FieldError{Field: "before", Message: "must be a report id"}))
-			return
-		}
-		before = n
+	before, err := httpx.QueryInt(r, "before", 0, 1, math.MaxInt64)
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
 	}
-	reports, err := h.store.List(r.Context(), tenant.FromContext(r.Context()).ID, before, limit)
+	reports, err := h.store.List(r.Context(), tenant.FromContext(r.Context()).ID, before, int(limit))
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return
@@ -196,7 +189,7 @@ func (h *Handler) listReports(w http.ResponseWriter, r *http.Request) {
 	if out.Feedback == nil {
 		out.Feedback = []Report{}
 	}
-	if len(reports) == limit {
+	if len(reports) == int(limit) {
 		out.Next = strconv.FormatInt(reports[len(reports)-1].ID, 10)
 	}
 	httpx.WriteJSON(w, http.StatusOK, out)

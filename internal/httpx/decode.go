@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 )
 
@@ -100,4 +101,18 @@ func jsonKind(goKind string) string {
 	default:
 		return "a number"
 	}
+}
+
+// QueryInt reads the optional integer query parameter name, def when
+// absent; outside [lo, hi] it is an invalid_request naming the parameter.
+func QueryInt(r *http.Request, name string, def, lo, hi int64) (int64, error) {
+	s := r.URL.Query().Get(name)
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < lo || n > hi {
+		return 0, Invalid(FieldError{Field: name, Message: fmt.Sprintf("must be a number from %d to %d", lo, hi)})
+	}
+	return n, nil
 }

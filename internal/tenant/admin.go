@@ -252,16 +252,12 @@ func (a *Admin) createCompany(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *Admin) listCompanies(w http.ResponseWriter, r *http.Request) {
-	limit := 100
-	if s := r.URL.Query().Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 500 {
-			httpx.WriteError(w, r, httpx.Invalid(httpx.FieldError{Field: "limit", Message: "must be a number from 1 to 500"}))
-			return
-		}
-		limit = n
+	limit, err := httpx.QueryInt(r, "limit", 100, 1, 500)
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
 	}
-	list, err := a.store.List(r.Context(), r.URL.Query().Get("after"), limit)
+	list, err := a.store.List(r.Context(), r.URL.Query().Get("after"), int(limit))
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return
@@ -273,7 +269,7 @@ func (a *Admin) listCompanies(w http.ResponseWriter, r *http.Request) {
 	for _, c := range list {
 		out.Companies = append(out.Companies, a.view(c))
 	}
-	if len(list) == limit {
+	if len(list) == int(limit) {
 		out.Next = list[len(list)-1].Slug
 	}
 	httpx.WriteJSON(w, http.StatusOK, out)

@@ -1,0 +1,57 @@
+package jobs_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/stretchr/testify/require"
+
+	"github.com/poppyhost/poppyhost/internal/jobs"
+	"github.com/poppyhost/poppyhost/internal/sessions"
+	"github.com/poppyhost/poppyhost/internal/testkit"
+)
+
+// TestRunsJobs starts the River client on a test database and runs the
+// jti sweep through it: expired replay records go, live ones stay.
+func TestRunsJobs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testkit.NewPool(t)
+	var companyID int64
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO companies (slug, settings) VALUES ('j', '{}') RETURNING id`).Scan(&companyID))
+	_, err := pool.Exec(ctx, `INSERT INTO session_jtis (company_id, client_id, jti, expires_at) VALUES
+		($1, 'https://a.example/agent.json', 'old', now() - interval '1 minute'),
+		($1, 'https://a.example/agent.json', 'live', now() + interval '1 minute')`, companyID)
+	require.NoError(t, err)
+
+	workers := river.NewWorkers()
+	store := sessions.NewStore(pool)
+	periodic := sessions.AddJobs(workers, store, time.Now)
+	require.Len(t, periodic, 1)
+	client, err := jobs.New(pool, jobs.Config{Workers: workers}, nil)
+	require.NoError(t, err)
+	done, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
+	defer cancel()
+	require.NoError(t, client.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, client.Stop(context.Background())) })
+
+	_, err = client.Insert(ctx, sessions.SweepArgs{}, nil)
+	require.NoError(t, err)
+	select {
+	case ev := <-done:
+		require.Equal(t, river.EventKindJobCompleted, ev.Kind)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the sweep did not run")
+	}
+	var jtis []string
+	rows, err := pool.Query(ctx, `SELECT jti FROM session_jtis ORDER BY jti`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var j string
+		require.NoError(t, rows.Scan(&j))
+		jtis = append(jtis, j)
+	}
+	require.Equal(t, []string{"live"}, jtis)
+}
