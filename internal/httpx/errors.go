@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Error codes. The protocol's own codes come first; the rest are ours, used
@@ -119,6 +120,10 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	var e *Error
 	if !errors.As(err, &e) {
 		e = &Error{Code: CodeInternal, Description: "internal error", Cause: err}
+		if databaseDown(err) {
+			e = &Error{Code: CodeUnavailable, Description: "temporarily unavailable; try again shortly", Cause: err}
+			w.Header().Set("Retry-After", "5")
+		}
 	}
 	status := e.Status()
 	if status >= 500 {
@@ -134,6 +139,13 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 		body.RequestID = RequestID(r.Context())
 	}
 	WriteJSON(w, status, body)
+}
+
+// databaseDown reports whether err comes from not reaching PostgreSQL,
+// which is worth a retry rather than a 500.
+func databaseDown(err error) bool {
+	var ce *pgconn.ConnectError
+	return errors.As(err, &ce) || pgconn.Timeout(err)
 }
 
 // WriteJSON writes v as a JSON response with status.

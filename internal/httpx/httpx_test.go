@@ -2,8 +2,11 @@ package httpx
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
@@ -232,4 +236,21 @@ func TestMethodNotAllowedSetsAllow(t *testing.T) {
 		require.Equal(t, allow, rec.Header().Get("Allow"), path)
 		require.Equal(t, CodeMethodNotAllowed, decodeBody(t, rec)["error"])
 	}
+}
+
+func TestDatabaseDownIsUnavailable(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens there now
+	_, err = pgconn.Connect(context.Background(), "postgres://postgres@"+addr+"/x?connect_timeout=2")
+	require.Error(t, err)
+
+	rec := httptest.NewRecorder()
+	WriteError(rec, httptest.NewRequest(http.MethodGet, "/", nil), fmt.Errorf("loading company: %w", err))
+	require.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	require.NotEmpty(t, rec.Header().Get("Retry-After"))
+	require.Equal(t, CodeUnavailable, decodeBody(t, rec)["error"])
+	require.NotContains(t, rec.Body.String(), addr, "connection details are not sent")
 }

@@ -107,12 +107,17 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	disc := discovery.NewHandler(opts.URLs)
 	admin := tenant.NewAdmin(p.Tenants, p.Accounts, opts.URLs)
 
+	mountOps := func(r chi.Router) {
+		r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
+			httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		})
+		r.Get("/readyz", p.readyz)
+		r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	}
+	ops := newRouter()
+	mountOps(ops)
 	platform := newRouter()
-	platform.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	platform.Get("/readyz", p.readyz)
-	platform.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mountOps(platform)
 	admin.MountAdmin(platform, feedback.MountReports, sess.MountEnd)
 	platform.Route("/company/v1", func(r chi.Router) {
 		r.Use(tenant.RequireAPIKey(p.Tenants))
@@ -140,7 +145,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	mountPending(company, func(s *tenant.Settings) bool { return s.Web.BrowserJoin },
 		"/poppy/browser-session", "/poppy/browser-session/authorize")
 
-	host := tenant.HostRouter(p.Tenants, opts.URLs.Public.Hostname(), platform, company)
+	host := tenant.HostRouter(p.Tenants, opts.URLs.Public.Hostname(), platform, company, ops)
 	p.handler = httpx.Instrument(logger, metrics, opts.Proxies.Middleware(host))
 	return p, nil
 }

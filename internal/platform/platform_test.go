@@ -69,3 +69,18 @@ func TestPendingEndpoints(t *testing.T) {
 		require.Equal(t, http.StatusNotFound, resp.Status, u)
 	}
 }
+
+// TestOpsByAddress: probes and scrapers address a pod by IP, so health,
+// readiness and metrics answer there, and nothing else does.
+func TestOpsByAddress(t *testing.T) {
+	t.Parallel()
+	env := testkit.Setup(t)
+	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+		resp := env.Do(t, http.MethodGet, env.URL("poppyhost.test", path), nil, "Host", "10.1.2.3:8443")
+		require.Equal(t, http.StatusOK, resp.Status, path)
+	}
+	for _, path := range []string{"/admin/v1/companies", "/.well-known/poppy.json", "/t/x/poppy/excluded-tasks.json"} {
+		resp := env.Do(t, http.MethodGet, env.URL("poppyhost.test", path), nil, "Host", "10.1.2.3", "Authorization", "Bearer "+testkit.AdminToken)
+		require.Equal(t, http.StatusNotFound, resp.Status, path)
+	}
+}

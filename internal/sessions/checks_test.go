@@ -278,11 +278,12 @@ func checkRows() []checkRow {
 		{name: "delegation cnf.jwk not a JWK", sign: setCnf(func(*rowCtx) any { return map[string]any{"kty": "EC", "crv": "P-256"} }),
 			status: invalid, desc: "not a valid JWK"},
 		{name: "Session JWT iat after the delegation's exp", sign: func(r *rowCtx) {
-			// The delegation is still valid when checked, but expired
-			// before the Session JWT says it was signed.
+			// The delegation is still valid when checked (for at least 3 s),
+			// but expired before the Session JWT says it was signed, within
+			// the 5 s the clock may run ahead.
 			now := time.Now()
 			r.opts.DelegationIAT = now.Add(-time.Hour)
-			r.opts.DelegationLifetime = time.Hour + 3*time.Second
+			r.opts.DelegationLifetime = time.Hour + 4*time.Second
 			r.claims.IAT = now.Add(5 * time.Second)
 		}, status: invalid, desc: "signed after its delegation expired"},
 

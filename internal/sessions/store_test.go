@@ -2,6 +2,7 @@ package sessions_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -191,6 +192,65 @@ func TestSessionStore(t *testing.T) {
 		requireStatus(t, send(t, env, b, c, cl, none), http.StatusAccepted)
 		sessions, _ := rows(t, env, c)
 		require.Equal(t, 2, sessions)
+	})
+
+	t.Run("concurrent first requests start one Session", func(t *testing.T) {
+		t.Parallel()
+		c := newCompany(t, env, nil)
+		cl := c.claims(newSID())
+		headers := make([]http.Header, 8)
+		for i := range headers {
+			headers[i] = sessionHeader(t, a, cl, none)
+		}
+		// No require in the goroutines: FailNow belongs to the test's own.
+		statuses := make(chan error, len(headers))
+		for _, h := range headers {
+			go func() {
+				req, err := http.NewRequest(http.MethodPost, c.FeedbackURL, strings.NewReader(feedbackBody))
+				if err != nil {
+					statuses <- err
+					return
+				}
+				req.Header = h
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := env.Client.Do(req)
+				if err == nil {
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusAccepted {
+						err = fmt.Errorf("status %d", resp.StatusCode)
+					}
+				}
+				statuses <- err
+			}()
+		}
+		for range headers {
+			require.NoError(t, <-statuses)
+		}
+		sessions, feedback := rows(t, env, c)
+		require.Equal(t, []int{1, len(headers)}, []int{sessions, feedback})
+	})
+
+	t.Run("Get is scoped to the Company", func(t *testing.T) {
+		t.Parallel()
+		mine, other := newCompany(t, env, nil), newCompany(t, env, nil)
+		cl := mine.claims(newSID())
+		cl.AgentID = "agt_1"
+		requireStatus(t, send(t, env, a, mine, cl, none), http.StatusAccepted)
+		store := sessions.NewStore(env.Pool)
+		ctx := context.Background()
+
+		s, err := store.Get(ctx, mine.ID, a.ClientID, cl.SID)
+		require.NoError(t, err)
+		row := getSession(t, env, mine, a.ClientID, cl.SID)
+		require.Equal(t, sessionRow{ClientID: s.ClientID, SID: s.SID, UserID: s.UserID, AgentID: s.AgentID,
+			CreatedAt: s.CreatedAt, LastSeenAt: s.LastSeenAt, EndedAt: s.EndedAt}, row)
+		require.Equal(t, mine.ID, s.CompanyID)
+
+		_, err = store.Get(ctx, other.ID, a.ClientID, cl.SID)
+		require.ErrorIs(t, err, sessions.ErrNotFound)
+		require.ErrorIs(t, store.End(ctx, other.ID, a.ClientID, cl.SID, time.Now()), sessions.ErrNotFound)
+		_, err = store.Get(ctx, mine.ID, a.ClientID, newSID())
+		require.ErrorIs(t, err, sessions.ErrNotFound)
 	})
 
 	t.Run("idle timeout ends the Session", func(t *testing.T) {

@@ -77,10 +77,12 @@ func TestHostRouting(t *testing.T) {
 			require.Equal(t, http.StatusNotFound, status, "body: %s", body)
 			require.JSONEq(t, string(notFound.Body), string(body))
 			require.NotContains(t, string(body), "acme")
-			// Nor does it reach the platform's own routes.
+			// Nor does it reach the platform's own routes. (Health and
+			// metrics answer on IP literals, for probes; see
+			// internal/platform.)
 			platformURL, err := url.Parse(u.url)
 			require.NoError(t, err)
-			platformURL.Path = "/healthz"
+			platformURL.Path = "/admin/v1/companies"
 			status, body = getWithHost(t, env, platformURL.String(), host)
 			require.Equal(t, http.StatusNotFound, status, "body: %s", body)
 			require.JSONEq(t, string(notFound.Body), string(body))

@@ -164,7 +164,8 @@ func (r *Response) JSON(t testing.TB) map[string]any {
 }
 
 // Do sends a request. body may be nil, a string or []byte (sent as is), or
-// any other value (sent as JSON). headers are name, value pairs.
+// any other value (sent as JSON). headers are name, value pairs; "Host"
+// sets the Host header the server sees.
 func (e *Env) Do(t testing.TB, method, rawURL string, body any, headers ...string) *Response {
 	t.Helper()
 	var rd io.Reader
@@ -185,6 +186,10 @@ func (e *Env) Do(t testing.TB, method, rawURL string, body any, headers ...strin
 		req.Header.Set("Content-Type", "application/json")
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
+		if strings.EqualFold(headers[i], "Host") {
+			req.Host = headers[i+1]
+			continue
+		}
 		req.Header.Set(headers[i], headers[i+1])
 	}
 	resp, err := e.Client.Do(req)
