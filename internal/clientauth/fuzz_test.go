@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/poppyhost/poppyhost/internal/clientauth"
 	"github.com/poppyhost/poppyhost/internal/testkit"
@@ -85,5 +84,3 @@ func BenchmarkVerify(b *testing.B) {
 		})
 	}
 }
-
-var _ = time.Second
