@@ -82,13 +82,10 @@ type Handler struct {
 func NewHandler(store *Store) *Handler { return &Handler{store: store} }
 
 // ServeFeedback is POST {issuer}/poppy/feedback; it runs behind the
-// Session middleware, which has verified the Session header (9.3).
+// Session middleware, which has verified the Session header (9.3), for
+// Companies whose feedback is on.
 func (h *Handler) ServeFeedback(w http.ResponseWriter, r *http.Request) {
 	c := tenant.FromContext(r.Context())
-	if !c.Settings.Feedback.Enabled {
-		httpx.NotFound(w, r)
-		return
-	}
 	sess := sessions.FromContext(r.Context())
 	// Unknown members are ignored (spec 3.3); the Session's identities are
 	// not repeated in the body (9.3).

@@ -57,7 +57,6 @@ type Platform struct {
 	// Jobs runs background work; the server starts and stops it.
 	Jobs *jobs.Client
 
-	pool     *pgxpool.Pool
 	draining atomic.Bool
 	ready    readiness
 }
@@ -71,7 +70,6 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	p := &Platform{
 		Tenants:  tenant.NewStore(opts.Pool),
 		Accounts: accounts.NewStore(opts.Pool),
-		pool:     opts.Pool,
 	}
 	p.ready.pool = opts.Pool
 	if opts.AdminToken != "" {
@@ -100,7 +98,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	if p.Jobs, err = jobs.New(opts.Pool, jobCfg, logger); err != nil {
 		return nil, err
 	}
-	sess := sessions.NewManager(sessions.NewVerifier(resolver, sessions.VerifierOptions{Now: now}), resolver, p.Sessions, opts.URLs)
+	sess := sessions.NewManager(sessions.NewVerifier(resolver, sessions.VerifierOptions{Now: now}), p.Sessions, opts.URLs)
 	limits := httpx.NewLimiter()
 	feedback := coverage.NewHandler(coverage.NewStore(opts.Pool))
 

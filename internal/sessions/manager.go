@@ -19,7 +19,6 @@ import (
 // starts their Session (spec 5.3 steps 1-4, 5.5).
 type Manager struct {
 	verifier *Verifier
-	resolver ClientResolver
 	store    *Store
 	urls     tenant.URLs
 	now      func() time.Time
@@ -31,8 +30,8 @@ type Manager struct {
 const touchEvery = time.Minute
 
 // NewManager returns a Manager.
-func NewManager(v *Verifier, r ClientResolver, store *Store, urls tenant.URLs) *Manager {
-	return &Manager{verifier: v, resolver: r, store: store, urls: urls, now: v.opts.Now}
+func NewManager(v *Verifier, store *Store, urls tenant.URLs) *Manager {
+	return &Manager{verifier: v, store: store, urls: urls, now: v.opts.Now}
 }
 
 // AccessToken returns the request's access token from the Authorization
