@@ -9,6 +9,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -80,12 +81,16 @@ func run(ctx context.Context, env runEnv) error {
 		return err
 	}
 
+	fetch, err := fetchOptions(cfg)
+	if err != nil {
+		return err
+	}
 	urls := tenant.URLs{Public: cfg.PublicURL}
 	p, err := platform.New(ctx, platform.Options{
 		Pool: pool, Logger: logger, URLs: urls,
 		Proxies:    httpx.Proxies{Trusted: cfg.TrustedProxies},
 		AdminToken: cfg.AdminToken,
-		Fetch:      safehttp.Options{AllowPrivate: cfg.AllowPrivateFetch},
+		Fetch:      fetch,
 	})
 	if err != nil {
 		return err
@@ -171,6 +176,27 @@ func checkSchema(ctx context.Context, pool *pgxpool.Pool, dev bool, logger *slog
 		return fmt.Errorf("database: %w", err)
 	}
 	return nil
+}
+
+// fetchOptions configures outbound fetches. With a dev CA, its certificates
+// are trusted besides the system's, so Personal Agents served with dev
+// certificates on this machine can be reached.
+func fetchOptions(cfg config.Config) (safehttp.Options, error) {
+	opts := safehttp.Options{AllowPrivate: cfg.AllowPrivateFetch}
+	if cfg.DevCADir == "" {
+		return opts, nil
+	}
+	ca, err := devca.Load(cfg.DevCADir)
+	if err != nil {
+		return opts, fmt.Errorf("dev CA: %w", err)
+	}
+	roots, err := x509.SystemCertPool()
+	if err != nil {
+		roots = x509.NewCertPool()
+	}
+	roots.AppendCertsFromPEM(ca.CertPEM())
+	opts.RootCAs = roots
+	return opts, nil
 }
 
 // serverTLS returns the TLS configuration, or nil for plain HTTP behind a

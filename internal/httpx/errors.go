@@ -141,10 +141,17 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	WriteJSON(w, status, body)
 }
 
-// databaseDown reports whether err comes from not reaching PostgreSQL,
-// which is worth a retry rather than a 500.
+// databaseDown reports whether err comes from not reaching PostgreSQL, or
+// from PostgreSQL shutting down under us (SQLSTATE class 57P: a pooled
+// connection it closed), which is worth a retry rather than a 500.
 func databaseDown(err error) bool {
-	var ce *pgconn.ConnectError
+	var (
+		ce *pgconn.ConnectError
+		pe *pgconn.PgError
+	)
+	if errors.As(err, &pe) {
+		return strings.HasPrefix(pe.Code, "57P")
+	}
 	return errors.As(err, &ce) || pgconn.Timeout(err)
 }
 

@@ -254,3 +254,12 @@ func TestDatabaseDownIsUnavailable(t *testing.T) {
 	require.Equal(t, CodeUnavailable, decodeBody(t, rec)["error"])
 	require.NotContains(t, rec.Body.String(), addr, "connection details are not sent")
 }
+
+func TestDatabaseShutdownIsUnavailable(t *testing.T) {
+	t.Parallel()
+	for code, want := range map[string]int{"57P01": 503, "57P03": 503, "23505": 500} {
+		rec := httptest.NewRecorder()
+		WriteError(rec, httptest.NewRequest(http.MethodGet, "/", nil), fmt.Errorf("query: %w", &pgconn.PgError{Code: code}))
+		require.Equal(t, want, rec.Code, code)
+	}
+}
