@@ -14,6 +14,7 @@ import (
 	"github.com/lestrrat-go/jwx/v2/jwk"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/poppyhost/poppyhost/internal/jose"
 	"github.com/poppyhost/poppyhost/internal/safehttp"
 )
 
@@ -246,10 +247,8 @@ func parseKeySet(body []byte) (jwk.Set, error) {
 		return nil, invalid("the key set holds more than %d keys", maxKeys)
 	}
 	for _, k := range raw.Keys {
-		for _, m := range []string{"d", "p", "q", "dp", "dq", "qi", "oth", "k"} {
-			if _, ok := k[m]; ok {
-				return nil, errPrivateKey
-			}
+		if jose.HasPrivateMembers(k) {
+			return nil, errPrivateKey
 		}
 	}
 	set, err := jwk.Parse(body)

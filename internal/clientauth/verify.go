@@ -18,6 +18,7 @@ import (
 	"github.com/lestrrat-go/jwx/v2/jws"
 
 	"github.com/poppyhost/poppyhost/internal/agentid"
+	"github.com/poppyhost/poppyhost/internal/jose"
 )
 
 // AssertionType is the only client_assertion_type accepted (RFC 7523 §2.2).
@@ -174,7 +175,7 @@ func (v *Verifier) Verify(ctx context.Context, issuer string, form url.Values) (
 		return nil, fail("client_assertion is not a signed JWT in compact form")
 	}
 	var hdr header
-	if err := decodeSegment(parts[0], &hdr); err != nil {
+	if err := jose.DecodeSegment(parts[0], &hdr); err != nil {
 		return nil, fail("the client assertion's header is malformed")
 	}
 	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
@@ -182,7 +183,7 @@ func (v *Verifier) Verify(ctx context.Context, issuer string, form url.Values) (
 		return nil, fail("the client assertion's claims are malformed")
 	}
 	var cl claims
-	if err := decodeJSON(payload, &cl); err != nil {
+	if err := jose.DecodeSegment(parts[1], &cl); err != nil {
 		return nil, fail("the client assertion's claims are malformed")
 	}
 
@@ -226,14 +227,14 @@ func (v *Verifier) Verify(ctx context.Context, issuer string, form url.Values) (
 	if err := checkAudience(cl.Aud, issuer); err != nil {
 		return nil, err
 	}
-	exp, ok := numericDate(cl.Exp)
+	exp, ok := jose.NumericDate(cl.Exp)
 	if !ok {
 		return nil, fail("the client assertion's exp is required, as a number of seconds")
 	}
 	if !now.Before(exp) {
 		return nil, fail("the client assertion has expired")
 	}
-	iat, ok := numericDate(cl.Iat)
+	iat, ok := jose.NumericDate(cl.Iat)
 	if !ok {
 		return nil, fail("the client assertion's iat is required, as a number of seconds (spec 4.1)")
 	}
@@ -247,7 +248,7 @@ func (v *Verifier) Verify(ctx context.Context, issuer string, form url.Values) (
 		return nil, fail("the client assertion lives too long: exp must be at most %s after iat (spec 4.1)", v.opts.MaxLifetime)
 	}
 	if cl.Nbf != nil {
-		nbf, ok := numericDate(cl.Nbf)
+		nbf, ok := jose.NumericDate(cl.Nbf)
 		if !ok {
 			return nil, fail("the client assertion's nbf must be a number of seconds")
 		}
@@ -377,52 +378,4 @@ func isPoppyType(typ string) bool {
 		}
 	}
 	return false
-}
-
-// decodeSegment decodes one base64url segment of a compact JWS as a JSON
-// object.
-func decodeSegment(seg string, v any) error {
-	raw, err := base64.RawURLEncoding.DecodeString(seg)
-	if err != nil {
-		return err
-	}
-	return decodeJSON(raw, v)
-}
-
-// decodeJSON decodes exactly one JSON object.
-func decodeJSON(raw []byte, v any) error {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || raw[0] != '{' {
-		return errors.New("not a JSON object")
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if dec.More() {
-		return errors.New("trailing data")
-	}
-	return nil
-}
-
-// numericDate reads a NumericDate (RFC 7519 §2): a JSON number of seconds,
-// not a string holding one. Fractions are truncated.
-func numericDate(raw json.RawMessage) (time.Time, bool) {
-	if len(raw) == 0 || !(raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
-		return time.Time{}, false
-	}
-	n := json.Number(raw)
-	i, err := n.Int64()
-	if err != nil {
-		f, ferr := n.Float64()
-		if ferr != nil || f < 0 || f > 1e11 {
-			return time.Time{}, false
-		}
-		i = int64(f)
-	}
-	if i < 0 || i > 1e11 {
-		return time.Time{}, false
-	}
-	return time.Unix(i, 0), true
 }

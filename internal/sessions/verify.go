@@ -1,7 +1,6 @@
 package sessions
 
 import (
-	"bytes"
 	"context"
 	"crypto"
 	"crypto/sha256"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/agentid"
 	"github.com/poppyhost/poppyhost/internal/httpx"
+	"github.com/poppyhost/poppyhost/internal/jose"
 )
 
 // Header is the request header that carries the Session JWT (spec 5.2).
@@ -127,17 +127,6 @@ type sessionClaims struct {
 	Ath     *string         `json:"ath"`
 }
 
-// decodeSegment decodes one base64url segment of a compact JWS as JSON.
-func decodeSegment(seg string, v any) error {
-	raw, err := base64.RawURLEncoding.DecodeString(seg)
-	if err != nil {
-		return err
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	return dec.Decode(v)
-}
-
 // Verify checks a Session JWT against req and returns its claims. Every
 // failure is an invalid_session *httpx.Error whose description says what
 // was wrong.
@@ -154,11 +143,11 @@ func (v *Verifier) Verify(ctx context.Context, token string, req Request) (*Clai
 		return nil, fail("the Session JWT is not a compact JWS")
 	}
 	var hdr jwtHeader
-	if err := decodeSegment(parts[0], &hdr); err != nil {
+	if err := jose.DecodeSegment(parts[0], &hdr); err != nil {
 		return nil, fail("the Session JWT's header is malformed")
 	}
 	var cl sessionClaims
-	if err := decodeSegment(parts[1], &cl); err != nil {
+	if err := jose.DecodeSegment(parts[1], &cl); err != nil {
 		return nil, fail("the Session JWT's claims are malformed")
 	}
 	if hdr.PapDlg == nil || *hdr.PapDlg == "" {
@@ -191,7 +180,7 @@ func (v *Verifier) Verify(ctx context.Context, token string, req Request) (*Clai
 	if hdr.Typ == nil || *hdr.Typ != TypSession {
 		return nil, fail("typ must be %s", TypSession)
 	}
-	iat, ok := unixTime(cl.Iat)
+	iat, ok := jose.NumericDate(cl.Iat)
 	if !ok {
 		return nil, fail("iat must be a number of seconds")
 	}
@@ -274,27 +263,6 @@ func ValidID(s string) bool {
 	return true
 }
 
-// unixTime reads a NumericDate (RFC 7519 §2): a JSON number, not a string
-// holding one, which a json.Number field would also accept.
-func unixTime(raw json.RawMessage) (time.Time, bool) {
-	if len(raw) == 0 || !(raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
-		return time.Time{}, false
-	}
-	n := json.Number(raw)
-	i, err := n.Int64()
-	if err != nil {
-		f, ferr := n.Float64()
-		if ferr != nil || f < 0 || f > 1e11 {
-			return time.Time{}, false
-		}
-		i = int64(f)
-	}
-	if i < 0 || i > 1e11 {
-		return time.Time{}, false
-	}
-	return time.Unix(i, 0), true
-}
-
 // sameURL compares htu with the request's public URL as RFC 9449 §4.3
 // does for DPoP: scheme and host without regard to case, default port
 // left out, no query or fragment.
@@ -362,11 +330,11 @@ func (v *Verifier) delegation(ctx context.Context, client *agentid.Client, compa
 		return nil, fail("the delegation is not a compact JWS")
 	}
 	var hdr delegationHeader
-	if err := decodeSegment(parts[0], &hdr); err != nil {
+	if err := jose.DecodeSegment(parts[0], &hdr); err != nil {
 		return nil, fail("the delegation's header is malformed")
 	}
 	var cl delegationClaims
-	if err := decodeSegment(parts[1], &cl); err != nil {
+	if err := jose.DecodeSegment(parts[1], &cl); err != nil {
 		return nil, fail("the delegation's claims are malformed")
 	}
 	if hdr.Kid == nil || *hdr.Kid == "" {
@@ -399,8 +367,8 @@ func (v *Verifier) delegation(ctx context.Context, client *agentid.Client, compa
 	if cl.Iss == nil || *cl.Iss != client.ClientID {
 		return nil, fail("the delegation's iss must be the Session JWT's iss")
 	}
-	iat, ok1 := unixTime(cl.Iat)
-	exp, ok2 := unixTime(cl.Exp)
+	iat, ok1 := jose.NumericDate(cl.Iat)
+	exp, ok2 := jose.NumericDate(cl.Exp)
 	if !ok1 || !ok2 {
 		return nil, fail("the delegation's iat and exp must be numbers of seconds")
 	}
@@ -421,10 +389,8 @@ func (v *Verifier) delegation(ctx context.Context, client *agentid.Client, compa
 	if err := json.Unmarshal(cl.Cnf.JWK, &members); err != nil {
 		return nil, fail("cnf.jwk is not a JWK")
 	}
-	for _, m := range []string{"d", "p", "q", "dp", "dq", "qi", "oth", "k"} {
-		if _, ok := members[m]; ok {
-			return nil, fail("cnf.jwk must not contain private key members")
-		}
+	if jose.HasPrivateMembers(members) {
+		return nil, fail("cnf.jwk must not contain private key members")
 	}
 	dk, err := jwk.ParseKey(cl.Cnf.JWK)
 	if err != nil {

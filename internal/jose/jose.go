@@ -1,0 +1,74 @@
+// Package jose holds the few helpers our JWT verifiers share for reading
+// compact JWS and JWKs before jwx verifies them: strict decoding of a
+// segment, NumericDate (RFC 7519 §2) and spotting private key members
+// (RFC 7518 §6), which a public key set or a cnf.jwk must never carry.
+package jose
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// DecodeSegment decodes one base64url segment of a compact JWS, which must
+// hold exactly one JSON object, into v. Numbers decode as json.Number.
+func DecodeSegment(seg string, v any) error {
+	raw, err := base64.RawURLEncoding.DecodeString(seg)
+	if err != nil {
+		return err
+	}
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return errors.New("not a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data")
+	}
+	return nil
+}
+
+// maxDate bounds NumericDates to years before 5138, so arithmetic on them
+// cannot overflow.
+const maxDate = 1e11
+
+// NumericDate reads a NumericDate: a JSON number of seconds, not a string
+// holding one. Fractions are truncated.
+func NumericDate(raw json.RawMessage) (time.Time, bool) {
+	if len(raw) == 0 || !(raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
+		return time.Time{}, false
+	}
+	n := json.Number(raw)
+	i, err := n.Int64()
+	if err != nil {
+		f, ferr := n.Float64()
+		if ferr != nil || f < 0 || f > maxDate {
+			return time.Time{}, false
+		}
+		i = int64(f)
+	}
+	if i < 0 || i > maxDate {
+		return time.Time{}, false
+	}
+	return time.Unix(i, 0), true
+}
+
+// privateMembers are the JWK members that only private keys carry.
+var privateMembers = []string{"d", "p", "q", "dp", "dq", "qi", "oth", "k"}
+
+// HasPrivateMembers reports whether a JWK, as decoded members, carries
+// private key material.
+func HasPrivateMembers(jwk map[string]json.RawMessage) bool {
+	for _, m := range privateMembers {
+		if _, ok := jwk[m]; ok {
+			return true
+		}
+	}
+	return false
+}
