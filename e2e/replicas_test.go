@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/devca"
@@ -40,6 +41,24 @@ func TestTwoReplicas(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
+
+	// River's periodic sweep runs on its leader only: with two replicas up,
+	// exactly one sweep job is inserted and completed (RunOnStart, unique
+	// per minute), not one per replica.
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	sweeps := func() (n int) {
+		require.NoError(t, pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM river_job WHERE kind = 'sessions_sweep_jtis' AND state = 'completed'`).Scan(&n))
+		return n
+	}
+	sweepBy := time.Now().Add(30 * time.Second)
+	for sweeps() == 0 && time.Now().Before(sweepBy) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second) // room for a second, wrong sweep to show up
+	require.Equal(t, 1, sweeps(), "the periodic sweep ran once across both replicas")
 
 	// "localhost" resolves to loopback through the system resolver the
 	// servers use; "agent.localhost" does not on every machine.

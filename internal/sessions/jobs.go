@@ -30,10 +30,11 @@ func (w *sweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
 	return err
 }
 
-// AddJobs registers the package's workers and periodic jobs.
+// AddJobs registers the package's workers and periodic jobs. The sweep
+// also runs when a replica becomes River's leader.
 func AddJobs(workers *river.Workers, store *Store, now func() time.Time) []*river.PeriodicJob {
 	river.AddWorker(workers, &sweepWorker{store: store, now: now})
 	return []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(time.Minute),
 		func() (river.JobArgs, *river.InsertOpts) { return SweepArgs{}, nil },
-		&river.PeriodicJobOpts{ID: SweepArgs{}.Kind()})}
+		&river.PeriodicJobOpts{ID: SweepArgs{}.Kind(), RunOnStart: true})}
 }
