@@ -1,6 +1,18 @@
 // Package accounts owns a Company's user accounts: the people who sign in
 // at its issuer. Passwords are hashed with Argon2id (RFC 9106), a
 // memory-hard function, so a leaked table resists guessing.
+//
+// Sign-in is throttled against online guessing, per Company and username,
+// in PostgreSQL so every replica shares the count (table login_failures).
+// The first FreeFailures failures cost nothing; each one after that locks
+// the username for a backoff that doubles from one second up to MaxLock.
+// While locked, Authenticate refuses at once with a *ThrottledError
+// (errors.Is ErrThrottled) without looking at the password, so a throttled
+// guess costs no hashing. The count restarts after FailureWindow without a
+// failure and is cleared by a successful sign-in. Unknown usernames are
+// counted and locked alike, so probing for usernames is slowed just as much
+// and answers the same. A lock is per username, not per client, so anyone
+// can keep an account locked; MaxLock bounds how long each lock lasts.
 package accounts
 
 import (
@@ -26,6 +38,34 @@ import (
 var (
 	ErrNotFound = errors.New("account not found")
 	ErrTaken    = errors.New("username is taken")
+	// ErrThrottled is matched (errors.Is) by every *ThrottledError.
+	ErrThrottled = errors.New("too many failed sign-in attempts")
+)
+
+// ThrottledError is Authenticate's answer while a username is locked after
+// too many failures. The password was not checked.
+type ThrottledError struct {
+	// RetryAfter is how long until the lock ends (a Retry-After header
+	// should round it up to whole seconds).
+	RetryAfter time.Duration
+}
+
+func (e *ThrottledError) Error() string {
+	return fmt.Sprintf("%v: retry after %v", ErrThrottled, e.RetryAfter)
+}
+
+// Unwrap makes errors.Is(err, ErrThrottled) true.
+func (e *ThrottledError) Unwrap() error { return ErrThrottled }
+
+// Login throttling parameters.
+const (
+	// FreeFailures is how many failures in a row lock nothing.
+	FreeFailures = 4
+	// MaxLock caps the backoff: failure FreeFailures+1 locks for one
+	// second, each further one for twice as long, up to MaxLock.
+	MaxLock = 15 * time.Minute
+	// FailureWindow is how long without a failure restarts the count.
+	FailureWindow = 24 * time.Hour
 )
 
 // Account is one user of a Company.
@@ -35,13 +75,30 @@ type Account struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// Store keeps accounts in PostgreSQL, always filtered by Company.
+// Store keeps accounts and their sign-in failures in PostgreSQL, always
+// filtered by Company.
 type Store struct {
-	pool *pgxpool.Pool
+	pool   *pgxpool.Pool
+	now    func() time.Time
+	verify func(encoded, password string) bool
 }
 
+// Option configures a Store.
+type Option func(*Store)
+
+// WithClock makes the Store read the time from now instead of time.Now,
+// for tests. Locks are stored as instants, so replicas' clocks should agree
+// (as NTP keeps them); the database's own clock is not used.
+func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
+
 // NewStore returns a Store on pool.
-func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+func NewStore(pool *pgxpool.Pool, opts ...Option) *Store {
+	s := &Store{pool: pool, now: time.Now, verify: VerifyPassword}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
 
 // Password limits. The upper bound keeps hashing cost bounded.
 const (
@@ -89,9 +146,22 @@ func (s *Store) Create(ctx context.Context, companyID int64, username, password 
 	return a, err
 }
 
-// Authenticate returns the account when username and password match. An
-// unknown username costs the same hashing work as a wrong password.
+// Authenticate returns the account when username and password match,
+// ErrNotFound when they do not, and a *ThrottledError (errors.Is
+// ErrThrottled) while the username is locked after too many failures, in
+// which case the password is not checked at all. An unknown username costs
+// the same hashing work as a wrong password and is counted and locked the
+// same way. Success clears the username's failures.
+//
+// Every attempt is counted as a failure before the password is hashed, in
+// the same statement that checks the lock, and the count is removed again
+// on success. So concurrent guesses cannot slip past a lock that an earlier
+// one is about to set: of any number of attempts at once, at most those
+// the schedule allows get hashed.
 func (s *Store) Authenticate(ctx context.Context, companyID int64, username, password string) (Account, error) {
+	if err := s.admit(ctx, companyID, username); err != nil {
+		return Account{}, err
+	}
 	var (
 		a    Account
 		hash string
@@ -99,16 +169,78 @@ func (s *Store) Authenticate(ctx context.Context, companyID int64, username, pas
 	err := s.pool.QueryRow(ctx, `SELECT id, username, created_at, password_hash FROM accounts
 		WHERE company_id = $1 AND username = $2`, companyID, username).Scan(&a.ID, &a.Username, &a.CreatedAt, &hash)
 	if errors.Is(err, pgx.ErrNoRows) {
-		VerifyPassword(dummyHash(), password)
+		s.verify(dummyHash(), password)
 		return Account{}, ErrNotFound
 	}
 	if err != nil {
 		return Account{}, err
 	}
-	if !VerifyPassword(hash, password) {
+	if !s.verify(hash, password) {
 		return Account{}, ErrNotFound
 	}
+	if _, err := s.pool.Exec(ctx, `DELETE FROM login_failures WHERE company_id = $1 AND username = $2`,
+		companyID, username); err != nil {
+		return Account{}, fmt.Errorf("clearing sign-in failures: %w", err)
+	}
 	return a, nil
+}
+
+// admitSQL counts one attempt at ($1, $2) at time $3 unless the username is
+// locked, in one atomic upsert, and returns a row only if it counted it.
+// The count restarts when the last failure is FailureWindow ($6 seconds)
+// old; once it passes FreeFailures ($4) the username is locked for
+// 2^(failures-$4-1) seconds, at most MaxLock ($5 seconds).
+const admitSQL = `INSERT INTO login_failures AS f (company_id, username, failures, last_failure_at, locked_until)
+VALUES ($1, $2, 1, $3, $3)
+ON CONFLICT (company_id, username) DO UPDATE SET (failures, last_failure_at, locked_until) = (
+	SELECT n, $3, $3 + CASE WHEN n <= $4 THEN interval '0'
+		ELSE LEAST(make_interval(secs => power(2, LEAST(n - $4 - 1, 30))), make_interval(secs => $5)) END
+	FROM (SELECT CASE WHEN f.last_failure_at > $3 - make_interval(secs => $6) THEN f.failures + 1 ELSE 1 END AS n) AS c)
+WHERE f.locked_until <= $3
+RETURNING true`
+
+// admit counts an attempt at username before its password is checked, or
+// returns a *ThrottledError if the username is locked.
+func (s *Store) admit(ctx context.Context, companyID int64, username string) error {
+	// Microseconds, as PostgreSQL stores them, so RetryAfter is exact.
+	now := s.now().Truncate(time.Microsecond)
+	for range 3 {
+		var counted bool
+		err := s.pool.QueryRow(ctx, admitSQL, companyID, username, now, FreeFailures,
+			MaxLock.Seconds(), FailureWindow.Seconds()).Scan(&counted)
+		var pe *pgconn.PgError
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &pe) && pe.Code == "23503":
+			// No such Company: it has no accounts to guess and nowhere to
+			// count, and the attempt fails with ErrNotFound.
+			return nil
+		case !errors.Is(err, pgx.ErrNoRows):
+			return fmt.Errorf("counting a sign-in attempt: %w", err)
+		}
+		// Locked: say until when.
+		var until time.Time
+		err = s.pool.QueryRow(ctx, `SELECT locked_until FROM login_failures
+			WHERE company_id = $1 AND username = $2`, companyID, username).Scan(&until)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("reading a sign-in lock: %w", err)
+		}
+		if err == nil && until.After(now) {
+			return &ThrottledError{RetryAfter: until.Sub(now)}
+		}
+		// A success cleared the row in between: count this attempt again.
+	}
+	return fmt.Errorf("counting a sign-in attempt: %q at Company %d keeps changing", username, companyID)
+}
+
+// DeleteStaleLoginFailures removes the failure counts that no longer count
+// (the last failure FailureWindow ago, so no lock either), such as those
+// left by probes for unknown usernames, and returns how many it removed.
+func (s *Store) DeleteStaleLoginFailures(ctx context.Context) (int64, error) {
+	cutoff := s.now().Add(-FailureWindow)
+	tag, err := s.pool.Exec(ctx, `DELETE FROM login_failures WHERE last_failure_at <= $1`, cutoff)
+	return tag.RowsAffected(), err
 }
 
 // Argon2id parameters (RFC 9106 §4, the second recommended option, with

@@ -1,10 +1,10 @@
 // Package clientauth authenticates Personal Agents at a Company's OAuth
 // issuer with private_key_jwt (spec 4.1, RFC 7523 §3, RFC 7521 §4.2): it
-// owns the client assertion rules and nothing else. The issuer (issue 4)
+// owns the client assertion rules and the record of used jtis. The issuer
 // calls Verifier.Verify from its token, device authorization and
 // revocation endpoints, and turns the *Error it gets into its RFC 6749
-// §5.2 answer. Replays are remembered through a ReplayStore the issuer
-// implements on PostgreSQL.
+// §5.2 answer. Replays are remembered in PostgreSQL (PGReplays), so they
+// are refused on every replica.
 //
 // An assertion is accepted when:
 //

@@ -8,6 +8,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
+	"github.com/poppyhost/poppyhost/internal/accounts"
 	"github.com/poppyhost/poppyhost/internal/jobs"
 	"github.com/poppyhost/poppyhost/internal/sessions"
 	"github.com/poppyhost/poppyhost/internal/testkit"
@@ -54,4 +55,44 @@ func TestRunsJobs(t *testing.T) {
 		jtis = append(jtis, j)
 	}
 	require.Equal(t, []string{"live"}, jtis)
+}
+
+// TestSweepsLoginFailures runs the accounts sweep through River: failures a
+// day old go, recent ones stay.
+func TestSweepsLoginFailures(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testkit.NewPool(t)
+	var companyID int64
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO companies (slug, settings) VALUES ('k', '{}') RETURNING id`).Scan(&companyID))
+	_, err := pool.Exec(ctx, `INSERT INTO login_failures (company_id, username, failures, last_failure_at, locked_until) VALUES
+		($1, 'old', 3, now() - interval '25 hours', now() - interval '25 hours'),
+		($1, 'recent', 3, now() - interval '1 hour', now() - interval '1 hour')`, companyID)
+	require.NoError(t, err)
+
+	workers := river.NewWorkers()
+	require.Len(t, accounts.AddJobs(workers, accounts.NewStore(pool)), 1)
+	client, err := jobs.New(pool, jobs.Config{Workers: workers}, nil)
+	require.NoError(t, err)
+	done, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
+	defer cancel()
+	require.NoError(t, client.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, client.Stop(context.Background())) })
+	_, err = client.Insert(ctx, accounts.SweepArgs{}, nil)
+	require.NoError(t, err)
+	select {
+	case ev := <-done:
+		require.Equal(t, river.EventKindJobCompleted, ev.Kind)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the sweep did not run")
+	}
+	var left []string
+	rows, err := pool.Query(ctx, `SELECT username FROM login_failures ORDER BY username`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var u string
+		require.NoError(t, rows.Scan(&u))
+		left = append(left, u)
+	}
+	require.Equal(t, []string{"recent"}, left)
 }

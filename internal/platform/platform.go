@@ -24,6 +24,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/accounts"
 	"github.com/poppyhost/poppyhost/internal/agentid"
+	"github.com/poppyhost/poppyhost/internal/clientauth"
 	"github.com/poppyhost/poppyhost/internal/coverage"
 	"github.com/poppyhost/poppyhost/internal/discovery"
 	"github.com/poppyhost/poppyhost/internal/httpx"
@@ -93,7 +94,11 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	resolver := agentid.NewResolver(safehttp.New(opts.Fetch), agentid.Options{Now: now})
 	p.Sessions = sessions.NewStore(opts.Pool)
 	workers := river.NewWorkers()
-	jobCfg := jobs.Config{Workers: workers, Periodic: sessions.AddJobs(workers, p.Sessions, now)}
+	var periodic []*river.PeriodicJob
+	periodic = append(periodic, sessions.AddJobs(workers, p.Sessions, now)...)
+	periodic = append(periodic, clientauth.AddJobs(workers, clientauth.NewPGReplays(opts.Pool), now)...)
+	periodic = append(periodic, accounts.AddJobs(workers, p.Accounts)...)
+	jobCfg := jobs.Config{Workers: workers, Periodic: periodic}
 	var err error
 	if p.Jobs, err = jobs.New(opts.Pool, jobCfg, logger); err != nil {
 		return nil, err

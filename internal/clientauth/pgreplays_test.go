@@ -1,0 +1,187 @@
+package clientauth_test
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/poppyhost/poppyhost/internal/clientauth"
+	"github.com/poppyhost/poppyhost/internal/testkit"
+)
+
+const (
+	pgAgent  = "https://agent.test/agent.json"
+	pgAgent2 = "https://other-agent.test/agent.json"
+	pgOther  = "https://poppyhost.test/t/globex"
+)
+
+// jtis lists the jti column of client_assertion_jtis, sorted.
+func jtis(t *testing.T, pool *pgxpool.Pool) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT jti FROM client_assertion_jtis ORDER BY jti`)
+	require.NoError(t, err)
+	defer rows.Close()
+	out := []string{}
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		out = append(out, s)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// TestPGReplaysUse checks that a jti is fresh once per issuer and client.
+func TestPGReplaysUse(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := clientauth.NewPGReplays(testkit.NewPool(t))
+	exp := time.Now().Add(time.Minute)
+
+	use := func(issuer, clientID, jti string) bool {
+		t.Helper()
+		fresh, err := store.Use(ctx, issuer, clientID, jti, exp)
+		require.NoError(t, err)
+		return fresh
+	}
+	require.True(t, use(testIssuer, pgAgent, "j1"), "fresh jti")
+	require.False(t, use(testIssuer, pgAgent, "j1"), "same jti again")
+	require.False(t, use(testIssuer, pgAgent, "j1"), "and again")
+	require.True(t, use(testIssuer, pgAgent2, "j1"), "same jti, other client")
+	require.True(t, use(pgOther, pgAgent, "j1"), "same jti, other issuer")
+	require.True(t, use(testIssuer, pgAgent, "j2"), "other jti")
+	require.False(t, use(pgOther, pgAgent, "j1"))
+	require.False(t, use(testIssuer, pgAgent2, "j1"))
+
+	// A cancelled context is an error, never a fresh jti.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	fresh, err := store.Use(cctx, testIssuer, pgAgent, "j3", exp)
+	require.Error(t, err)
+	require.False(t, fresh)
+}
+
+// TestPGReplaysConcurrent races the same jti from several goroutines, as
+// replicas would: exactly one wins.
+func TestPGReplaysConcurrent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := clientauth.NewPGReplays(testkit.NewPool(t))
+	exp := time.Now().Add(time.Minute)
+	const n = 8
+	var (
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+		fresh [n]bool
+		errs  [n]error
+	)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			fresh[i], errs[i] = store.Use(ctx, testIssuer, pgAgent, "raced", exp)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	wins := 0
+	for i := range n {
+		require.NoError(t, errs[i])
+		if fresh[i] {
+			wins++
+		}
+	}
+	require.Equal(t, 1, wins)
+}
+
+// TestPGReplaysSweep checks that the sweep forgets only jtis past their
+// exp, called directly and as River works the job AddJobs registers.
+func TestPGReplaysSweep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testkit.NewPool(t)
+	store := clientauth.NewPGReplays(pool)
+	now := time.Now()
+
+	use := func(jti string, exp time.Duration) {
+		t.Helper()
+		fresh, err := store.Use(ctx, testIssuer, pgAgent, jti, now.Add(exp))
+		require.NoError(t, err)
+		require.True(t, fresh)
+	}
+	use("expired-1", -time.Second)
+	use("expired-2", -time.Hour)
+	use("live-1", time.Minute)
+	use("live-2", time.Hour)
+	n, err := store.Sweep(ctx, now)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n)
+	require.Equal(t, []string{"live-1", "live-2"}, jtis(t, pool))
+
+	// A swept jti is fresh again; a live one is still refused.
+	fresh, err := store.Use(ctx, testIssuer, pgAgent, "expired-1", now.Add(-time.Second))
+	require.NoError(t, err)
+	require.True(t, fresh)
+	fresh, err = store.Use(ctx, testIssuer, pgAgent, "live-1", now.Add(time.Minute))
+	require.NoError(t, err)
+	require.False(t, fresh)
+
+	// Through River, with the worker's clock two minutes ahead: live-1 is
+	// past its exp too.
+	workers := river.NewWorkers()
+	periodic := clientauth.AddJobs(workers, store, func() time.Time { return now.Add(2 * time.Minute) })
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 1}},
+		Workers: workers,
+		Logger:  slog.New(slog.DiscardHandler),
+	})
+	require.NoError(t, err)
+	events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
+	defer cancel()
+	require.NoError(t, client.Start(ctx))
+	defer func() { require.NoError(t, client.Stop(ctx)) }()
+	_, err = client.Insert(ctx, clientauth.SweepArgs{}, nil)
+	require.NoError(t, err)
+	select {
+	case ev := <-events:
+		require.Equal(t, river.EventKindJobCompleted, ev.Kind, "job: %+v", ev.Job)
+		require.Equal(t, clientauth.SweepArgs{}.Kind(), ev.Job.Kind)
+	case <-time.After(15 * time.Second):
+		t.Fatal("the sweep job did not run")
+	}
+	require.Equal(t, []string{"live-2"}, jtis(t, pool))
+
+	// One periodic job, unique per minute so replicas do not pile up sweeps.
+	require.Len(t, periodic, 1)
+	require.Equal(t, "clientauth_sweep_jtis", clientauth.SweepArgs{}.Kind())
+	require.Equal(t, time.Minute, clientauth.SweepArgs{}.InsertOpts().UniqueOpts.ByPeriod)
+	require.True(t, clientauth.SweepArgs{}.InsertOpts().UniqueOpts.ByArgs)
+}
+
+// TestVerifyPGReplays runs Verify on PGReplays: an assertion passes once,
+// its replay is an invalid_client refusal, not a server_error.
+func TestVerifyPGReplays(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	pool := testkit.NewPool(t)
+	v := clientauth.NewVerifier(b.resolver, clientauth.Options{
+		Now:     func() time.Time { return testNow },
+		Replays: clientauth.NewPGReplays(pool),
+	})
+	a := b.assertion(t, spec{})
+	client, err := v.Verify(ctx, testIssuer, form(a))
+	require.NoError(t, err)
+	require.Equal(t, b.agent.ClientID, client.ClientID)
+	_, err = v.Verify(ctx, testIssuer, form(a))
+	requireRefused(t, err, "jti already used")
+	require.Len(t, jtis(t, pool), 1)
+}
