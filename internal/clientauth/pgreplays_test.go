@@ -2,14 +2,12 @@ package clientauth_test
 
 import (
 	"context"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/clientauth"
@@ -138,25 +136,7 @@ func TestPGReplaysSweep(t *testing.T) {
 	// past its exp too.
 	workers := river.NewWorkers()
 	periodic := clientauth.AddJobs(workers, store, func() time.Time { return now.Add(2 * time.Minute) })
-	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 1}},
-		Workers: workers,
-		Logger:  slog.New(slog.DiscardHandler),
-	})
-	require.NoError(t, err)
-	events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
-	defer cancel()
-	require.NoError(t, client.Start(ctx))
-	defer func() { require.NoError(t, client.Stop(ctx)) }()
-	_, err = client.Insert(ctx, clientauth.SweepArgs{}, nil)
-	require.NoError(t, err)
-	select {
-	case ev := <-events:
-		require.Equal(t, river.EventKindJobCompleted, ev.Kind, "job: %+v", ev.Job)
-		require.Equal(t, clientauth.SweepArgs{}.Kind(), ev.Job.Kind)
-	case <-time.After(15 * time.Second):
-		t.Fatal("the sweep job did not run")
-	}
+	testkit.RunJob(t, pool, workers, clientauth.SweepArgs{})
 	require.Equal(t, []string{"live-2"}, jtis(t, pool))
 
 	// One periodic job, unique per minute so replicas do not pile up sweeps.

@@ -188,13 +188,8 @@ func (v *Verifier) Verify(ctx context.Context, issuer string, form url.Values) (
 	}
 
 	// Header.
-	var alg jwa.SignatureAlgorithm
-	switch {
-	case hdr.Alg != nil && *hdr.Alg == "ES256":
-		alg = jwa.ES256
-	case hdr.Alg != nil && *hdr.Alg == "PS384":
-		alg = jwa.PS384
-	default:
+	alg, ok := jose.AgentAlg(hdr.Alg)
+	if !ok {
 		return nil, fail("the client assertion's alg must be ES256 or PS384 (spec 4.1)")
 	}
 	if hdr.Typ != nil && isPoppyType(*hdr.Typ) {

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/accounts"
-	"github.com/poppyhost/poppyhost/internal/jobs"
 	"github.com/poppyhost/poppyhost/internal/sessions"
 	"github.com/poppyhost/poppyhost/internal/testkit"
 )
@@ -31,21 +30,7 @@ func TestRunsJobs(t *testing.T) {
 	store := sessions.NewStore(pool)
 	periodic := sessions.AddJobs(workers, store, time.Now)
 	require.Len(t, periodic, 1)
-	client, err := jobs.New(pool, jobs.Config{Workers: workers}, nil)
-	require.NoError(t, err)
-	done, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
-	defer cancel()
-	require.NoError(t, client.Start(ctx))
-	t.Cleanup(func() { require.NoError(t, client.Stop(context.Background())) })
-
-	_, err = client.Insert(ctx, sessions.SweepArgs{}, nil)
-	require.NoError(t, err)
-	select {
-	case ev := <-done:
-		require.Equal(t, river.EventKindJobCompleted, ev.Kind)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the sweep did not run")
-	}
+	testkit.RunJob(t, pool, workers, sessions.SweepArgs{})
 	var jtis []string
 	rows, err := pool.Query(ctx, `SELECT jti FROM session_jtis ORDER BY jti`)
 	require.NoError(t, err)
@@ -72,20 +57,7 @@ func TestSweepsLoginFailures(t *testing.T) {
 
 	workers := river.NewWorkers()
 	require.Len(t, accounts.AddJobs(workers, accounts.NewStore(pool)), 1)
-	client, err := jobs.New(pool, jobs.Config{Workers: workers}, nil)
-	require.NoError(t, err)
-	done, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
-	defer cancel()
-	require.NoError(t, client.Start(ctx))
-	t.Cleanup(func() { require.NoError(t, client.Stop(context.Background())) })
-	_, err = client.Insert(ctx, accounts.SweepArgs{}, nil)
-	require.NoError(t, err)
-	select {
-	case ev := <-done:
-		require.Equal(t, river.EventKindJobCompleted, ev.Kind)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the sweep did not run")
-	}
+	testkit.RunJob(t, pool, workers, accounts.SweepArgs{})
 	var left []string
 	rows, err := pool.Query(ctx, `SELECT username FROM login_failures ORDER BY username`)
 	require.NoError(t, err)

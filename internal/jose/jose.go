@@ -1,7 +1,8 @@
 // Package jose holds the few helpers our JWT verifiers share for reading
 // compact JWS and JWKs before jwx verifies them: strict decoding of a
-// segment, NumericDate (RFC 7519 §2) and spotting private key members
-// (RFC 7518 §6), which a public key set or a cnf.jwk must never carry.
+// segment, NumericDate (RFC 7519 §2), the algorithms a Personal Agent's
+// keys sign with, and spotting private key members (RFC 7518 §6), which a
+// public key set or a cnf.jwk must never carry.
 package jose
 
 import (
@@ -10,7 +11,24 @@ import (
 	"encoding/json"
 	"errors"
 	"time"
+
+	"github.com/lestrrat-go/jwx/v2/jwa"
 )
+
+// AgentAlg returns the algorithm a JWS header names when it is one the keys
+// in a Personal Agent's jwks_uri may sign with: ES256, which every Company
+// must accept, or PS384, which allows blind signing (spec 4.1, 5.2, 10.7).
+func AgentAlg(alg *string) (jwa.SignatureAlgorithm, bool) {
+	switch {
+	case alg == nil:
+		return "", false
+	case *alg == "ES256":
+		return jwa.ES256, true
+	case *alg == "PS384":
+		return jwa.PS384, true
+	}
+	return "", false
+}
 
 // DecodeSegment decodes one base64url segment of a compact JWS, which must
 // hold exactly one JSON object, into v. Numbers decode as json.Number.

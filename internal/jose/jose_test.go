@@ -40,3 +40,18 @@ func TestHasPrivateMembers(t *testing.T) {
 	require.True(t, HasPrivateMembers(map[string]json.RawMessage{"kty": nil, "d": nil}))
 	require.True(t, HasPrivateMembers(map[string]json.RawMessage{"kty": nil, "k": nil}))
 }
+
+func TestAgentAlg(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"ES256", "PS384"} {
+		alg, ok := AgentAlg(&name)
+		require.True(t, ok)
+		require.Equal(t, name, alg.String())
+	}
+	for _, name := range []string{"RS256", "PS256", "ES384", "none", "HS256", "es256", ""} {
+		_, ok := AgentAlg(&name)
+		require.False(t, ok, name)
+	}
+	_, ok := AgentAlg(nil)
+	require.False(t, ok)
+}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/platform"
@@ -469,25 +468,7 @@ func TestSweepJTIs(t *testing.T) {
 	insert("expired-3", -time.Minute)
 	workers := river.NewWorkers()
 	periodic := sessions.AddJobs(workers, store, func() time.Time { return time.Now().Add(2 * time.Minute) })
-	client, err := river.NewClient(riverpgxv5.New(env.Pool), &river.Config{
-		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 1}},
-		Workers: workers,
-		Logger:  slog.New(slog.DiscardHandler),
-	})
-	require.NoError(t, err)
-	events, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
-	defer cancel()
-	require.NoError(t, client.Start(ctx))
-	defer func() { require.NoError(t, client.Stop(ctx)) }()
-	_, err = client.Insert(ctx, sessions.SweepArgs{}, nil)
-	require.NoError(t, err)
-	select {
-	case ev := <-events:
-		require.Equal(t, river.EventKindJobCompleted, ev.Kind, "job: %+v", ev.Job)
-		require.Equal(t, sessions.SweepArgs{}.Kind(), ev.Job.Kind)
-	case <-time.After(15 * time.Second):
-		t.Fatal("the sweep job did not run")
-	}
+	testkit.RunJob(t, env.Pool, workers, sessions.SweepArgs{})
 	require.Equal(t, []string{"live-2"}, left())
 
 	// One periodic job, unique per minute so replicas do not pile up sweeps.

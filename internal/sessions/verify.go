@@ -340,13 +340,8 @@ func (v *Verifier) delegation(ctx context.Context, client *agentid.Client, compa
 	if hdr.Kid == nil || *hdr.Kid == "" {
 		return nil, fail("the delegation's kid must name a key in jwks_uri")
 	}
-	var alg jwa.SignatureAlgorithm
-	switch {
-	case hdr.Alg != nil && *hdr.Alg == "ES256":
-		alg = jwa.ES256
-	case hdr.Alg != nil && *hdr.Alg == "PS384":
-		alg = jwa.PS384
-	default:
+	alg, ok := jose.AgentAlg(hdr.Alg)
+	if !ok {
 		return nil, fail("the delegation's alg must be ES256 or PS384")
 	}
 	// Step 1: the key in jwks_uri named by kid, and the signature.
