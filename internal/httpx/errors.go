@@ -16,10 +16,14 @@ import (
 // Error codes. The protocol's own codes come first; the rest are ours, used
 // on the admin and Company APIs and for routing failures.
 const (
-	CodeInvalidRequest       = "invalid_request"
-	CodeInvalidSession       = "invalid_session"
-	CodeSessionEnded         = "session_ended"
-	CodeExtensionRequired    = "extension_required"
+	CodeInvalidRequest    = "invalid_request"
+	CodeInvalidSession    = "invalid_session"
+	CodeSessionEnded      = "session_ended"
+	CodeExtensionRequired = "extension_required"
+	// CodeInvalidToken and CodeInsufficientScope are RFC 6750 §3.1's,
+	// sent with a WWW-Authenticate challenge.
+	CodeInvalidToken         = "invalid_token"
+	CodeInsufficientScope    = "insufficient_scope"
 	CodeUnauthorized         = "unauthorized"
 	CodeForbidden            = "forbidden"
 	CodeNotFound             = "not_found"
@@ -39,6 +43,8 @@ var statusOf = map[string]int{
 	CodeInvalidSession:       http.StatusBadRequest,
 	CodeSessionEnded:         http.StatusBadRequest,
 	CodeExtensionRequired:    http.StatusForbidden,
+	CodeInvalidToken:         http.StatusUnauthorized,
+	CodeInsufficientScope:    http.StatusForbidden,
 	CodeUnauthorized:         http.StatusUnauthorized,
 	CodeForbidden:            http.StatusForbidden,
 	CodeNotFound:             http.StatusNotFound,

@@ -28,9 +28,11 @@ import (
 	"github.com/poppyhost/poppyhost/internal/coverage"
 	"github.com/poppyhost/poppyhost/internal/discovery"
 	"github.com/poppyhost/poppyhost/internal/httpx"
+	"github.com/poppyhost/poppyhost/internal/issuer"
 	"github.com/poppyhost/poppyhost/internal/jobs"
 	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/sessions"
+	"github.com/poppyhost/poppyhost/internal/signing"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/migrations"
 )
@@ -98,6 +100,13 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	periodic = append(periodic, sessions.AddJobs(workers, p.Sessions, now)...)
 	periodic = append(periodic, clientauth.AddJobs(workers, clientauth.NewPGReplays(opts.Pool), now)...)
 	periodic = append(periodic, accounts.AddJobs(workers, p.Accounts)...)
+	keys := signing.NewKeys(opts.Pool, signing.Options{Now: now})
+	periodic = append(periodic, signing.AddJobs(workers, keys)...)
+	oauth := issuer.New(issuer.Options{
+		Pool: opts.Pool, Keys: keys, Resolver: resolver, Replays: clientauth.NewPGReplays(opts.Pool),
+		Accounts: p.Accounts, URLs: opts.URLs, CompanyForAPIKey: p.Tenants.CompanyForAPIKey, Now: now,
+	})
+	periodic = append(periodic, issuer.AddJobs(workers, oauth.Store(), now)...)
 	jobCfg := jobs.Config{Workers: workers, Periodic: periodic}
 	var err error
 	if p.Jobs, err = jobs.New(opts.Pool, jobCfg, logger); err != nil {
@@ -121,7 +130,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	mountOps(ops)
 	platform := newRouter()
 	mountOps(platform)
-	admin.MountAdmin(platform, feedback.MountReports, sess.MountEnd)
+	admin.MountAdmin(platform, feedback.MountReports, sess.MountEnd, keys.MountAdmin)
 	platform.Route("/company/v1", func(r chi.Router) {
 		r.Use(tenant.RequireAPIKey(p.Tenants))
 		admin.MountCompanyAPI(r)
@@ -134,10 +143,11 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		disc.MountIssuer(r)
 		r.With(offered(func(s *tenant.Settings) bool { return s.Feedback.Enabled }), sess.Require(limits)).
 			Post("/poppy/feedback", feedback.ServeFeedback)
-		hasIssuer := func(s *tenant.Settings) bool { return s.Auth.Issuer }
-		mountPending(r, hasIssuer, "/oauth/token", "/oauth/revoke")
-		mountPending(r, offers(tenant.GrantAuthorizationCode), "/oauth/authorize")
-		mountPending(r, offers(tenant.GrantDeviceCode), "/oauth/device_authorization")
+		r.Group(func(r chi.Router) {
+			r.Use(offered(func(s *tenant.Settings) bool { return s.Auth.Issuer }))
+			r.Get("/oauth/jwks.json", keys.ServeJWKS)
+			oauth.Mount(r, func(grant string) func(http.Handler) http.Handler { return offered(offers(grant)) })
+		})
 		mountPending(r, func(s *tenant.Settings) bool { return s.Conversations.Enabled },
 			"/poppy/conversations", "/poppy/conversations/*")
 	})

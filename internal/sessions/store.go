@@ -22,6 +22,9 @@ type Session struct {
 	CreatedAt  time.Time
 	LastSeenAt time.Time
 	EndedAt    *time.Time
+	// AccountID is the account the Session acts for since its first
+	// access token, or 0 (spec 5.4).
+	AccountID int64
 	// New is true on the request that started the Session.
 	New bool
 	// Extensions are the extensions the Personal Agent declared, name to
@@ -38,11 +41,11 @@ type Store struct {
 // NewStore returns a Store on pool.
 func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
-const sessionColumns = `client_id, sid, user_id, agent_id, created_at, last_seen_at, ended_at`
+const sessionColumns = `client_id, sid, user_id, agent_id, created_at, last_seen_at, ended_at, coalesce(account_id, 0)`
 
 func scanSession(companyID int64, row pgx.Row) (*Session, error) {
 	s := &Session{CompanyID: companyID}
-	err := row.Scan(&s.ClientID, &s.SID, &s.UserID, &s.AgentID, &s.CreatedAt, &s.LastSeenAt, &s.EndedAt)
+	err := row.Scan(&s.ClientID, &s.SID, &s.UserID, &s.AgentID, &s.CreatedAt, &s.LastSeenAt, &s.EndedAt, &s.AccountID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -117,4 +120,22 @@ func (s *Store) End(ctx context.Context, companyID int64, clientID, sid string, 
 func (s *Store) SweepJTIs(ctx context.Context, now time.Time) (int64, error) {
 	tag, err := s.pool.Exec(ctx, `DELETE FROM session_jtis WHERE expires_at < $1`, now)
 	return tag.RowsAffected(), err
+}
+
+// BindAccount records accountID as the Session's account if it has none,
+// and reports whether the Session's account is accountID (spec 5.4: a
+// Company may end a Session whose requests change account; we do).
+func (s *Store) BindAccount(ctx context.Context, companyID int64, clientID, sid string, accountID int64) (bool, error) {
+	var bound int64
+	err := s.pool.QueryRow(ctx, `
+		UPDATE sessions SET account_id = coalesce(account_id, $4)
+		WHERE company_id = $1 AND client_id = $2 AND sid = $3
+		RETURNING account_id`, companyID, clientID, sid, accountID).Scan(&bound)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, ErrNotFound
+	}
+	if err != nil {
+		return false, err
+	}
+	return bound == accountID, nil
 }

@@ -189,6 +189,9 @@ func Normalize(s *Settings) {
 	if s.Agents.ClientIDs == nil {
 		s.Agents.ClientIDs = []string{}
 	}
+	if s.Agents.SignInRefused == nil {
+		s.Agents.SignInRefused = map[string][]string{}
+	}
 	if s.SkillIndex != nil && s.SkillIndex.Skills == nil {
 		s.SkillIndex.Skills = []Skill{}
 	}

@@ -188,13 +188,15 @@ func testPatchMerge(t *testing.T, env *testkit.Env) {
 	const start = `{
 		"organization": {"logo_uri": "https://acme.example/logo.png"},
 		"domains": ["acme.example.org"],
-		"auth": {"grant_types": ["authorization_code"], "scopes": {"orders": "Your orders"}},
+		"auth": {"grant_types": ["authorization_code"], "scopes": {"orders": "Your orders"},
+			"token_lifetimes": {"access_seconds": 600, "refresh_seconds": 7200}},
 		"conversations": {"enabled": false, "access": "signed_in"},
 		"feedback": {"enabled": false, "alternatives": [{"task": "Pay with a gift card", "alternative": {"instructions": "Gift cards are sold in our shops."}}]},
 		"web": {"browser_join": true},
 		"excluded_tasks": [{"task": "Close an account"}],
 		"skill_index": {"$schema": "` + schema020 + `", "skills": []},
-		"agents": {"accept": "listed", "client_ids": ["https://agent.example/agent.json"]},
+		"agents": {"accept": "listed", "client_ids": ["https://agent.example/agent.json"],
+			"sign_in_refused": {"https://agent.example/agent.json": ["authorization_code"]}},
 		"sessions": {"idle_timeout_seconds": 3600},
 		"rate_limits": {"per_agent": 100, "per_session": 10, "per_address": 50}
 	}`
@@ -233,7 +235,8 @@ func testPatchMerge(t *testing.T, env *testkit.Env) {
 		{
 			name:  "null resets the new settings to their defaults",
 			patch: `{"agents": null, "sessions": null, "rate_limits": null, "feedback": {"alternatives": null}}`,
-			want: `{"agents": {"accept": "all", "client_ids": []}, "sessions": {"idle_timeout_seconds": 2592000},
+			want: `{"agents": {"accept": "all", "client_ids": [], "sign_in_refused": {"https://agent.example/agent.json": null}},
+				"sessions": {"idle_timeout_seconds": 2592000},
 				"rate_limits": {"per_agent": 6000, "per_session": 600, "per_address": 1200}, "feedback": {"alternatives": []}}`,
 		},
 		{
@@ -269,6 +272,51 @@ func testPatchMerge(t *testing.T, env *testkit.Env) {
 			patch: `{"auth": {"issuer": false, "grant_types": null, "scopes": null}, "domains": null, "conversations": {"access": "session"}}`,
 			want: `{"auth": {"issuer": false, "grant_types": null, "scopes": {"orders": null}}, "domains": [], "conversations": {"access": "session"},
 				"identifier": "https://{domain}", "issuer": null}`,
+		},
+		{
+			name:  "change both token lifetimes",
+			patch: `{"auth": {"token_lifetimes": {"access_seconds": 86400, "refresh_seconds": 31536000}}}`,
+			want:  `{"auth": {"token_lifetimes": {"access_seconds": 86400, "refresh_seconds": 31536000}}}`,
+		},
+		{
+			name:  "change one token lifetime, keep the other",
+			patch: `{"auth": {"token_lifetimes": {"access_seconds": 60}}}`,
+			want:  `{"auth": {"token_lifetimes": {"access_seconds": 60}}}`,
+		},
+		{
+			name:  "0 or null puts one token lifetime back to the default",
+			patch: `{"auth": {"token_lifetimes": {"access_seconds": 0, "refresh_seconds": null}}}`,
+			want:  `{"auth": {"token_lifetimes": {"access_seconds": 0, "refresh_seconds": 0}}}`,
+		},
+		{
+			name:  "null resets the token lifetimes, keeps the rest of auth",
+			patch: `{"auth": {"token_lifetimes": null}}`,
+			want:  `{"auth": {"token_lifetimes": {"access_seconds": 0, "refresh_seconds": 0}}}`,
+		},
+		{
+			name:  "refuse sign-in to another client_id, keep the first",
+			patch: `{"agents": {"sign_in_refused": {"https://other.example/agent.json": []}}}`,
+			want:  `{"agents": {"sign_in_refused": {"https://other.example/agent.json": []}}}`,
+		},
+		{
+			name:  "a client_id's list of refused sign-in types replaces whole",
+			patch: `{"agents": {"sign_in_refused": {"https://agent.example/agent.json": ["urn:ietf:params:oauth:grant-type:device_code", "authorization_code"]}}}`,
+			want:  `{"agents": {"sign_in_refused": {"https://agent.example/agent.json": ["urn:ietf:params:oauth:grant-type:device_code", "authorization_code"]}}}`,
+		},
+		{
+			name:  "an empty list refuses every sign-in type",
+			patch: `{"agents": {"sign_in_refused": {"https://agent.example/agent.json": []}}}`,
+			want:  `{"agents": {"sign_in_refused": {"https://agent.example/agent.json": []}}}`,
+		},
+		{
+			name:  "null lets a client_id sign in again",
+			patch: `{"agents": {"sign_in_refused": {"https://agent.example/agent.json": null}}}`,
+			want:  `{"agents": {"sign_in_refused": {"https://agent.example/agent.json": null}}}`,
+		},
+		{
+			name:  "null resets sign_in_refused to empty, keeps the rest of agents",
+			patch: `{"agents": {"sign_in_refused": null}}`,
+			want:  `{"agents": {"sign_in_refused": {"https://agent.example/agent.json": null}}}`,
 		},
 		{
 			name:  "empty patch changes nothing",
@@ -358,6 +406,18 @@ func TestPatchCompanyRefused(t *testing.T) {
 		{"invalid result: rate limit zero", `{"rate_limits": {"per_agent": 0}}`, "", 400, "invalid_request", "rate_limits.per_agent"},
 		{"invalid result: unknown acceptance", `{"agents": {"accept": "none"}}`, "", 400, "invalid_request", "agents.accept"},
 		{"invalid result: client_id not https", `{"agents": {"client_ids": ["http://agent.example/agent.json"]}}`, "", 400, "invalid_request", "agents.client_ids[0]"},
+		{"invalid result: access lifetime too short", `{"auth": {"token_lifetimes": {"access_seconds": 59}}}`, "", 400, "invalid_request", "auth.token_lifetimes.access_seconds"},
+		{"invalid result: access lifetime too long", `{"auth": {"token_lifetimes": {"access_seconds": 86401}}}`, "", 400, "invalid_request", "auth.token_lifetimes.access_seconds"},
+		{"invalid result: refresh lifetime too short", `{"auth": {"token_lifetimes": {"refresh_seconds": 3599}}}`, "", 400, "invalid_request", "auth.token_lifetimes.refresh_seconds"},
+		{"invalid result: refresh lifetime too long", `{"auth": {"token_lifetimes": {"refresh_seconds": 31536001}}}`, "", 400, "invalid_request", "auth.token_lifetimes.refresh_seconds"},
+		{"wrong type: token lifetimes", `{"auth": {"token_lifetimes": 900}}`, "", 400, "invalid_request", "auth.token_lifetimes"},
+		{"invalid result: refused client_id not https", `{"agents": {"sign_in_refused": {"http://a.example/agent.json": []}}}`, "", 400, "invalid_request",
+			"agents.sign_in_refused.http://a.example/agent.json"},
+		{"invalid result: refused grant type unknown", `{"agents": {"sign_in_refused": {"https://a.example/agent.json": ["authorization_code", "password"]}}}`, "", 400, "invalid_request",
+			"agents.sign_in_refused.https://a.example/agent.json[1]"},
+		// encoding/json names a map by its own path, not the entry's.
+		{"wrong type: refused grant types", `{"agents": {"sign_in_refused": {"https://a.example/agent.json": "authorization_code"}}}`, "", 400, "invalid_request",
+			"agents.sign_in_refused"},
 		{"invalid result: removing the API a feedback alternative names", `{"apis": null}`, "", 400, "invalid_request", "feedback.alternatives[0].alternative.references[0].url"},
 		{"invalid result: feedback task listed twice", `{"feedback": {"alternatives": [{"task": "T", "alternative": {"instructions": "A"}}, {"task": "t ", "alternative": {"instructions": "B"}}]}}`, "", 400, "invalid_request", "feedback.alternatives[1].task"},
 		{"wrong type: idle timeout", `{"sessions": {"idle_timeout_seconds": "1h"}}`, "", 400, "invalid_request", "sessions.idle_timeout_seconds"},

@@ -2,6 +2,7 @@ package tenant
 
 import (
 	"net/url"
+	"slices"
 	"time"
 )
 
@@ -54,6 +55,22 @@ type AgentPolicy struct {
 	// ClientIDs).
 	Accept    string   `json:"accept"`
 	ClientIDs []string `json:"client_ids"`
+	// SignInRefused refuses accepted Personal Agents sign-in, by client_id:
+	// the sign-in types refused (authorization_code, the device_code
+	// grant), or every one when the list is empty. They get
+	// unauthorized_client and continue signed out (spec 4.1); refresh
+	// tokens issued earlier keep working.
+	SignInRefused map[string][]string `json:"sign_in_refused"`
+}
+
+// SignInAllowed reports whether the policy lets clientID use the sign-in
+// grant type grant.
+func (p AgentPolicy) SignInAllowed(clientID, grant string) bool {
+	refused, ok := p.SignInRefused[clientID]
+	if !ok {
+		return true
+	}
+	return len(refused) > 0 && !slices.Contains(refused, grant)
 }
 
 // Accepts reports whether the policy accepts clientID.
@@ -123,6 +140,16 @@ type Auth struct {
 	// protected resource metadata, such as a server for its employees; with
 	// any, poppy.json names the issuer in auth.issuer (spec 3.2).
 	OtherAuthorizationServers []string `json:"other_authorization_servers"`
+	// TokenLifetimes override the issuer's default token lifetimes.
+	TokenLifetimes TokenLifetimes `json:"token_lifetimes"`
+}
+
+// TokenLifetimes are in seconds; zero takes the platform's default (15
+// minutes for access tokens, 30 days for refresh tokens). A refresh token
+// lasts RefreshSeconds from sign-in, however often it is used (spec 4.4).
+type TokenLifetimes struct {
+	AccessSeconds  int `json:"access_seconds"`
+	RefreshSeconds int `json:"refresh_seconds"`
 }
 
 // OfferedGrantTypes are the sign-in types Personal Agents may use: none

@@ -140,11 +140,13 @@ func TestNormalize(t *testing.T) {
 	require.Equal(t, []tenant.TaskAlternative{}, s.Feedback.Alternatives)
 	require.Equal(t, tenant.AcceptAll, s.Agents.Accept)
 	require.Equal(t, []string{}, s.Agents.ClientIDs)
+	require.Equal(t, map[string][]string{}, s.Agents.SignInRefused)
 	require.Nil(t, s.SkillIndex, "no skill index stays none")
 	// Numbers have no "absent": their defaults come from DefaultSettings,
 	// which a body is decoded onto.
 	require.Zero(t, s.Sessions.IdleTimeoutSeconds)
 	require.Zero(t, s.RateLimits)
+	require.Zero(t, s.Auth.TokenLifetimes, "0 is the platform's default lifetime")
 
 	// A skill index without skills gets an empty list.
 	s = tenant.Settings{SkillIndex: &tenant.SkillIndex{Schema: tenant.SkillIndexSchema}}
@@ -152,14 +154,20 @@ func TestNormalize(t *testing.T) {
 	require.Equal(t, []tenant.Skill{}, s.SkillIndex.Skills)
 
 	// Values given are kept.
+	agents := func() tenant.AgentPolicy {
+		return tenant.AgentPolicy{Accept: tenant.AcceptListed, ClientIDs: []string{"https://agent.example/a.json"},
+			SignInRefused: map[string][]string{"https://agent.example/a.json": {tenant.GrantDeviceCode}}}
+	}
 	s = tenant.Settings{
+		Auth:          tenant.Auth{TokenLifetimes: tenant.TokenLifetimes{AccessSeconds: 300, RefreshSeconds: 3600}},
 		Conversations: tenant.Conversations{Access: "signed_in"},
-		Agents:        tenant.AgentPolicy{Accept: tenant.AcceptListed, ClientIDs: []string{"https://agent.example/a.json"}},
+		Agents:        agents(),
 		Feedback:      tenant.Feedback{Alternatives: []tenant.TaskAlternative{{Task: "T"}}},
 	}
 	tenant.Normalize(&s)
 	require.Equal(t, "signed_in", s.Conversations.Access)
-	require.Equal(t, tenant.AgentPolicy{Accept: tenant.AcceptListed, ClientIDs: []string{"https://agent.example/a.json"}}, s.Agents)
+	require.Equal(t, agents(), s.Agents)
+	require.Equal(t, tenant.TokenLifetimes{AccessSeconds: 300, RefreshSeconds: 3600}, s.Auth.TokenLifetimes)
 	require.Len(t, s.Feedback.Alternatives, 1)
 
 	// The defaults with nothing changed are a valid Company with an issuer
@@ -173,6 +181,8 @@ func TestNormalize(t *testing.T) {
 	require.True(t, s.Conversations.Enabled)
 	require.True(t, s.Feedback.Enabled)
 	require.Equal(t, tenant.AcceptAll, s.Agents.Accept)
+	require.Equal(t, map[string][]string{}, s.Agents.SignInRefused)
+	require.Zero(t, s.Auth.TokenLifetimes)
 	require.Equal(t, 30*24*3600, s.Sessions.IdleTimeoutSeconds)
 	require.Equal(t, tenant.RateLimits{PerAgent: 6000, PerSession: 600, PerAddress: 1200}, s.RateLimits)
 }
@@ -227,6 +237,45 @@ func TestAgentPolicyAccepts(t *testing.T) {
 		for id, want := range tt.want {
 			require.Equal(t, want, tt.policy.Accepts(id), "%+v accepts %q", tt.policy, id)
 		}
+	}
+}
+
+// TestAgentPolicySignInAllowed: sign_in_refused lists, by exact
+// client_id, the sign-in types refused, and an empty list refuses both
+// (spec 4.1). The accept policy is a separate check (Accepts).
+func TestAgentPolicySignInAllowed(t *testing.T) {
+	t.Parallel()
+	const (
+		everything = "https://agent.example/refused.json"
+		deviceOnly = "https://agent.example/no-device.json"
+		other      = "https://agent.example/other.json"
+	)
+	p := tenant.AgentPolicy{Accept: tenant.AcceptAll, SignInRefused: map[string][]string{
+		everything: {},
+		deviceOnly: {tenant.GrantDeviceCode},
+	}}
+	tests := []struct {
+		name     string
+		policy   tenant.AgentPolicy
+		clientID string
+		grant    string
+		want     bool
+	}{
+		{"not listed, authorization_code", p, other, tenant.GrantAuthorizationCode, true},
+		{"not listed, device_code", p, other, tenant.GrantDeviceCode, true},
+		{"listed with an empty list, authorization_code", p, everything, tenant.GrantAuthorizationCode, false},
+		{"listed with an empty list, device_code", p, everything, tenant.GrantDeviceCode, false},
+		{"listed with one grant, that grant", p, deviceOnly, tenant.GrantDeviceCode, false},
+		{"listed with one grant, the other grant", p, deviceOnly, tenant.GrantAuthorizationCode, true},
+		{"listed with both grants", tenant.AgentPolicy{SignInRefused: map[string][]string{
+			other: {tenant.GrantAuthorizationCode, tenant.GrantDeviceCode}}}, other, tenant.GrantAuthorizationCode, false},
+		{"no list at all", tenant.AgentPolicy{}, other, tenant.GrantAuthorizationCode, true},
+		// Exact client_ids only, as for Accepts (spec 5.3).
+		{"trailing slash is another client", p, everything + "/", tenant.GrantAuthorizationCode, true},
+		{"case is another client", p, "https://AGENT.example/refused.json", tenant.GrantDeviceCode, true},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, tt.policy.SignInAllowed(tt.clientID, tt.grant), tt.name)
 	}
 }
 

@@ -252,6 +252,12 @@ func (c *checker) auth(a *Auth) {
 			c.add("auth.other_authorization_servers", "need an issuer")
 		}
 	}
+	if t := a.TokenLifetimes.AccessSeconds; t != 0 && (t < 60 || t > 86400) {
+		c.add("auth.token_lifetimes.access_seconds", "must be 0 (the default) or from 60 to 86400")
+	}
+	if t := a.TokenLifetimes.RefreshSeconds; t != 0 && (t < 3600 || t > 365*86400) {
+		c.add("auth.token_lifetimes.refresh_seconds", "must be 0 (the default) or from 3600 to 31536000")
+	}
 	seen := map[string]bool{}
 	for i, g := range a.GrantTypes {
 		f := fmt.Sprintf("auth.grant_types[%d]", i)
@@ -430,6 +436,23 @@ func (c *checker) agents(p *AgentPolicy) {
 			continue
 		}
 		c.url(f, id)
+	}
+	if len(p.SignInRefused) > 10_000 {
+		c.add("agents.sign_in_refused", "must list at most 10000 client_ids")
+		return
+	}
+	for _, id := range sortedKeys(p.SignInRefused) {
+		f := "agents.sign_in_refused." + id
+		if len(id) > maxClientID {
+			c.add(f, "must be a client_id of at most %d characters", maxClientID)
+			continue
+		}
+		c.url(f, id)
+		for i, g := range p.SignInRefused[id] {
+			if g != GrantAuthorizationCode && g != GrantDeviceCode {
+				c.add(fmt.Sprintf("%s[%d]", f, i), "must be %s or %s", GrantAuthorizationCode, GrantDeviceCode)
+			}
+		}
 	}
 }
 

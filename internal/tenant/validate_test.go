@@ -1,6 +1,7 @@
 package tenant_test
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -42,7 +43,8 @@ const fullBody = `{
       "addresses": {"changes": "reversible", "personal_data": false},
       "https://scopes.stormline.example/loyalty": {"changes": "none", "personal_data": false}
     },
-    "other_authorization_servers": ["https://staff-login.stormline.example"]
+    "other_authorization_servers": ["https://staff-login.stormline.example"],
+    "token_lifetimes": {"access_seconds": 300, "refresh_seconds": 604800}
   },
   "conversations": {"enabled": true, "access": "signed_in"},
   "feedback": {
@@ -62,7 +64,14 @@ const fullBody = `{
       {"task": "Track a parcel", "alternative": {"instructions": "Use the tracking link in the dispatch email."}}
     ]
   },
-  "agents": {"accept": "unlisted", "client_ids": ["https://bad-agent.example/agent.json", "https://agents.example/clients/42"]},
+  "agents": {
+    "accept": "unlisted",
+    "client_ids": ["https://bad-agent.example/agent.json", "https://agents.example/clients/42"],
+    "sign_in_refused": {
+      "https://agents.example/clients/7": [],
+      "https://agents.example/clients/8": ["urn:ietf:params:oauth:grant-type:device_code"]
+    }
+  },
   "sessions": {"idle_timeout_seconds": 86400},
   "rate_limits": {"per_agent": 3000, "per_session": 300, "per_address": 900},
   "excluded_tasks": [
@@ -118,10 +127,11 @@ func TestCreateCompanyAccepted(t *testing.T) {
 	t.Parallel()
 	env := testkit.Setup(t)
 	for name, f := range map[string]func(*testing.T, *testkit.Env){
-		"full body":   testCreateFullBody,
-		"defaults":    testCreateDefaults,
-		"edge cases":  testCreateEdgeCases,
-		"body limits": testCreateBodyLimits,
+		"full body":      testCreateFullBody,
+		"defaults":       testCreateDefaults,
+		"edge cases":     testCreateEdgeCases,
+		"body limits":    testCreateBodyLimits,
+		"sign-in limits": testCreateSignInLimits,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -178,9 +188,10 @@ func testCreateFullBody(t *testing.T, env *testkit.Env) {
 
 // testCreateDefaults checks what a minimal body becomes: an issuer
 // offering both sign-in types, conversations and feedback on (DESIGN.md),
-// every Personal Agent accepted, Sessions ending after 30 idle days, and
-// the default rate limits. grant_types is left out of the view while it
-// is empty, which means both sign-in types.
+// every Personal Agent accepted and none refused sign-in, the platform's
+// token lifetimes (0), Sessions ending after 30 idle days, and the default
+// rate limits. grant_types is left out of the view while it is empty,
+// which means both sign-in types.
 func testCreateDefaults(t *testing.T, env *testkit.Env) {
 	tests := []struct {
 		name  string
@@ -254,7 +265,8 @@ func testCreateDefaults(t *testing.T, env *testkit.Env) {
 				"issuer": "` + env.URLs.Public.String() + `/t/` + slug + `",
 				"conversations": {"enabled": true, "access": "session"}, "feedback": {"enabled": true, "alternatives": []},
 				"excluded_tasks": [], "apis": [], "web": {"browser_join": false}, "extensions": {},
-				"agents": {"accept": "all", "client_ids": []}, "sessions": {"idle_timeout_seconds": 2592000},
+				"auth": {"token_lifetimes": {"access_seconds": 0, "refresh_seconds": 0}},
+				"agents": {"accept": "all", "client_ids": [], "sign_in_refused": {}}, "sessions": {"idle_timeout_seconds": 2592000},
 				"rate_limits": {"per_agent": 6000, "per_session": 600, "per_address": 1200}}`
 			want := merge(t, base, strings.ReplaceAll(tt.want, "{domain}", domain))
 			gotJSON, err := json.Marshal(got)
@@ -270,6 +282,82 @@ func testCreateDefaults(t *testing.T, env *testkit.Env) {
 			require.JSONEq(t, want, string(againJSON))
 		})
 	}
+}
+
+// testCreateSignInLimits covers auth.token_lifetimes and
+// agents.sign_in_refused: values at the edge of each rule are stored and
+// returned as sent, by POST and by GET.
+func testCreateSignInLimits(t *testing.T, env *testkit.Env) {
+	const device = "urn:ietf:params:oauth:grant-type:device_code"
+	longID := "https://agent.example/" + strings.Repeat("a", 2048-len("https://agent.example/"))
+	tests := []struct {
+		name     string
+		lifetime string // auth.token_lifetimes sent, "" for none
+		refused  string // agents.sign_in_refused sent, "" for none
+		// wantLifetime and wantRefused are returned; empty means as sent.
+		wantLifetime, wantRefused string
+	}{
+		{name: "0 given is the default", lifetime: `{"access_seconds": 0, "refresh_seconds": 0}`},
+		{name: "lower edges", lifetime: `{"access_seconds": 60, "refresh_seconds": 3600}`},
+		{name: "upper edges", lifetime: `{"access_seconds": 86400, "refresh_seconds": 31536000}`},
+		{name: "only the access lifetime", lifetime: `{"access_seconds": 900}`,
+			wantLifetime: `{"access_seconds": 900, "refresh_seconds": 0}`},
+		{name: "only the refresh lifetime", lifetime: `{"refresh_seconds": 7200}`,
+			wantLifetime: `{"access_seconds": 0, "refresh_seconds": 7200}`},
+		{name: "empty lifetimes", lifetime: `{}`, wantLifetime: `{"access_seconds": 0, "refresh_seconds": 0}`},
+
+		{name: "every sign-in type refused", refused: `{"https://agent.example/agent.json": []}`},
+		{name: "one sign-in type refused", refused: `{"https://agent.example/agent.json": ["` + device + `"]}`},
+		{name: "both sign-in types refused", refused: `{"https://agent.example/agent.json": ["authorization_code", "` + device + `"]}`},
+		{name: "several client_ids", refused: `{"https://a.example/agent.json": [], "https://b.example/c?id=1": ["authorization_code"],
+			"https://c.example:8443/agent.json": ["` + device + `"]}`},
+		{name: "client_id of 2048 characters", refused: `{"` + longID + `": []}`},
+		{name: "empty map", refused: `{}`},
+		{name: "both settings", lifetime: `{"access_seconds": 120, "refresh_seconds": 86400}`,
+			refused: `{"https://agent.example/agent.json": ["authorization_code"]}`},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			slug := fmt.Sprintf("signin%d", i)
+			patch := map[string]any{}
+			if tt.lifetime != "" {
+				patch["auth"] = map[string]any{"token_lifetimes": json.RawMessage(tt.lifetime)}
+			}
+			if tt.refused != "" {
+				patch["agents"] = map[string]any{"sign_in_refused": json.RawMessage(tt.refused)}
+			}
+			raw, err := json.Marshal(patch)
+			require.NoError(t, err)
+			body := merge(t, minimalBody(slug, slug+".example"), string(raw))
+			resp := env.Admin(t, http.MethodPost, "/admin/v1/companies", body)
+			require.Equal(t, http.StatusCreated, resp.Status, "body: %s\nresponse: %s", body, resp.Body)
+
+			wantLifetime := cmp.Or(tt.wantLifetime, tt.lifetime, `{"access_seconds": 0, "refresh_seconds": 0}`)
+			wantRefused := cmp.Or(tt.wantRefused, tt.refused, `{}`)
+			again := env.Admin(t, http.MethodGet, "/admin/v1/companies/"+slug, nil)
+			require.Equal(t, http.StatusOK, again.Status)
+			for _, got := range []map[string]any{resp.JSON(t), again.JSON(t)} {
+				requireMemberJSON(t, wantLifetime, got, "auth", "token_lifetimes")
+				requireMemberJSON(t, wantRefused, got, "agents", "sign_in_refused")
+			}
+		})
+	}
+}
+
+// requireMemberJSON checks that the member of doc at path is the JSON want.
+func requireMemberJSON(t *testing.T, want string, doc map[string]any, path ...string) {
+	t.Helper()
+	var v any = doc
+	for _, k := range path {
+		m, ok := v.(map[string]any)
+		require.True(t, ok, "%v: not an object at %s", path, k)
+		v, ok = m[k]
+		require.True(t, ok, "%v: no member %s", path, k)
+	}
+	got, err := json.Marshal(v)
+	require.NoError(t, err)
+	require.JSONEq(t, want, string(got), "%v", path)
 }
 
 // testCreateEdgeCases covers values at the edge of each rule that must
@@ -580,6 +668,44 @@ func testCreateValidation(t *testing.T, env *testkit.Env) {
 		{"client_id of 2049 characters", `{"agents": {"client_ids": ["https://agent.example/` + strings.Repeat("a", 2049-len("https://agent.example/")) + `"]}}`,
 			"agents.client_ids[0]"},
 		{"10001 client_ids", `{"agents": {"client_ids": [` + manyN(10001, `"https://a.co/%d"`) + `]}}`, "agents.client_ids"},
+
+		// agents.sign_in_refused: keyed by client_id, each with the sign-in
+		// types refused (spec 4.1).
+		{"refused client_id http", `{"agents": {"sign_in_refused": {"http://a.example/agent.json": []}}}`,
+			"agents.sign_in_refused.http://a.example/agent.json"},
+		{"refused client_id relative", `{"agents": {"sign_in_refused": {"https://a.example/agent.json": [], "a.example/agent.json": []}}}`,
+			"agents.sign_in_refused.a.example/agent.json"},
+		{"refused client_id empty", `{"agents": {"sign_in_refused": {"": []}}}`, "agents.sign_in_refused."},
+		{"refused client_id with fragment", `{"agents": {"sign_in_refused": {"https://a.example/agent.json#x": []}}}`,
+			"agents.sign_in_refused.https://a.example/agent.json#x"},
+		{"refused client_id with user info", `{"agents": {"sign_in_refused": {"https://u@a.example/agent.json": []}}}`,
+			"agents.sign_in_refused.https://u@a.example/agent.json"},
+		{"refused client_id of 2049 characters", `{"agents": {"sign_in_refused": {"https://a.example/` + strings.Repeat("a", 2049-len("https://a.example/")) + `": []}}}`,
+			"agents.sign_in_refused.https://a.example/" + strings.Repeat("a", 2049-len("https://a.example/"))},
+		{"refused grant type unknown", `{"agents": {"sign_in_refused": {"https://a.example/agent.json": ["password"]}}}`,
+			"agents.sign_in_refused.https://a.example/agent.json[0]"},
+		{"refused grant type refresh_token", `{"agents": {"sign_in_refused": {"https://a.example/agent.json": ["authorization_code", "refresh_token"]}}}`,
+			"agents.sign_in_refused.https://a.example/agent.json[1]"},
+		{"refused grant type wrong case", `{"agents": {"sign_in_refused": {"https://a.example/agent.json": ["Authorization_Code"]}}}`,
+			"agents.sign_in_refused.https://a.example/agent.json[0]"},
+		{"refused grant type empty", `{"agents": {"sign_in_refused": {"https://a.example/agent.json": [""]}}}`,
+			"agents.sign_in_refused.https://a.example/agent.json[0]"},
+		{"10001 refused client_ids", `{"agents": {"sign_in_refused": {` + manyN(10001, `"https://a.co/%d": []`) + `}}}`, "agents.sign_in_refused"},
+
+		// auth.token_lifetimes: 0 (the default) or within bounds.
+		{"access lifetime under a minute", `{"auth": {"token_lifetimes": {"access_seconds": 59}}}`, "auth.token_lifetimes.access_seconds"},
+		{"access lifetime over a day", `{"auth": {"token_lifetimes": {"access_seconds": 86401}}}`, "auth.token_lifetimes.access_seconds"},
+		{"access lifetime negative", `{"auth": {"token_lifetimes": {"access_seconds": -1}}}`, "auth.token_lifetimes.access_seconds"},
+		{"access lifetime a string", `{"auth": {"token_lifetimes": {"access_seconds": "15m"}}}`, "auth.token_lifetimes.access_seconds"},
+		{"access lifetime a fraction", `{"auth": {"token_lifetimes": {"access_seconds": 60.5}}}`, "auth.token_lifetimes.access_seconds"},
+		{"refresh lifetime under an hour", `{"auth": {"token_lifetimes": {"refresh_seconds": 3599}}}`, "auth.token_lifetimes.refresh_seconds"},
+		{"refresh lifetime over 365 days", `{"auth": {"token_lifetimes": {"refresh_seconds": 31536001}}}`, "auth.token_lifetimes.refresh_seconds"},
+		{"refresh lifetime negative", `{"auth": {"token_lifetimes": {"refresh_seconds": -3600}}}`, "auth.token_lifetimes.refresh_seconds"},
+		{"refresh lifetime valid, access not", `{"auth": {"token_lifetimes": {"access_seconds": 30, "refresh_seconds": 3600}}}`,
+			"auth.token_lifetimes.access_seconds"},
+		{"access lifetime valid, refresh not", `{"auth": {"token_lifetimes": {"access_seconds": 60, "refresh_seconds": 60}}}`,
+			"auth.token_lifetimes.refresh_seconds"},
+		{"token lifetimes unknown member", `{"auth": {"token_lifetimes": {"id_token_seconds": 60}}}`, "id_token_seconds"},
 
 		// sessions (spec 5.5)
 		{"idle timeout under a minute", `{"sessions": {"idle_timeout_seconds": 59}}`, "sessions.idle_timeout_seconds"},

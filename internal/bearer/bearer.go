@@ -1,0 +1,262 @@
+// Package bearer is the resource side of a Company's OAuth: every
+// endpoint that accepts access tokens (conversations, operations, the
+// gateway, MCP) validates them here, checks them against the request's
+// Session, enforces scopes, and answers with RFC 6750 challenges.
+package bearer
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/poppyhost/poppyhost/internal/httpx"
+	"github.com/poppyhost/poppyhost/internal/issuer"
+	"github.com/poppyhost/poppyhost/internal/sessions"
+	"github.com/poppyhost/poppyhost/internal/tenant"
+)
+
+// TokenStore says whether an access token is still active
+// (issuer.Store).
+type TokenStore interface {
+	AccessTokenActive(ctx context.Context, companyID int64, signature string, now time.Time) (bool, error)
+}
+
+// SessionAccounts binds a Session to the account of its first access
+// token (sessions.Store).
+type SessionAccounts interface {
+	BindAccount(ctx context.Context, companyID int64, clientID, sid string, accountID int64) (bool, error)
+}
+
+// Grant is what a valid access token allows.
+type Grant struct {
+	ClientID  string
+	AccountID int64
+	Scopes    []string
+	Audience  []string
+	Expires   time.Time
+}
+
+// Has reports whether the grant carries every scope.
+func (g *Grant) Has(scopes ...string) bool {
+	for _, s := range scopes {
+		if !slices.Contains(g.Scopes, s) {
+			return false
+		}
+	}
+	return true
+}
+
+// Validator validates access tokens for every Company.
+type Validator struct {
+	keys     issuer.Keys
+	tokens   TokenStore
+	sessions SessionAccounts
+	urls     tenant.URLs
+	now      func() time.Time
+}
+
+// New returns a Validator.
+func New(keys issuer.Keys, tokens TokenStore, sessions SessionAccounts, urls tenant.URLs, now func() time.Time) *Validator {
+	if now == nil {
+		now = time.Now
+	}
+	return &Validator{keys: keys, tokens: tokens, sessions: sessions, urls: urls, now: now}
+}
+
+// Resource is a service that accepts access tokens. ID "" is the
+// Company's default service: its domains, where the default token works
+// (spec 4.5). A service with its own resource, such as the hosted MCP
+// server, accepts only tokens issued for it.
+type Resource struct {
+	ID string
+}
+
+// MetadataURL is the resource's protected resource metadata (RFC 9728
+// §3.1), sent in challenges so an agent with stale metadata learns about
+// it.
+func (v *Validator) MetadataURL(c *tenant.Company, res Resource) string {
+	if res.ID == "" {
+		return "https://" + c.Settings.Organization.Domain + "/.well-known/oauth-protected-resource"
+	}
+	u, err := url.Parse(res.ID)
+	if err != nil {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host + "/.well-known/oauth-protected-resource" + u.Path
+}
+
+// Challenge is a refused access token: an *httpx.Error whose response
+// carries WWW-Authenticate.
+type Challenge struct {
+	// Code is invalid_token, insufficient_scope, or "" when no token was
+	// sent (RFC 6750 §3.1: no error code then).
+	Code             string
+	Description      string
+	Scopes           []string
+	ResourceMetadata string
+}
+
+func (c *Challenge) Error() string { return "bearer: " + c.Code + ": " + c.Description }
+
+// Header is the WWW-Authenticate value (RFC 6750 §3, RFC 9728 §5.1).
+func (c *Challenge) Header() string {
+	params := []string{`realm="poppyhost"`}
+	if c.Code != "" {
+		params = append(params, `error="`+c.Code+`"`)
+	}
+	if c.Description != "" && c.Code != "" {
+		params = append(params, `error_description="`+quoteSafe(c.Description)+`"`)
+	}
+	if len(c.Scopes) > 0 {
+		params = append(params, `scope="`+strings.Join(c.Scopes, " ")+`"`)
+	}
+	if c.ResourceMetadata != "" {
+		params = append(params, `resource_metadata="`+c.ResourceMetadata+`"`)
+	}
+	return "Bearer " + strings.Join(params, ", ")
+}
+
+// quoteSafe keeps a description within RFC 6750's allowed characters.
+func quoteSafe(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '"' || r == '\\' || r < 0x20 || r > 0x7e {
+			return '\''
+		}
+		return r
+	}, s)
+}
+
+// Write answers the request with the challenge.
+func (c *Challenge) Write(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("WWW-Authenticate", c.Header())
+	code := c.Code
+	if code == "" {
+		code = httpx.CodeUnauthorized
+	}
+	httpx.WriteError(w, r, &httpx.Error{Code: code, Description: c.Description})
+}
+
+// Validate checks token for Company c at res: our signature, not expired,
+// not revoked, issued for res. Failures are *Challenge values; database
+// failures are returned as they are.
+func (v *Validator) Validate(ctx context.Context, c *tenant.Company, res Resource, token string) (*Grant, error) {
+	invalid := func(desc string) error {
+		return &Challenge{Code: httpx.CodeInvalidToken, Description: desc, ResourceMetadata: v.MetadataURL(c, res)}
+	}
+	if !c.Settings.Auth.Issuer {
+		return nil, invalid("this Company has no issuer, so it accepts no access tokens")
+	}
+	now := v.now()
+	claims, err := issuer.ParseAccessToken(ctx, v.keys, c, token, now)
+	if err != nil {
+		return nil, invalid("the access token is not valid here or has expired")
+	}
+	if claims.Issuer != v.urls.Issuer(c) {
+		return nil, invalid("the access token was issued by another issuer")
+	}
+	want := issuer.DefaultAudience(c)
+	if res.ID != "" {
+		want = []string{res.ID}
+	}
+	if !slices.ContainsFunc(claims.Audience, func(a string) bool { return slices.Contains(want, a) }) {
+		return nil, invalid("the access token was not issued for this service (spec 4.5); request one with its resource")
+	}
+	active, err := v.tokens.AccessTokenActive(ctx, c.ID, issuer.Signature(token), now)
+	if err != nil {
+		return nil, err
+	}
+	if !active {
+		return nil, invalid("the access token has been revoked")
+	}
+	account, err := strconv.ParseInt(claims.Subject, 10, 64)
+	if err != nil {
+		return nil, invalid("the access token has no account")
+	}
+	return &Grant{ClientID: claims.ClientID, AccountID: account, Scopes: strings.Fields(claims.Scope),
+		Audience: claims.Audience, Expires: time.Unix(claims.Expires, 0)}, nil
+}
+
+type ctxKey struct{}
+
+// FromContext returns the request's validated grant, or nil when it is
+// signed out.
+func FromContext(ctx context.Context) *Grant {
+	g, _ := ctx.Value(ctxKey{}).(*Grant)
+	return g
+}
+
+// Authorize validates the request's access token, when it has one, for
+// its Session (spec 5.3 step 3: the token must be issued to the Session's
+// client_id) and account (5.4: a Session keeps the account it first used;
+// another one ends it), and requires scopes when any are given. It
+// returns the grant, nil for a signed-out request that needs no scopes, or
+// an error to write with WriteError.
+func (v *Validator) Authorize(ctx context.Context, r *http.Request, res Resource, scopes ...string) (*Grant, error) {
+	c := tenant.FromContext(ctx)
+	token := sessions.AccessToken(r)
+	if token == "" {
+		if len(scopes) == 0 {
+			return nil, nil
+		}
+		return nil, &Challenge{Description: "this needs account access: sign in and send an access token",
+			Scopes: scopes, ResourceMetadata: v.MetadataURL(c, res)}
+	}
+	g, err := v.Validate(ctx, c, res, token)
+	if err != nil {
+		return nil, err
+	}
+	if sess := sessions.FromContext(ctx); sess != nil {
+		if g.ClientID != sess.ClientID {
+			return nil, httpx.Errorf(httpx.CodeInvalidSession, "the access token was issued to another client_id than the Session's (spec 5.3)")
+		}
+		same := sess.AccountID == g.AccountID
+		if sess.AccountID == 0 {
+			if same, err = v.sessions.BindAccount(ctx, c.ID, sess.ClientID, sess.SID, g.AccountID); err != nil {
+				return nil, err
+			}
+			sess.AccountID = g.AccountID
+		}
+		if !same {
+			return nil, httpx.Errorf(httpx.CodeSessionEnded, "this Session acted for another account; start a new Session for this one (spec 5.4)")
+		}
+	}
+	var missing []string
+	for _, s := range scopes {
+		if !slices.Contains(g.Scopes, s) {
+			missing = append(missing, s)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, &Challenge{Code: httpx.CodeInsufficientScope, Description: "the access token lacks scopes this needs",
+			Scopes: scopes, ResourceMetadata: v.MetadataURL(c, res)}
+	}
+	return g, nil
+}
+
+// WriteError writes an error from Authorize.
+func WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	if ch, ok := err.(*Challenge); ok {
+		ch.Write(w, r)
+		return
+	}
+	httpx.WriteError(w, r, err)
+}
+
+// Require is middleware for a resource endpoint: Authorize, then the
+// grant (or nil) in the context. It runs after sessions.Manager.Require.
+func (v *Validator) Require(res Resource, scopes ...string) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			g, err := v.Authorize(r.Context(), r, res, scopes...)
+			if err != nil {
+				WriteError(w, r, err)
+				return
+			}
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, g)))
+		})
+	}
+}

@@ -1,0 +1,102 @@
+package issuer
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/poppyhost/poppyhost/internal/issuer/pages"
+	"github.com/poppyhost/poppyhost/internal/tenant"
+)
+
+// accountPage lists the Personal Agents connected to the signed-in
+// account, each with a button that disconnects it (spec 5.5).
+func (s *Server) accountPage(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	c := tenant.FromContext(ctx)
+	if r.Method != http.MethodGet && r.Method != http.MethodPost {
+		w.Header().Set("Allow", "GET, POST")
+		s.messagePage(w, r, http.StatusMethodNotAllowed, "Not allowed", "Use GET or POST.")
+		return
+	}
+	action := ""
+	if r.Method == http.MethodPost {
+		if !s.parsePageForm(w, r) {
+			return
+		}
+		action = r.PostForm.Get("action")
+	}
+	r.URL.RawQuery = ""
+	acct, err := s.currentAccount(r)
+	if err != nil {
+		s.failPage(w, r, err)
+		return
+	}
+	if acct == nil {
+		msg := ""
+		if action == "login" {
+			if acct, msg, err = s.login(w, r); err != nil {
+				s.failPage(w, r, err)
+				return
+			}
+		}
+		if acct == nil {
+			s.loginPage(w, r, msg, "Sign in to "+c.Settings.Organization.Name+" to see the agents connected to your account.")
+			return
+		}
+		action = ""
+	}
+	notice := ""
+	switch action {
+	case "disconnect":
+		id := r.PostForm.Get("client_id")
+		if err := s.store.Disconnect(ctx, c.ID, acct.ID, id); err != nil {
+			s.failPage(w, r, err)
+			return
+		}
+		notice = s.agentLabel(ctx, id) + " was disconnected: it can no longer use your account."
+	case "signout":
+		if err := s.signOut(w, r); err != nil {
+			s.failPage(w, r, err)
+			return
+		}
+		s.messagePage(w, r, http.StatusOK, "Signed out", "You are signed out of "+c.Settings.Organization.Name+".")
+		return
+	}
+	conns, err := s.store.Connections(ctx, c.ID, acct.ID, s.now())
+	if err != nil {
+		s.failPage(w, r, err)
+		return
+	}
+	views := make([]pages.ConnectedAgent, 0, len(conns))
+	for _, cn := range conns {
+		views = append(views, pages.ConnectedAgent{ClientID: cn.ClientID, Name: s.agentName(ctx, cn.ClientID),
+			Scopes: cn.Scopes, Since: cn.Since})
+	}
+	csrf, err := s.csrfToken(w, r)
+	if err != nil {
+		s.failPage(w, r, err)
+		return
+	}
+	pages.Render(w, http.StatusOK, pages.Account{Brand: s.brand(c), Username: acct.Username, Agents: views,
+		DisconnectAction: r.URL.Path, SignOutAction: r.URL.Path, CSRF: csrf, Notice: notice})
+}
+
+// agentName is a connected agent's client_name, or "" when its metadata
+// cannot be fetched now; the page then shows its client_id host.
+func (s *Server) agentName(ctx context.Context, clientID string) string {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	a, err := s.resolver.Client(ctx, clientID)
+	if err != nil {
+		return ""
+	}
+	return a.Name
+}
+
+func (s *Server) agentLabel(ctx context.Context, clientID string) string {
+	if n := s.agentName(ctx, clientID); n != "" {
+		return n
+	}
+	return clientID
+}

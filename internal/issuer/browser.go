@@ -1,0 +1,202 @@
+package issuer
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/poppyhost/poppyhost/internal/accounts"
+	"github.com/poppyhost/poppyhost/internal/issuer/pages"
+	"github.com/poppyhost/poppyhost/internal/tenant"
+)
+
+// Cookies of the issuer's pages. Every Company's issuer shares the
+// platform's host, so they are scoped by path to /t/{slug}/ and cannot use
+// the __Host- prefix, which requires Path=/.
+const (
+	loginCookie = "__Secure-poppyhost-login"
+	csrfCookie  = "__Secure-poppyhost-csrf"
+	// loginLifetime is how long a browser stays signed in to the pages.
+	loginLifetime = 12 * time.Hour
+	maxPageForm   = 16 << 10
+)
+
+func (s *Server) cookiePath(c *tenant.Company) string { return "/t/" + c.Slug + "/" }
+
+func (s *Server) brand(c *tenant.Company) pages.Brand {
+	o := c.Settings.Organization
+	return pages.Brand{CompanyName: o.Name, Domain: o.Domain, LogoURI: o.LogoURI}
+}
+
+// messagePage answers with a page saying what went wrong or what happened.
+func (s *Server) messagePage(w http.ResponseWriter, r *http.Request, status int, title, body string) {
+	pages.Render(w, status, pages.Message{Brand: s.brand(tenant.FromContext(r.Context())), Title: title, Body: body})
+}
+
+// csrfToken returns the form token of this browser, setting its cookie
+// when it has none. The token is an HMAC of the cookie under the
+// Company's secret, so a page of one Company cannot forge another's.
+func (s *Server) csrfToken(w http.ResponseWriter, r *http.Request) (string, error) {
+	c := tenant.FromContext(r.Context())
+	value := ""
+	if ck, err := r.Cookie(csrfCookie); err == nil && len(ck.Value) >= 26 {
+		value = ck.Value
+	} else {
+		value = rand.Text()
+		http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: value, Path: s.cookiePath(c),
+			Secure: true, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	}
+	return s.csrfFor(r, value)
+}
+
+func (s *Server) csrfFor(r *http.Request, cookie string) (string, error) {
+	c := tenant.FromContext(r.Context())
+	secret, err := s.keys.Secret(r.Context(), c.ID)
+	if err != nil {
+		return "", err
+	}
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("csrf\x00" + cookie))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)), nil
+}
+
+// checkCSRF reports whether a POSTed form carries this browser's token.
+func (s *Server) checkCSRF(r *http.Request) (bool, error) {
+	ck, err := r.Cookie(csrfCookie)
+	if err != nil || len(ck.Value) < 26 {
+		return false, nil
+	}
+	want, err := s.csrfFor(r, ck.Value)
+	if err != nil {
+		return false, err
+	}
+	got := r.PostForm.Get("csrf")
+	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1, nil
+}
+
+// parsePageForm reads a page's POSTed form and checks its CSRF token; on
+// failure it has answered.
+func (s *Server) parsePageForm(w http.ResponseWriter, r *http.Request) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, maxPageForm)
+	if err := r.ParseForm(); err != nil {
+		s.messagePage(w, r, http.StatusBadRequest, "Something went wrong", "The form could not be read. Go back and try again.")
+		return false
+	}
+	ok, err := s.checkCSRF(r)
+	if err != nil {
+		s.failPage(w, r, err)
+		return false
+	}
+	if !ok {
+		s.messagePage(w, r, http.StatusForbidden, "This form has expired",
+			"For your safety the form was not accepted. Go back, reload the page and try again.")
+		return false
+	}
+	return true
+}
+
+func (s *Server) failPage(w http.ResponseWriter, r *http.Request, err error) {
+	logFailure(r, err)
+	s.messagePage(w, r, http.StatusInternalServerError, "Something went wrong", "Please try again in a moment.")
+}
+
+// currentAccount returns the account this browser is signed in to, or
+// nil.
+func (s *Server) currentAccount(r *http.Request) (*accounts.Account, error) {
+	ck, err := r.Cookie(loginCookie)
+	if err != nil || ck.Value == "" {
+		return nil, nil
+	}
+	c := tenant.FromContext(r.Context())
+	var a accounts.Account
+	err = s.store.pool.QueryRow(r.Context(), `
+		SELECT a.id, a.username, a.created_at FROM issuer_logins l
+		JOIN accounts a ON a.id = l.account_id AND a.company_id = l.company_id
+		WHERE l.company_id = $1 AND l.token = $2 AND l.expires_at > $3`,
+		c.ID, hashSig(ck.Value), s.now()).Scan(&a.ID, &a.Username, &a.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
+// login checks the login form; on success the browser is signed in. A
+// wrong password or a lock gives a message for the User, never which of
+// username and password was wrong.
+func (s *Server) login(w http.ResponseWriter, r *http.Request) (*accounts.Account, string, error) {
+	c := tenant.FromContext(r.Context())
+	a, err := s.accounts.Authenticate(r.Context(), c.ID, r.PostForm.Get("username"), r.PostForm.Get("password"))
+	var throttled *accounts.ThrottledError
+	switch {
+	case errors.As(err, &throttled):
+		secs := int(math.Ceil(throttled.RetryAfter.Seconds()))
+		return nil, fmt.Sprintf("Too many failed attempts. Try again in %d seconds.", secs), nil
+	case errors.Is(err, accounts.ErrNotFound):
+		return nil, "The username or password is not right.", nil
+	case err != nil:
+		return nil, "", err
+	}
+	token := rand.Text() + rand.Text()
+	now := s.now()
+	if _, err := s.store.pool.Exec(r.Context(), `INSERT INTO issuer_logins (company_id, token, account_id, created_at, expires_at)
+		VALUES ($1, $2, $3, $4, $5)`, c.ID, hashSig(token), a.ID, now, now.Add(loginLifetime)); err != nil {
+		return nil, "", err
+	}
+	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: token, Path: s.cookiePath(c),
+		MaxAge: int(loginLifetime.Seconds()), Secure: true, HttpOnly: true, SameSite: http.SameSiteLaxMode})
+	return &a, "", nil
+}
+
+// signOut ends this browser's sign-in to the pages.
+func (s *Server) signOut(w http.ResponseWriter, r *http.Request) error {
+	c := tenant.FromContext(r.Context())
+	if ck, err := r.Cookie(loginCookie); err == nil {
+		if _, err := s.store.pool.Exec(r.Context(), `DELETE FROM issuer_logins WHERE company_id = $1 AND token = $2`,
+			c.ID, hashSig(ck.Value)); err != nil {
+			return err
+		}
+	}
+	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: "", Path: s.cookiePath(c), MaxAge: -1,
+		Secure: true, HttpOnly: true, SameSite: http.SameSiteLaxMode})
+	return nil
+}
+
+// scopeViews describes requested scopes for the consent page.
+func scopeViews(c *tenant.Company, requested []string) []pages.Scope {
+	out := make([]pages.Scope, 0, len(requested))
+	for _, name := range requested {
+		v := pages.Scope{Name: name, Description: c.Settings.Auth.Scopes[name], Checked: true}
+		if h, ok := c.Settings.Auth.ScopeHints[name]; ok {
+			v.Changes, v.PersonalData = h.Changes, h.PersonalData
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// approvedScopes are the ticked scopes that were requested, in the
+// requested order: a User can leave scopes out, never add one (spec 4.7).
+func approvedScopes(ticked, requested []string) []string {
+	var out []string
+	for _, s := range requested {
+		for _, t := range ticked {
+			if s == t {
+				out = append(out, s)
+				break
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,288 @@
+package issuer
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/ory/fosite"
+	"github.com/ory/fosite/handler/oauth2"
+	"github.com/ory/fosite/storage"
+
+	"github.com/poppyhost/poppyhost/internal/tenant"
+)
+
+// Device Sign-In parameters (RFC 8628, RFC 10027 §2).
+const (
+	// deviceLifetime is how long a User has to approve: long enough to
+	// sign in on a phone, short enough to limit phishing (RFC 10027
+	// §6.1.8 suggests minutes).
+	deviceLifetime = 10 * time.Minute
+	// deviceInterval is the polling interval; slow_down adds 5 seconds
+	// (RFC 8628 §3.5).
+	deviceInterval = 5
+	// userCodeAlphabet has no vowels, so no words, and no look-alike
+	// characters (RFC 8628 §6.1). 8 characters: 20^8 ≈ 2^34.6 codes.
+	userCodeAlphabet = "BCDFGHJKLMNPQRSTVWXZ"
+	userCodeLen      = 8
+)
+
+// Errors of the device grant that fosite v0.49.0 does not define
+// (RFC 8628 §3.5).
+var (
+	errAuthorizationPending = &fosite.RFC6749Error{ErrorField: "authorization_pending", CodeField: http.StatusBadRequest,
+		DescriptionField: "The User has not approved or declined the request yet; poll again after the interval."}
+	errSlowDown = &fosite.RFC6749Error{ErrorField: "slow_down", CodeField: http.StatusBadRequest,
+		DescriptionField: "Polling too fast: the interval is now 5 seconds longer."}
+	errExpiredToken = &fosite.RFC6749Error{ErrorField: "expired_token", CodeField: http.StatusBadRequest,
+		DescriptionField: "The device code has expired; start Device Sign-In again."}
+)
+
+// newUserCode returns a random user code, without the dash it is shown
+// with.
+func newUserCode() string {
+	b := make([]byte, userCodeLen)
+	for i := range b {
+		b[i] = userCodeAlphabet[randIndex(len(userCodeAlphabet))]
+	}
+	return string(b)
+}
+
+func randIndex(n int) int {
+	// Rejection sampling keeps the distribution uniform.
+	var b [1]byte
+	limit := 256 - 256%n
+	for {
+		if _, err := rand.Read(b[:]); err != nil {
+			panic(err)
+		}
+		if int(b[0]) < limit {
+			return int(b[0]) % n
+		}
+	}
+}
+
+// NormalUserCode is a user code as typed, uppercased without separators;
+// "" when it cannot be one of ours.
+func NormalUserCode(s string) string {
+	s = strings.ToUpper(strings.NewReplacer("-", "", " ", "").Replace(s))
+	if len(s) != userCodeLen {
+		return ""
+	}
+	for _, r := range s {
+		if !strings.ContainsRune(userCodeAlphabet, r) {
+			return ""
+		}
+	}
+	return s
+}
+
+// DisplayUserCode formats a user code for people: WDJB-MJHT.
+func DisplayUserCode(code string) string {
+	return code[:4] + "-" + code[4:]
+}
+
+// deviceRequest is a pending Device Sign-In.
+type deviceRequest struct {
+	ClientID string
+	Scopes   []string
+	Resource string
+	Status   string
+	Expires  time.Time
+}
+
+// createDevice stores a new request and returns its device and user codes.
+func (s *Store) createDevice(ctx context.Context, clientID string, scopes []string, resource string, now time.Time) (deviceCode, userCode string, err error) {
+	deviceCode = rand.Text() + rand.Text()
+	for range 5 {
+		userCode = newUserCode()
+		_, err = s.pool.Exec(ctx, `
+			INSERT INTO device_grants (company_id, device_code, user_code, client_id, scopes, resource,
+				interval_seconds, created_at, expires_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+			ON CONFLICT (company_id, user_code) DO UPDATE SET user_code = EXCLUDED.user_code
+				WHERE device_grants.expires_at < $8`,
+			companyID(ctx), hashSig(deviceCode), userCode, clientID, scopes, resource,
+			deviceInterval, now, now.Add(deviceLifetime))
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+			continue
+		}
+		if err != nil {
+			return "", "", err
+		}
+		return deviceCode, userCode, nil
+	}
+	return "", "", errors.New("issuer: no free user code after 5 tries")
+}
+
+// deviceByUserCode finds a pending, unexpired request by its user code.
+func (s *Store) deviceByUserCode(ctx context.Context, userCode string, now time.Time) (*deviceRequest, error) {
+	var d deviceRequest
+	err := s.pool.QueryRow(ctx, `
+		SELECT client_id, scopes, resource, status, expires_at FROM device_grants
+		WHERE company_id = $1 AND user_code = $2 AND expires_at > $3 AND status = 'pending'`,
+		companyID(ctx), userCode, now).Scan(&d.ClientID, &d.Scopes, &d.Resource, &d.Status, &d.Expires)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	return &d, err
+}
+
+// decideDevice approves (with the granted scopes) or denies a pending
+// request; false when it was no longer pending or has expired.
+func (s *Store) decideDevice(ctx context.Context, userCode string, accountID int64, granted []string, now time.Time) (bool, error) {
+	status := "approved"
+	if len(granted) == 0 {
+		status = "denied"
+	}
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE device_grants SET status = $3, account_id = $4, granted_scopes = $5
+		WHERE company_id = $1 AND user_code = $2 AND status = 'pending' AND expires_at > $6`,
+		companyID(ctx), userCode, status, accountID, nonNil(granted), now)
+	if err != nil {
+		return false, err
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// deviceGrant is the token endpoint handler of the device_code grant
+// (RFC 8628 §3.4-3.5), written on fosite's handler interfaces.
+type deviceGrant struct {
+	store  *Store
+	codes  oauth2.RefreshTokenStrategy
+	access oauth2.AccessTokenStrategy
+	now    func() time.Time
+}
+
+// CanSkipClientAuth implements fosite.TokenEndpointHandler: every poll
+// carries the client assertion (spec 4.3).
+func (d *deviceGrant) CanSkipClientAuth(context.Context, fosite.AccessRequester) bool { return false }
+
+// CanHandleTokenEndpointRequest implements fosite.TokenEndpointHandler.
+func (d *deviceGrant) CanHandleTokenEndpointRequest(_ context.Context, r fosite.AccessRequester) bool {
+	return r.GetGrantTypes().ExactOne(tenant.GrantDeviceCode)
+}
+
+// HandleTokenEndpointRequest implements fosite.TokenEndpointHandler: it
+// records the poll and answers pending, slow_down, expiry and denial, or
+// loads the approved grant into the request. Tokens are issued, and the
+// device code used up, in PopulateTokenEndpointResponse.
+func (d *deviceGrant) HandleTokenEndpointRequest(ctx context.Context, r fosite.AccessRequester) error {
+	code := r.GetRequestForm().Get("device_code")
+	if code == "" {
+		return fosite.ErrInvalidRequest.WithHint("device_code is required.")
+	}
+	now := d.now()
+	var (
+		clientID, status, resource string
+		account                    *int64
+		scopes, granted            []string
+		expires                    time.Time
+		tooFast                    bool
+	)
+	err := d.store.pool.QueryRow(ctx, `
+		WITH old AS (
+			SELECT last_polled_at, interval_seconds FROM device_grants
+			WHERE company_id = $1 AND device_code = $2 FOR UPDATE
+		)
+		UPDATE device_grants g SET last_polled_at = $3,
+			interval_seconds = g.interval_seconds + CASE
+				WHEN g.status = 'pending' AND old.last_polled_at IS NOT NULL
+					AND $3 < old.last_polled_at + make_interval(secs => old.interval_seconds) THEN 5 ELSE 0 END
+		FROM old
+		WHERE g.company_id = $1 AND g.device_code = $2
+		RETURNING g.client_id, g.status, g.account_id, g.scopes, g.granted_scopes, g.resource, g.expires_at,
+			g.interval_seconds > old.interval_seconds`,
+		companyID(ctx), hashSig(code), now).
+		Scan(&clientID, &status, &account, &scopes, &granted, &resource, &expires, &tooFast)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fosite.ErrInvalidGrant.WithHint("The device code is not valid.")
+	}
+	if err != nil {
+		return fosite.ErrServerError.WithWrap(err)
+	}
+	switch {
+	case clientID != r.GetClient().GetID():
+		return fosite.ErrInvalidGrant.WithHint("The device code was issued to another client.")
+	case !now.Before(expires):
+		return errExpiredToken
+	case status == "used":
+		return fosite.ErrInvalidGrant.WithHint("The device code was already used.")
+	case status == "denied":
+		return fosite.ErrAccessDenied.WithHint("The User declined the request.")
+	case tooFast:
+		return errSlowDown
+	case status == "pending":
+		return errAuthorizationPending
+	}
+	sess, ok := r.GetSession().(*Session)
+	if !ok || account == nil {
+		return fosite.ErrServerError.WithHint("The approved request has no account.")
+	}
+	sess.AccountID = *account
+	sess.Resource = resource
+	sess.SetExpiresAt(fosite.AccessToken, now.Add(AccessTokenLifetime(tenant.FromContext(ctx))).Round(time.Second))
+	sess.SetExpiresAt(fosite.RefreshToken, now.Add(RefreshTokenLifetime(tenant.FromContext(ctx))).Round(time.Second))
+	r.SetRequestedScopes(scopes)
+	for _, s := range granted {
+		r.GrantScope(s)
+	}
+	return nil
+}
+
+// PopulateTokenEndpointResponse implements fosite.TokenEndpointHandler:
+// the device code is used up and the tokens stored in one transaction, so
+// it yields tokens once and nothing is lost if storing fails.
+func (d *deviceGrant) PopulateTokenEndpointResponse(ctx context.Context, r fosite.AccessRequester, resp fosite.AccessResponder) (err error) {
+	if !d.CanHandleTokenEndpointRequest(ctx, r) {
+		return fosite.ErrUnknownRequest
+	}
+	access, accessSig, err := d.access.GenerateAccessToken(ctx, r)
+	if err != nil {
+		return fosite.ErrServerError.WithWrap(err)
+	}
+	refresh, refreshSig, err := d.codes.GenerateRefreshToken(ctx, r)
+	if err != nil {
+		return fosite.ErrServerError.WithWrap(err)
+	}
+	ctx, err = storage.MaybeBeginTx(ctx, d.store)
+	if err != nil {
+		return fosite.ErrServerError.WithWrap(err)
+	}
+	defer func() {
+		if err != nil {
+			_ = storage.MaybeRollbackTx(ctx, d.store)
+		}
+	}()
+	tag, err := d.store.db(ctx).Exec(ctx, `UPDATE device_grants SET status = 'used'
+		WHERE company_id = $1 AND device_code = $2 AND status = 'approved'`,
+		companyID(ctx), hashSig(r.GetRequestForm().Get("device_code")))
+	if err != nil {
+		return fosite.ErrServerError.WithWrap(err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fosite.ErrInvalidGrant.WithHint("The device code was already used.")
+	}
+	stored := r.Sanitize(nil)
+	if err = d.store.CreateAccessTokenSession(ctx, accessSig, stored); err != nil {
+		return fosite.ErrServerError.WithWrap(err)
+	}
+	if err = d.store.CreateRefreshTokenSession(ctx, refreshSig, accessSig, stored); err != nil {
+		return fosite.ErrServerError.WithWrap(err)
+	}
+	if err = storage.MaybeCommitTx(ctx, d.store); err != nil {
+		return fosite.ErrServerError.WithWrap(err)
+	}
+	resp.SetAccessToken(access)
+	resp.SetTokenType("bearer")
+	resp.SetExpiresIn(time.Until(r.GetSession().GetExpiresAt(fosite.AccessToken)).Round(time.Second))
+	resp.SetScopes(r.GetGrantedScopes())
+	resp.SetExtra("refresh_token", refresh)
+	return nil
+}

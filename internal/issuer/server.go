@@ -1,0 +1,147 @@
+package issuer
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/ory/fosite"
+	"github.com/ory/fosite/handler/oauth2"
+
+	"github.com/poppyhost/poppyhost/internal/accounts"
+	"github.com/poppyhost/poppyhost/internal/agentid"
+	"github.com/poppyhost/poppyhost/internal/clientauth"
+	"github.com/poppyhost/poppyhost/internal/httpx"
+	"github.com/poppyhost/poppyhost/internal/tenant"
+)
+
+// Options are what a Server is built from.
+type Options struct {
+	Pool     *pgxpool.Pool
+	Keys     Keys
+	Resolver clientauth.Resolver
+	Replays  clientauth.ReplayStore
+	Accounts *accounts.Store
+	URLs     tenant.URLs
+	// CompanyForAPIKey authenticates callers of the introspection
+	// endpoint (tenant.Store.CompanyForAPIKey).
+	CompanyForAPIKey func(ctx context.Context, key string) (*tenant.Company, error)
+	// Now is the clock [time.Now].
+	Now func() time.Time
+}
+
+// Server is every Company's OAuth issuer.
+type Server struct {
+	store    *Store
+	provider *fosite.Fosite
+	codes    *oauth2.HMACSHAStrategyUnPrefixed
+	verifier *clientauth.Verifier
+	resolver clientauth.Resolver
+	accounts *accounts.Store
+	keys     Keys
+	urls     tenant.URLs
+	apiKey   func(ctx context.Context, key string) (*tenant.Company, error)
+	now      func() time.Time
+}
+
+// New returns a Server.
+func New(opts Options) *Server {
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	s := &Server{
+		store:    NewStore(opts.Pool),
+		resolver: opts.Resolver,
+		accounts: opts.Accounts,
+		keys:     opts.Keys,
+		urls:     opts.URLs,
+		apiKey:   opts.CompanyForAPIKey,
+		now:      now,
+	}
+	s.verifier = clientauth.NewVerifier(opts.Resolver, clientauth.Options{Now: now, Replays: opts.Replays})
+	s.store.clients = s.getClient
+	access := &accessTokens{keys: opts.Keys, issuer: opts.URLs.Issuer, now: now}
+	s.provider, s.codes = newProvider(s.store, opts.Keys, access, &deviceGrant{now: now}, s.authenticateClient)
+	return s
+}
+
+// Store is the Server's grant storage.
+func (s *Server) Store() *Store { return s.store }
+
+// Mount mounts the issuer's endpoints and pages on r, which runs behind
+// tenant.BySlug for {issuer}. offers says whether the Company in the
+// context offers a sign-in grant type; routes it does not offer are 404.
+func (s *Server) Mount(r chi.Router, offers func(grant string) func(http.Handler) http.Handler) {
+	r.Post("/oauth/token", s.token)
+	r.Post("/oauth/revoke", s.revoke)
+	r.Post("/oauth/introspect", s.introspect)
+	r.With(offers(tenant.GrantAuthorizationCode)).HandleFunc("/oauth/authorize", s.authorize)
+	r.With(offers(tenant.GrantDeviceCode)).Post("/oauth/device_authorization", s.deviceAuthorization)
+	r.With(offers(tenant.GrantDeviceCode)).HandleFunc("/device", s.devicePage)
+	r.HandleFunc("/account", s.accountPage)
+}
+
+// authenticateClient is fosite's client authentication: private_key_jwt
+// with spec 4.1's rules (internal/clientauth), then the Company's policy.
+func (s *Server) authenticateClient(ctx context.Context, _ *http.Request, form url.Values) (fosite.Client, error) {
+	c := tenant.FromContext(ctx)
+	agent, err := s.verifier.Verify(ctx, s.urls.Issuer(c), form)
+	if err != nil {
+		var ce *clientauth.Error
+		if errors.As(err, &ce) && ce.Code == clientauth.CodeInvalidClient {
+			return nil, fosite.ErrInvalidClient.WithHint(ce.Description).WithWrap(err)
+		}
+		return nil, fosite.ErrServerError.WithWrap(err)
+	}
+	if !c.Settings.Agents.Accepts(agent.ClientID) {
+		return nil, fosite.ErrInvalidClient.WithHint("This Company does not accept this Personal Agent.")
+	}
+	return newClient(agent, c), nil
+}
+
+// getClient resolves a client_id for the authorization endpoint.
+func (s *Server) getClient(ctx context.Context, id string) (fosite.Client, error) {
+	agent, err := s.resolveAgent(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return newClient(agent, tenant.FromContext(ctx)), nil
+}
+
+// resolveAgent fetches a client's metadata document and applies the
+// Company's policy; errors are *fosite.RFC6749Error with a description
+// fit for the User's error page.
+func (s *Server) resolveAgent(ctx context.Context, id string) (*agentid.Client, error) {
+	if err := agentid.CheckClientID(id); err != nil {
+		return nil, fosite.ErrInvalidClient.WithHint(err.Error())
+	}
+	agent, err := s.resolver.Client(ctx, id)
+	var invalid *agentid.InvalidError
+	switch {
+	case errors.As(err, &invalid):
+		return nil, fosite.ErrInvalidClient.WithHintf("The Personal Agent's client metadata is not valid: %s", invalid.Reason)
+	case errors.Is(err, agentid.ErrUnavailable):
+		return nil, fosite.ErrTemporarilyUnavailable.WithHint("The Personal Agent's client metadata could not be fetched.").WithWrap(err)
+	case err != nil:
+		return nil, fosite.ErrServerError.WithWrap(err)
+	}
+	if !tenant.FromContext(ctx).Settings.Agents.Accepts(agent.ClientID) {
+		return nil, fosite.ErrInvalidClient.WithHint("This Company does not accept this Personal Agent.")
+	}
+	return agent, nil
+}
+
+// logFailure logs a server-side failure behind an OAuth error.
+func logFailure(r *http.Request, err error) {
+	var rfc *fosite.RFC6749Error
+	if errors.As(err, &rfc) && rfc.CodeField < 500 {
+		return
+	}
+	httpx.Logger(r.Context()).ErrorContext(r.Context(), "issuer failure", slog.Any("err", err))
+}

@@ -1,0 +1,391 @@
+package issuer
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/ory/fosite"
+
+	"github.com/poppyhost/poppyhost/internal/tenant"
+)
+
+// Kinds of rows in oauth_tokens.
+const (
+	kindCode    = "code"
+	kindPKCE    = "pkce"
+	kindAccess  = "access"
+	kindRefresh = "refresh"
+)
+
+// storedForm lists the request parameters kept with a grant: what later
+// steps read (redirect_uri for the code exchange, the PKCE challenge, the
+// resource). Assertions, codes, tokens and verifiers are never stored.
+var storedForm = []string{"redirect_uri", "code_challenge", "code_challenge_method", "resource", "scope", "response_type"}
+
+// errCodeUsed is returned when a concurrent exchange used the code first.
+var errCodeUsed = errors.New("the authorization code was used concurrently")
+
+// Store keeps the issuer's grants in PostgreSQL: fosite's storage
+// interfaces, every query filtered by the Company in the context.
+type Store struct {
+	pool *pgxpool.Pool
+	// clients resolves client_ids for fosite's GetClient.
+	clients func(ctx context.Context, id string) (fosite.Client, error)
+}
+
+// NewStore returns a Store on pool.
+func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+type txKey struct{}
+
+// querier is a pool or the transaction in the context.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+func (s *Store) db(ctx context.Context) querier {
+	if tx, ok := ctx.Value(txKey{}).(pgx.Tx); ok {
+		return tx
+	}
+	return s.pool
+}
+
+// BeginTX implements fosite's storage.Transactional.
+func (s *Store) BeginTX(ctx context.Context) (context.Context, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return ctx, err
+	}
+	return context.WithValue(ctx, txKey{}, tx), nil
+}
+
+// Commit implements fosite's storage.Transactional.
+func (s *Store) Commit(ctx context.Context) error {
+	tx, ok := ctx.Value(txKey{}).(pgx.Tx)
+	if !ok {
+		return errors.New("issuer: commit without a transaction")
+	}
+	return tx.Commit(ctx)
+}
+
+// Rollback implements fosite's storage.Transactional.
+func (s *Store) Rollback(ctx context.Context) error {
+	tx, ok := ctx.Value(txKey{}).(pgx.Tx)
+	if !ok {
+		return errors.New("issuer: rollback without a transaction")
+	}
+	return tx.Rollback(ctx)
+}
+
+func companyID(ctx context.Context) int64 {
+	c := tenant.FromContext(ctx)
+	if c == nil {
+		// Every route of the issuer runs behind tenant.BySlug.
+		panic("issuer: no Company in the context")
+	}
+	return c.ID
+}
+
+func hashSig(sig string) []byte {
+	h := sha256.Sum256([]byte(sig))
+	return h[:]
+}
+
+// GetClient implements fosite.ClientManager.
+func (s *Store) GetClient(ctx context.Context, id string) (fosite.Client, error) {
+	return s.clients(ctx, id)
+}
+
+// ClientAssertionJWTValid implements fosite.ClientManager. Client
+// assertions are verified by internal/clientauth, which keeps its own jti
+// store, so fosite's default strategy never calls this.
+func (s *Store) ClientAssertionJWTValid(context.Context, string) error { return nil }
+
+// SetClientAssertionJWT implements fosite.ClientManager; see
+// ClientAssertionJWTValid.
+func (s *Store) SetClientAssertionJWT(context.Context, string, time.Time) error { return nil }
+
+func (s *Store) create(ctx context.Context, kind, sig string, r fosite.Requester) error {
+	sess, ok := r.GetSession().(*Session)
+	if !ok {
+		return fmt.Errorf("issuer: unexpected session type %T", r.GetSession())
+	}
+	form := url.Values{}
+	for _, k := range storedForm {
+		if v, ok := r.GetRequestForm()[k]; ok {
+			form[k] = v
+		}
+	}
+	formJSON, err := json.Marshal(form)
+	if err != nil {
+		return err
+	}
+	sessJSON, err := json.Marshal(sess)
+	if err != nil {
+		return err
+	}
+	granted := []string(r.GetGrantedScopes())
+	exp := sess.GetExpiresAt(fosite.AuthorizeCode)
+	switch kind {
+	case kindAccess:
+		exp = sess.GetExpiresAt(fosite.AccessToken)
+	case kindRefresh:
+		exp = sess.GetExpiresAt(fosite.RefreshToken)
+		if len(sess.RefreshScopes) > 0 {
+			granted = sess.RefreshScopes
+		}
+	}
+	if exp.IsZero() {
+		return fmt.Errorf("issuer: %s without an expiry", kind)
+	}
+	var account *int64
+	if sess.AccountID != 0 {
+		account = &sess.AccountID
+	}
+	_, err = s.db(ctx).Exec(ctx, `
+		INSERT INTO oauth_tokens (company_id, kind, signature, request_id, client_id, account_id,
+			requested_at, scopes, granted_scopes, form, session, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+		companyID(ctx), kind, hashSig(sig), r.GetID(), r.GetClient().GetID(), account,
+		r.GetRequestedAt(), nonNil(r.GetRequestedScopes()), nonNil(granted), formJSON, sessJSON, exp)
+	return err
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// get loads a row; inactive rows return the request with inactiveErr.
+func (s *Store) get(ctx context.Context, kind, sig string, session fosite.Session, inactiveErr error) (fosite.Requester, error) {
+	var (
+		req                fosite.Request
+		clientID           string
+		scopes, granted    []string
+		formJSON, sessJSON []byte
+		active             bool
+	)
+	err := s.db(ctx).QueryRow(ctx, `
+		SELECT request_id, client_id, requested_at, scopes, granted_scopes, form, session, active
+		FROM oauth_tokens WHERE company_id = $1 AND kind = $2 AND signature = $3`,
+		companyID(ctx), kind, hashSig(sig)).
+		Scan(&req.ID, &clientID, &req.RequestedAt, &scopes, &granted, &formJSON, &sessJSON, &active)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fosite.ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	if session == nil {
+		session = &Session{}
+	}
+	if err := json.Unmarshal(sessJSON, session); err != nil {
+		return nil, err
+	}
+	req.Form = url.Values{}
+	if err := json.Unmarshal(formJSON, &req.Form); err != nil {
+		return nil, err
+	}
+	req.Client = &Client{ID: clientID}
+	req.RequestedScope = scopes
+	req.GrantedScope = granted
+	req.RequestedAudience = fosite.Arguments{}
+	req.GrantedAudience = fosite.Arguments{}
+	req.Session = session
+	req.RequestedAt = req.RequestedAt.UTC()
+	if !active {
+		return &req, inactiveErr
+	}
+	return &req, nil
+}
+
+func (s *Store) deactivate(ctx context.Context, kind, sig string) error {
+	_, err := s.db(ctx).Exec(ctx, `UPDATE oauth_tokens SET active = false
+		WHERE company_id = $1 AND kind = $2 AND signature = $3`, companyID(ctx), kind, hashSig(sig))
+	return err
+}
+
+func (s *Store) delete(ctx context.Context, kind, sig string) error {
+	_, err := s.db(ctx).Exec(ctx, `DELETE FROM oauth_tokens
+		WHERE company_id = $1 AND kind = $2 AND signature = $3`, companyID(ctx), kind, hashSig(sig))
+	return err
+}
+
+// CreateAuthorizeCodeSession implements oauth2.AuthorizeCodeStorage.
+func (s *Store) CreateAuthorizeCodeSession(ctx context.Context, sig string, r fosite.Requester) error {
+	return s.create(ctx, kindCode, sig, r)
+}
+
+// GetAuthorizeCodeSession implements oauth2.AuthorizeCodeStorage.
+func (s *Store) GetAuthorizeCodeSession(ctx context.Context, sig string, session fosite.Session) (fosite.Requester, error) {
+	return s.get(ctx, kindCode, sig, session, fosite.ErrInvalidatedAuthorizeCode)
+}
+
+// InvalidateAuthorizeCodeSession implements oauth2.AuthorizeCodeStorage:
+// one conditional UPDATE, so of two concurrent exchanges one wins.
+func (s *Store) InvalidateAuthorizeCodeSession(ctx context.Context, sig string) error {
+	tag, err := s.db(ctx).Exec(ctx, `UPDATE oauth_tokens SET active = false
+		WHERE company_id = $1 AND kind = $2 AND signature = $3 AND active`, companyID(ctx), kindCode, hashSig(sig))
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return errCodeUsed
+	}
+	return nil
+}
+
+// CreatePKCERequestSession implements pkce.PKCERequestStorage.
+func (s *Store) CreatePKCERequestSession(ctx context.Context, sig string, r fosite.Requester) error {
+	return s.create(ctx, kindPKCE, sig, r)
+}
+
+// GetPKCERequestSession implements pkce.PKCERequestStorage.
+func (s *Store) GetPKCERequestSession(ctx context.Context, sig string, session fosite.Session) (fosite.Requester, error) {
+	return s.get(ctx, kindPKCE, sig, session, fosite.ErrNotFound)
+}
+
+// DeletePKCERequestSession implements pkce.PKCERequestStorage.
+func (s *Store) DeletePKCERequestSession(ctx context.Context, sig string) error {
+	return s.delete(ctx, kindPKCE, sig)
+}
+
+// CreateAccessTokenSession implements oauth2.AccessTokenStorage.
+func (s *Store) CreateAccessTokenSession(ctx context.Context, sig string, r fosite.Requester) error {
+	return s.create(ctx, kindAccess, sig, r)
+}
+
+// GetAccessTokenSession implements oauth2.AccessTokenStorage. A revoked
+// access token is not found.
+func (s *Store) GetAccessTokenSession(ctx context.Context, sig string, session fosite.Session) (fosite.Requester, error) {
+	return s.get(ctx, kindAccess, sig, session, fosite.ErrNotFound)
+}
+
+// DeleteAccessTokenSession implements oauth2.AccessTokenStorage.
+func (s *Store) DeleteAccessTokenSession(ctx context.Context, sig string) error {
+	return s.deactivate(ctx, kindAccess, sig)
+}
+
+// CreateRefreshTokenSession implements oauth2.RefreshTokenStorage.
+func (s *Store) CreateRefreshTokenSession(ctx context.Context, sig, _ string, r fosite.Requester) error {
+	return s.create(ctx, kindRefresh, sig, r)
+}
+
+// GetRefreshTokenSession implements oauth2.RefreshTokenStorage: a rotated
+// or revoked refresh token returns its request with ErrInactiveToken, so
+// fosite treats its reuse as theft and revokes the grant.
+func (s *Store) GetRefreshTokenSession(ctx context.Context, sig string, session fosite.Session) (fosite.Requester, error) {
+	return s.get(ctx, kindRefresh, sig, session, fosite.ErrInactiveToken)
+}
+
+// DeleteRefreshTokenSession implements oauth2.RefreshTokenStorage.
+func (s *Store) DeleteRefreshTokenSession(ctx context.Context, sig string) error {
+	return s.deactivate(ctx, kindRefresh, sig)
+}
+
+// RotateRefreshToken implements oauth2.RefreshTokenStorage: the used
+// refresh token becomes inactive, with one winner among concurrent
+// refreshes, and the access tokens issued under the grant end with it.
+func (s *Store) RotateRefreshToken(ctx context.Context, requestID, sig string) error {
+	tag, err := s.db(ctx).Exec(ctx, `UPDATE oauth_tokens SET active = false
+		WHERE company_id = $1 AND kind = $2 AND signature = $3 AND active`, companyID(ctx), kindRefresh, hashSig(sig))
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return fosite.ErrInvalidGrant.WithHint("The refresh token was already used.")
+	}
+	return s.RevokeAccessToken(ctx, requestID)
+}
+
+// RevokeRefreshToken implements oauth2.TokenRevocationStorage: every
+// refresh token of the grant.
+func (s *Store) RevokeRefreshToken(ctx context.Context, requestID string) error {
+	return s.revoke(ctx, kindRefresh, requestID)
+}
+
+// RevokeAccessToken implements oauth2.TokenRevocationStorage: every access
+// token of the grant (RFC 7009 §2.1).
+func (s *Store) RevokeAccessToken(ctx context.Context, requestID string) error {
+	return s.revoke(ctx, kindAccess, requestID)
+}
+
+func (s *Store) revoke(ctx context.Context, kind, requestID string) error {
+	_, err := s.db(ctx).Exec(ctx, `UPDATE oauth_tokens SET active = false
+		WHERE company_id = $1 AND kind = $2 AND request_id = $3 AND active`, companyID(ctx), kind, requestID)
+	return err
+}
+
+// AccessTokenActive reports whether the access token with this signature
+// was issued by the Company and is neither revoked nor expired.
+func (s *Store) AccessTokenActive(ctx context.Context, companyID int64, sig string, now time.Time) (bool, error) {
+	var active bool
+	err := s.pool.QueryRow(ctx, `SELECT active AND expires_at > $4 FROM oauth_tokens
+		WHERE company_id = $1 AND kind = $2 AND signature = $3`, companyID, kindAccess, hashSig(sig), now).Scan(&active)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	return active, err
+}
+
+// Connection is a Personal Agent with valid refresh tokens for an account.
+type Connection struct {
+	ClientID string
+	Scopes   []string
+	Since    time.Time
+}
+
+// Connections lists the Personal Agents connected to an account.
+func (s *Store) Connections(ctx context.Context, companyID, accountID int64, now time.Time) ([]Connection, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT client_id, min(requested_at), array_agg(DISTINCT scope ORDER BY scope)
+		FROM oauth_tokens, unnest(granted_scopes) AS scope
+		WHERE company_id = $1 AND account_id = $2 AND kind = 'refresh' AND active AND expires_at > $3
+		GROUP BY client_id ORDER BY client_id`, companyID, accountID, now)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Connection, error) {
+		var c Connection
+		err := row.Scan(&c.ClientID, &c.Since, &c.Scopes)
+		return c, err
+	})
+}
+
+// Disconnect revokes every refresh token of clientID for an account, and
+// the access tokens issued under them (spec 5.5).
+func (s *Store) Disconnect(ctx context.Context, companyID, accountID int64, clientID string) error {
+	_, err := s.pool.Exec(ctx, `UPDATE oauth_tokens SET active = false
+		WHERE company_id = $1 AND account_id = $2 AND client_id = $3 AND kind IN ('refresh', 'access') AND active`,
+		companyID, accountID, clientID)
+	return err
+}
+
+// DeleteExpired removes rows that expired before cutoff.
+func (s *Store) DeleteExpired(ctx context.Context, cutoff time.Time) (int64, error) {
+	var n int64
+	for _, q := range []string{
+		`DELETE FROM oauth_tokens WHERE expires_at < $1`,
+		`DELETE FROM device_grants WHERE expires_at < $1`,
+		`DELETE FROM issuer_logins WHERE expires_at < $1`,
+	} {
+		tag, err := s.pool.Exec(ctx, q, cutoff)
+		if err != nil {
+			return n, err
+		}
+		n += tag.RowsAffected()
+	}
+	return n, nil
+}

@@ -1,0 +1,205 @@
+package issuer
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/ory/fosite"
+
+	"github.com/poppyhost/poppyhost/internal/tenant"
+)
+
+// maxTokenForm bounds token, device and revocation request bodies.
+const maxTokenForm = 64 << 10
+
+var errInvalidTarget = &fosite.RFC6749Error{ErrorField: "invalid_target", CodeField: http.StatusBadRequest,
+	DescriptionField: "The resource is not a service of this Company (RFC 8707)."}
+
+// MCPResource is the resource of the Company's hosted MCP server, whose
+// tokens are valid only there (spec 4.5).
+func MCPResource(urls tenant.URLs, c *tenant.Company) string { return urls.Base(c) + "/mcp" }
+
+// DefaultAudience is the aud of a token for no particular service: every
+// domain of the Company, where it is valid at every service but those with
+// their own resource (spec 4.5).
+func DefaultAudience(c *tenant.Company) []string {
+	var aud []string
+	for _, d := range c.Settings.AllDomains() {
+		aud = append(aud, "https://"+d)
+	}
+	return aud
+}
+
+// audience maps a resource indicator (RFC 8707) to an access token's aud.
+func audience(c *tenant.Company, urls tenant.URLs, resource string) ([]string, error) {
+	switch {
+	case resource == "":
+		return DefaultAudience(c), nil
+	case resource == MCPResource(urls, c):
+		return []string{resource}, nil
+	case slices.Contains(DefaultAudience(c), resource):
+		return DefaultAudience(c), nil
+	}
+	return nil, errInvalidTarget
+}
+
+// offersGrant reports whether c lets clientID start sign-in with grant.
+func offersGrant(c *tenant.Company, clientID, grant string) bool {
+	return slices.Contains(c.Settings.Auth.OfferedGrantTypes(), grant) &&
+		c.Settings.Agents.SignInAllowed(clientID, grant)
+}
+
+// token is the token endpoint (spec 4.4, 4.7; RFC 6749 §3.2).
+func (s *Server) token(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	c := tenant.FromContext(ctx)
+	r.Body = http.MaxBytesReader(w, r.Body, maxTokenForm)
+	if err := r.ParseForm(); err != nil {
+		s.tokenError(w, r, nil, fosite.ErrInvalidRequest.WithHint("The body must be a form of at most 64 KiB."))
+		return
+	}
+	for k, v := range r.PostForm {
+		if len(v) > 1 {
+			s.tokenError(w, r, nil, fosite.ErrInvalidRequest.WithHintf("%s must not be repeated (RFC 6749 §3.2).", k))
+			return
+		}
+	}
+	ar, err := s.provider.NewAccessRequest(ctx, r, &Session{})
+	if err != nil {
+		s.tokenError(w, r, ar, err)
+		return
+	}
+	grant := ar.GetGrantTypes()[0]
+	if grant != tenant.GrantRefreshToken && !offersGrant(c, ar.GetClient().GetID(), grant) {
+		// A sign-in refused after it started ends here; refresh tokens
+		// issued earlier keep working (spec 3.2).
+		s.tokenError(w, r, ar, fosite.ErrUnauthorizedClient.WithHint("This Company does not offer this Personal Agent this sign-in type."))
+		return
+	}
+	sess, ok := ar.GetSession().(*Session)
+	if !ok {
+		s.tokenError(w, r, ar, fosite.ErrServerError.WithHint("unexpected session"))
+		return
+	}
+	resource := r.PostForm.Get("resource")
+	if resource == "" {
+		resource = sess.Resource
+	}
+	if sess.Audience, err = audience(c, s.urls, resource); err != nil {
+		s.tokenError(w, r, ar, err)
+		return
+	}
+	if grant == tenant.GrantRefreshToken {
+		if err := narrowScopes(ar, sess, r.PostForm.Get("scope")); err != nil {
+			s.tokenError(w, r, ar, err)
+			return
+		}
+	}
+	resp, err := s.provider.NewAccessResponse(ctx, ar)
+	if err != nil {
+		s.tokenError(w, r, ar, err)
+		return
+	}
+	if sameScopes(ar.GetGrantedScopes(), ar.GetRequestedScopes()) {
+		// scope is left out only when granted equals requested (spec 4.7).
+		if ext, ok := resp.(*fosite.AccessResponse); ok {
+			delete(ext.Extra, "scope")
+		}
+	}
+	resp.SetTokenType("Bearer")
+	s.provider.WriteAccessResponse(ctx, w, ar, resp)
+}
+
+// narrowScopes applies a refresh request's scope (spec 4.4): a subset of
+// the grant's scopes for this access token, while the refresh token keeps
+// them all.
+func narrowScopes(ar fosite.AccessRequester, sess *Session, scope string) error {
+	if len(sess.RefreshScopes) == 0 {
+		sess.RefreshScopes = slices.Clone([]string(ar.GetGrantedScopes()))
+	}
+	if scope == "" {
+		ar.SetRequestedScopes(ar.GetGrantedScopes())
+		return nil
+	}
+	asked := strings.Fields(scope)
+	for _, sc := range asked {
+		if !slices.Contains(sess.RefreshScopes, sc) {
+			return fosite.ErrInvalidScope.WithHintf("The refresh token does not cover scope %q; ask the User to sign in again.", sc)
+		}
+	}
+	req, ok := ar.(*fosite.AccessRequest)
+	if !ok {
+		return fosite.ErrServerError.WithHint("unexpected request type")
+	}
+	req.GrantedScope = fosite.Arguments(slices.Compact(slices.Sorted(slices.Values(asked))))
+	req.SetRequestedScopes(asked)
+	return nil
+}
+
+func sameScopes(a, b []string) bool {
+	x := slices.Compact(slices.Sorted(slices.Values(a)))
+	y := slices.Compact(slices.Sorted(slices.Values(b)))
+	return slices.Equal(x, y)
+}
+
+// tokenError writes an OAuth error response. A code that a concurrent
+// exchange used first is invalid_grant, not a server error.
+func (s *Server) tokenError(w http.ResponseWriter, r *http.Request, ar fosite.AccessRequester, err error) {
+	if errors.Is(err, errCodeUsed) {
+		err = fosite.ErrInvalidGrant.WithHint("The authorization code was already used.")
+	}
+	logFailure(r, err)
+	if ar == nil {
+		ar = fosite.NewAccessRequest(&Session{})
+	}
+	s.provider.WriteAccessError(r.Context(), w, ar, err)
+}
+
+// revoke is the revocation endpoint (RFC 7009, spec 4.6). Revoking a
+// refresh token revokes its grant: every refresh token rotated from it and
+// every access token issued under it.
+func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxTokenForm)
+	if err := r.ParseForm(); err != nil {
+		writeOAuthError(w, r, fosite.ErrInvalidRequest.WithHint("The body must be a form of at most 64 KiB."))
+		return
+	}
+	if r.PostForm.Get("token") == "" {
+		writeOAuthError(w, r, fosite.ErrInvalidRequest.WithHint("token is required (RFC 7009 §2.1)."))
+		return
+	}
+	err := s.provider.NewRevocationRequest(r.Context(), r)
+	switch {
+	case err == nil:
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusOK)
+	case errors.Is(err, fosite.ErrUnauthorizedClient):
+		writeOAuthError(w, r, fosite.ErrUnauthorizedClient.WithHint("The token was not issued to this client (RFC 7009 §2.1)."))
+	default:
+		writeOAuthError(w, r, err)
+	}
+}
+
+// writeOAuthError writes err as an OAuth error body (RFC 6749 §5.2).
+func writeOAuthError(w http.ResponseWriter, r *http.Request, err error) {
+	logFailure(r, err)
+	rfc := fosite.ErrorToRFC6749Error(err)
+	body := map[string]string{"error": rfc.ErrorField}
+	if d := rfc.GetDescription(); d != "" {
+		body["error_description"] = d
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	status := rfc.CodeField
+	if status == 0 {
+		status = http.StatusBadRequest
+	}
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "5")
+	}
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(body)
+}

@@ -1,0 +1,219 @@
+package testkit
+
+import (
+	"bytes"
+	"crypto/rand"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/net/html"
+)
+
+// AssertionClaims are a client assertion's claims (RFC 7523 §3).
+func (a *Agent) AssertionClaims(issuer string) map[string]any {
+	now := time.Now()
+	return map[string]any{
+		"iss": a.ClientID, "sub": a.ClientID, "aud": issuer,
+		"iat": now.Unix(), "exp": now.Add(time.Minute).Unix(), "jti": rand.Text(),
+	}
+}
+
+// ClientAssertion signs a fresh client assertion for issuer with the
+// agent's ES256 key (spec 4.1). mutate, when given, changes the claims
+// before signing.
+func (a *Agent) ClientAssertion(t testing.TB, issuer string, mutate ...func(claims map[string]any)) string {
+	t.Helper()
+	key, kid := a.Key("ES256")
+	claims := a.AssertionClaims(issuer)
+	for _, m := range mutate {
+		m(claims)
+	}
+	return SignJWT(t, "ES256", key, map[string]any{"alg": "ES256", "kid": kid, "typ": "JWT"}, claims)
+}
+
+// AssertionTransport adds a fresh client assertion for issuer to every
+// form POST to the issuer's token, device authorization and revocation
+// endpoints, so an OAuth library that knows only client secrets
+// (golang.org/x/oauth2) authenticates with private_key_jwt.
+func (a *Agent) AssertionTransport(t testing.TB, base http.RoundTripper, issuer string) http.RoundTripper {
+	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if r.Method != http.MethodPost || !strings.HasPrefix(r.URL.String(), issuer+"/oauth/") || r.Body == nil {
+			return base.RoundTrip(r)
+		}
+		raw, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, err
+		}
+		form, err := url.ParseQuery(string(raw))
+		if err != nil {
+			return nil, err
+		}
+		form.Del("client_secret")
+		form.Set("client_id", a.ClientID)
+		form.Set("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer")
+		form.Set("client_assertion", a.ClientAssertion(t, issuer))
+		body := form.Encode()
+		r = r.Clone(r.Context())
+		r.Body = io.NopCloser(strings.NewReader(body))
+		r.ContentLength = int64(len(body))
+		r.Header.Set("Content-Length", strconv.Itoa(len(body)))
+		r.Header.Del("Authorization")
+		return base.RoundTrip(r)
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// Browser is a cookie-keeping client that fills in and submits the
+// issuer's HTML forms without following redirects.
+type Browser struct {
+	Client *http.Client
+	t      testing.TB
+}
+
+// Browser returns a new Browser on the test server.
+func (e *Env) Browser(t testing.TB) *Browser {
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	return &Browser{t: t, Client: &http.Client{Transport: e.Client.Transport, Jar: jar,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+// Page is a fetched page.
+type Page struct {
+	URL    *url.URL
+	Status int
+	Header http.Header
+	Body   string
+	doc    *html.Node
+}
+
+// Get fetches rawURL.
+func (b *Browser) Get(rawURL string) *Page {
+	b.t.Helper()
+	resp, err := b.Client.Get(rawURL)
+	require.NoError(b.t, err)
+	return b.page(resp)
+}
+
+func (b *Browser) page(resp *http.Response) *Page {
+	b.t.Helper()
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(b.t, err)
+	doc, err := html.Parse(bytes.NewReader(raw))
+	require.NoError(b.t, err)
+	return &Page{URL: resp.Request.URL, Status: resp.StatusCode, Header: resp.Header, Body: string(raw), doc: doc}
+}
+
+// Submit submits the page's form that has a button name="action" with
+// value action: its hidden fields and checked boxes, with set replacing
+// fields (a nil value removes a field). It returns the response page.
+func (b *Browser) Submit(p *Page, action string, set map[string][]string) *Page {
+	b.t.Helper()
+	form := findForm(p.doc, action)
+	require.NotNil(b.t, form, "no form with action %q in page:\n%s", action, p.Body)
+	values := url.Values{}
+	var walk func(n *html.Node)
+	walk = func(n *html.Node) {
+		if n.Type == html.ElementNode && n.Data == "input" {
+			name, typ := attr(n, "name"), attr(n, "type")
+			_, checked := attrOK(n, "checked")
+			switch {
+			case name == "":
+			case typ == "hidden", typ == "text", typ == "":
+				values.Add(name, attr(n, "value"))
+			case typ == "checkbox" && checked:
+				values.Add(name, attr(n, "value"))
+			}
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(form)
+	values.Set("action", action)
+	for k, v := range set {
+		if v == nil {
+			values.Del(k)
+		} else {
+			values[k] = v
+		}
+	}
+	target, err := p.URL.Parse(attr(form, "action"))
+	require.NoError(b.t, err)
+	resp, err := b.Client.PostForm(target.String(), values)
+	require.NoError(b.t, err)
+	return b.page(resp)
+}
+
+// Location is the page's redirect target.
+func (p *Page) Location() string { return p.Header.Get("Location") }
+
+// Field returns the value of the first input named name, or "".
+func (p *Page) Field(name string) string {
+	var found string
+	var walk func(n *html.Node) bool
+	walk = func(n *html.Node) bool {
+		if n.Type == html.ElementNode && n.Data == "input" && attr(n, "name") == name {
+			found = attr(n, "value")
+			return true
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			if walk(c) {
+				return true
+			}
+		}
+		return false
+	}
+	walk(p.doc)
+	return found
+}
+
+func findForm(n *html.Node, action string) *html.Node {
+	if n.Type == html.ElementNode && n.Data == "form" && hasButton(n, action) {
+		return n
+	}
+	for c := n.FirstChild; c != nil; c = c.NextSibling {
+		if f := findForm(c, action); f != nil {
+			return f
+		}
+	}
+	return nil
+}
+
+func hasButton(n *html.Node, action string) bool {
+	if n.Type == html.ElementNode && (n.Data == "button" || n.Data == "input") &&
+		attr(n, "name") == "action" && attr(n, "value") == action {
+		return true
+	}
+	for c := n.FirstChild; c != nil; c = c.NextSibling {
+		if hasButton(c, action) {
+			return true
+		}
+	}
+	return false
+}
+
+func attr(n *html.Node, key string) string {
+	v, _ := attrOK(n, key)
+	return v
+}
+
+func attrOK(n *html.Node, key string) (string, bool) {
+	for _, a := range n.Attr {
+		if a.Key == key {
+			return a.Val, true
+		}
+	}
+	return "", false
+}
