@@ -24,6 +24,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/accounts"
 	"github.com/poppyhost/poppyhost/internal/agentid"
+	"github.com/poppyhost/poppyhost/internal/bearer"
 	"github.com/poppyhost/poppyhost/internal/clientauth"
 	"github.com/poppyhost/poppyhost/internal/coverage"
 	"github.com/poppyhost/poppyhost/internal/discovery"
@@ -107,6 +108,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		Accounts: p.Accounts, URLs: opts.URLs, CompanyForAPIKey: p.Tenants.CompanyForAPIKey, Now: now,
 	})
 	periodic = append(periodic, issuer.AddJobs(workers, oauth.Store(), now)...)
+	tokens := bearer.New(keys, oauth.Store(), p.Sessions, opts.URLs, now)
 	jobCfg := jobs.Config{Workers: workers, Periodic: periodic}
 	var err error
 	if p.Jobs, err = jobs.New(opts.Pool, jobCfg, logger); err != nil {
@@ -141,7 +143,10 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	platform.Route("/t/{slug}", func(r chi.Router) {
 		r.Use(tenant.BySlug(p.Tenants), tenant.LimitByAddress(limits))
 		disc.MountIssuer(r)
-		r.With(offered(func(s *tenant.Settings) bool { return s.Feedback.Enabled }), sess.Require(limits)).
+		// Feedback needs no account, but an access token sent with it must
+		// still be valid and the Session's (spec 5.3 step 3).
+		r.With(offered(func(s *tenant.Settings) bool { return s.Feedback.Enabled }), sess.Require(limits),
+			tokens.Require(bearer.Resource{})).
 			Post("/poppy/feedback", feedback.ServeFeedback)
 		r.Group(func(r chi.Router) {
 			r.Use(offered(func(s *tenant.Settings) bool { return s.Auth.Issuer }))

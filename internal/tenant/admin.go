@@ -192,6 +192,11 @@ func Normalize(s *Settings) {
 	if s.Agents.SignInRefused == nil {
 		s.Agents.SignInRefused = map[string][]string{}
 	}
+	for id, grants := range s.Agents.SignInRefused {
+		if grants == nil {
+			s.Agents.SignInRefused[id] = []string{}
+		}
+	}
 	if s.SkillIndex != nil && s.SkillIndex.Skills == nil {
 		s.SkillIndex.Skills = []Skill{}
 	}

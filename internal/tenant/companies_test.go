@@ -269,8 +269,8 @@ func testPatchMerge(t *testing.T, env *testkit.Env) {
 			// the default grant types the issuer goes with less (see
 			// TestSignInRoundTrips).
 			name:  "turn the issuer off",
-			patch: `{"auth": {"issuer": false, "grant_types": null, "scopes": null}, "domains": null, "conversations": {"access": "session"}}`,
-			want: `{"auth": {"issuer": false, "grant_types": null, "scopes": {"orders": null}}, "domains": [], "conversations": {"access": "session"},
+			patch: `{"auth": {"issuer": false, "grant_types": null, "scopes": null, "token_lifetimes": null}, "domains": null, "conversations": {"access": "session"}}`,
+			want: `{"auth": {"issuer": false, "grant_types": null, "scopes": {"orders": null}, "token_lifetimes": {"access_seconds": 0, "refresh_seconds": 0}}, "domains": [], "conversations": {"access": "session"},
 				"identifier": "https://{domain}", "issuer": null}`,
 		},
 		{

@@ -251,6 +251,9 @@ func (c *checker) auth(a *Auth) {
 		if len(a.OtherAuthorizationServers) > 0 {
 			c.add("auth.other_authorization_servers", "need an issuer")
 		}
+		if a.TokenLifetimes != (TokenLifetimes{}) {
+			c.add("auth.token_lifetimes", "need an issuer")
+		}
 	}
 	if t := a.TokenLifetimes.AccessSeconds; t != 0 && (t < 60 || t > 86400) {
 		c.add("auth.token_lifetimes.access_seconds", "must be 0 (the default) or from 60 to 86400")
@@ -448,10 +451,15 @@ func (c *checker) agents(p *AgentPolicy) {
 			continue
 		}
 		c.url(f, id)
+		seen := map[string]bool{}
 		for i, g := range p.SignInRefused[id] {
-			if g != GrantAuthorizationCode && g != GrantDeviceCode {
+			switch {
+			case g != GrantAuthorizationCode && g != GrantDeviceCode:
 				c.add(fmt.Sprintf("%s[%d]", f, i), "must be %s or %s", GrantAuthorizationCode, GrantDeviceCode)
+			case seen[g]:
+				c.add(fmt.Sprintf("%s[%d]", f, i), "is listed twice")
 			}
+			seen[g] = true
 		}
 	}
 }
