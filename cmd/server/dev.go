@@ -178,9 +178,13 @@ Fetch the demo Company's poppy.json:
 
   curl --cacert %s %s/.well-known/poppy.json
 
+Sign in as the demo account, and see the Personal Agents connected to it:
+
+  %s/account
+
 `, urls.Public, c.Settings.Organization.Name, c.Slug, site, urls.Issuer(c),
 		d.rel(filepath.Join(d.dataDir, "admin-token")), demoUsername, d.rel(filepath.Join(d.dataDir, "demo-password")),
-		d.rel(ca), d.rel(ca), site)
+		d.rel(ca), d.rel(ca), site, urls.Issuer(c))
 	return nil
 }
 

@@ -7,8 +7,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -78,6 +81,9 @@ func TestDevMode(t *testing.T) {
 		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
 		require.Contains(t, string(body), `"name":"Stormline Outfitters"`)
 		require.Contains(t, string(body), `"orders:write"`)
+		if round == 0 {
+			signInDemo(t, client, out.String(), filepath.Join(dir, "demo-password"))
+		}
 
 		cancel()
 		select {
@@ -89,4 +95,32 @@ func TestDevMode(t *testing.T) {
 		_, err = os.Stat(filepath.Join(dir, "postgres", "poppyhost-port"))
 		require.True(t, os.IsNotExist(err), "the private PostgreSQL stops with the server")
 	}
+}
+
+// signInDemo signs in as the demo account on the issuer's account page,
+// whose URL the dev server printed.
+func signInDemo(t *testing.T, client *http.Client, printed, passwordFile string) {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^  (https://\S+/account)$`).FindStringSubmatch(printed)
+	require.NotNil(t, m, "the dev server prints the account page: %s", printed)
+	password, err := os.ReadFile(passwordFile)
+	require.NoError(t, err)
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	browser := &http.Client{Transport: client.Transport, Jar: jar}
+	resp, err := browser.Get(m[1])
+	require.NoError(t, err)
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", page)
+	csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(page)
+	require.NotNil(t, csrf, "%s", page)
+	resp, err = browser.PostForm(m[1], url.Values{"csrf": {string(csrf[1])}, "action": {"login"},
+		"username": {"demo"}, "password": {strings.TrimSpace(string(password))}})
+	require.NoError(t, err)
+	page, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", page)
+	require.Contains(t, string(page), "demo", "the account page names the signed-in account")
+	require.Contains(t, string(page), `value="signout"`)
 }
