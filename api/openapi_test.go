@@ -3,11 +3,15 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -20,6 +24,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/net/html"
 
 	"github.com/poppyhost/poppyhost/internal/testkit"
 )
@@ -43,6 +48,7 @@ var operations = []string{
 	"DELETE /admin/v1/companies/{slug}/api-keys/{id}",
 	"GET /admin/v1/companies/{slug}/feedback",
 	"POST /admin/v1/companies/{slug}/sessions/end",
+	"POST /admin/v1/companies/{slug}/keys/rotate",
 	"POST /admin/v1/operator-tokens",
 	"DELETE /admin/v1/operator-tokens/{id}",
 	"GET /company/v1/company",
@@ -51,9 +57,16 @@ var operations = []string{
 	"GET /.well-known/oauth-authorization-server/t/{slug}",
 	"GET /t/{slug}/poppy/excluded-tasks.json",
 	"GET /t/{slug}/oauth/authorize",
+	"POST /t/{slug}/oauth/authorize",
 	"POST /t/{slug}/oauth/token",
 	"POST /t/{slug}/oauth/device_authorization",
 	"POST /t/{slug}/oauth/revoke",
+	"POST /t/{slug}/oauth/introspect",
+	"GET /t/{slug}/oauth/jwks.json",
+	"GET /t/{slug}/device",
+	"POST /t/{slug}/device",
+	"GET /t/{slug}/account",
+	"POST /t/{slug}/account",
 	"POST /t/{slug}/poppy/feedback",
 	"POST /t/{slug}/poppy/conversations",
 	"POST /t/{slug}/poppy/conversations/{conversation_id}/messages",
@@ -72,8 +85,22 @@ var companyDomainPaths = []string{"/.well-known/poppy.json", "/.well-known/oauth
 	"/poppy/browser-session", "/poppy/browser-session/authorize"}
 
 // unexercisedStatuses are documented statuses the test cannot provoke
-// against a healthy server.
-var unexercisedStatuses = map[string]bool{"500": true}
+// against a healthy server: a status of every operation, or "METHOD /path
+// status" for one operation.
+var unexercisedStatuses = map[string]bool{
+	"500": true,
+	// A token lookup that fails in the database.
+	"POST /t/{slug}/oauth/revoke 503": true,
+	// The agent's metadata failing to load after its device request was
+	// made, and after its cached copy expired.
+	"POST /t/{slug}/device 503": true,
+}
+
+func init() {
+	// The issuer's pages and key set, for response validation.
+	openapi3filter.RegisterBodyDecoder("text/html", openapi3filter.PlainBodyDecoder)
+	openapi3filter.RegisterBodyDecoder("application/jwk-set+json", openapi3filter.JSONBodyDecoder)
+}
 
 // loadDocument loads and validates openapi.yaml.
 func loadDocument(t testing.TB) *openapi3.T {
@@ -131,7 +158,7 @@ func TestDocument(t *testing.T) {
 			switch {
 			case strings.HasPrefix(path, "/admin/v1/"):
 				assert.Equal(t, openapi3.SecurityRequirements{{"operatorToken": {}}}, *op.Security, name)
-			case strings.HasPrefix(path, "/company/v1/"):
+			case strings.HasPrefix(path, "/company/v1/"), path == "/t/{slug}/oauth/introspect":
 				assert.Equal(t, openapi3.SecurityRequirements{{"companyAPIKey": {}}}, *op.Security, name)
 			default:
 				assert.Nil(t, op.Security, name)
@@ -188,6 +215,9 @@ type call struct {
 	docRejects bool
 	// session, when set, signs the request with a Session header.
 	session func(*http.Request)
+	// client, when set, sends the request instead of the test's client:
+	// a browser that keeps cookies (testkit.Env.Browser).
+	client *http.Client
 }
 
 func (k call) rawBody(t testing.TB) []byte {
@@ -240,7 +270,11 @@ func (c *contract) send(t testing.TB, k call) (*testkit.Response, []byte) {
 	t.Helper()
 	raw := k.rawBody(t)
 	req := k.newRequest(t, c.env.URL(k.hostOrDefault(), k.path), raw)
-	resp, err := c.env.Client.Do(req)
+	client := c.env.Client
+	if k.client != nil {
+		client = k.client
+	}
+	resp, err := client.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
@@ -319,13 +353,30 @@ func (c *contract) undocumented(t testing.TB, k call, code string) *testkit.Resp
 	return resp
 }
 
+// incomplete reports whether a request to the operation that sends only
+// its path parameters breaks the document: the operation needs a body, a
+// credential or another parameter.
+func (c *contract) incomplete(method, path string) bool {
+	item := c.doc.Paths.Value(path)
+	op := item.GetOperation(method)
+	if op.Security != nil && len(*op.Security) > 0 || op.RequestBody != nil && op.RequestBody.Value.Required {
+		return true
+	}
+	for _, p := range append(slices.Clone(item.Parameters), op.Parameters...) {
+		if p.Value.In != openapi3.ParameterInPath && p.Value.Required {
+			return true
+		}
+	}
+	return false
+}
+
 // checkCoverage fails for every documented status no request produced.
 func (c *contract) checkCoverage(t *testing.T) {
 	for path, item := range c.doc.Paths.Map() {
 		for method, op := range item.Operations() {
 			name := method + " " + path
 			for code := range op.Responses.Map() {
-				if unexercisedStatuses[code] {
+				if unexercisedStatuses[code] || unexercisedStatuses[name+" "+code] {
 					continue
 				}
 				assert.True(t, c.seen[name][code], "%s: documented status %s was never exercised", name, code)
@@ -360,6 +411,7 @@ func fullCompany() map[string]any {
 				"orders:write": map[string]any{"changes": "reversible", "personal_data": true},
 			},
 			"other_authorization_servers": []string{"https://staff-auth.acme.example"},
+			"token_lifetimes":             map[string]any{"access_seconds": 600, "refresh_seconds": 86400},
 		},
 		"conversations": map[string]any{"enabled": true, "access": "signed_in"},
 		"feedback": map[string]any{"enabled": true, "alternatives": []any{
@@ -373,7 +425,8 @@ func fullCompany() map[string]any {
 				"references": []any{map[string]any{"type": "mcp", "url": "https://mcp.acme.example/mcp"}},
 			}},
 		}},
-		"agents":      map[string]any{"accept": "unlisted", "client_ids": []string{"https://blocked.example/agent.json"}},
+		"agents": map[string]any{"accept": "unlisted", "client_ids": []string{"https://blocked.example/agent.json"},
+			"sign_in_refused": map[string]any{"https://no-sign-in.example/agent.json": []string{}}},
 		"sessions":    map[string]any{"idle_timeout_seconds": 86400},
 		"rate_limits": map[string]any{"per_agent": 3000, "per_session": 300, "per_address": 900},
 		"excluded_tasks": []any{
@@ -414,6 +467,37 @@ func padded(t testing.TB, body any, limit int) string {
 	raw, err := json.Marshal(body)
 	require.NoError(t, err)
 	return string(raw) + strings.Repeat(" ", limit)
+}
+
+// formField is the value of the first input named name in an HTML page,
+// or "".
+func formField(t testing.TB, page []byte, name string) string {
+	t.Helper()
+	z := html.NewTokenizer(bytes.NewReader(page))
+	for {
+		switch z.Next() {
+		case html.ErrorToken:
+			require.ErrorIs(t, z.Err(), io.EOF)
+			return ""
+		case html.StartTagToken, html.SelfClosingTagToken:
+			tok := z.Token()
+			if tok.Data != "input" {
+				continue
+			}
+			var n, v string
+			for _, a := range tok.Attr {
+				switch a.Key {
+				case "name":
+					n = a.Val
+				case "value":
+					v = a.Val
+				}
+			}
+			if n == name {
+				return v
+			}
+		}
+	}
 }
 
 func decode[T any](t testing.TB, r *testkit.Response) T {
@@ -469,10 +553,11 @@ func TestContract(t *testing.T) {
 		m := r.JSON(t)
 		assert.Equal(t, env.PublicURL("/t/minimal"), m["identifier"])
 		assert.Equal(t, map[string]any{"issuer": true, "disabled": false,
-			"scopes": map[string]any{}, "scope_hints": map[string]any{}, "other_authorization_servers": []any{}}, m["auth"])
+			"scopes": map[string]any{}, "scope_hints": map[string]any{}, "other_authorization_servers": []any{},
+			"token_lifetimes": map[string]any{"access_seconds": float64(0), "refresh_seconds": float64(0)}}, m["auth"])
 		assert.Equal(t, map[string]any{"enabled": true, "access": "session"}, m["conversations"])
 		assert.Equal(t, map[string]any{"enabled": true, "alternatives": []any{}}, m["feedback"])
-		assert.Equal(t, map[string]any{"accept": "all", "client_ids": []any{}}, m["agents"])
+		assert.Equal(t, map[string]any{"accept": "all", "client_ids": []any{}, "sign_in_refused": map[string]any{}}, m["agents"])
 		assert.Equal(t, map[string]any{"idle_timeout_seconds": float64(2592000)}, m["sessions"])
 		assert.Equal(t, map[string]any{"per_agent": float64(6000), "per_session": float64(600), "per_address": float64(1200)}, m["rate_limits"])
 		assert.NotContains(t, m, "skill_index")
@@ -528,6 +613,12 @@ func TestContract(t *testing.T) {
 			`"agents":{"client_ids":["http://agent.example/agent.json"]}`,
 			`"feedback":{"alternatives":[{"task":"T"}]}`,
 			`"auth":{"other_authorization_servers":["https://a.example","https://a.example"]}`,
+			`"auth":{"token_lifetimes":{"access_seconds":59}}`,
+			`"auth":{"token_lifetimes":{"access_seconds":86401}}`,
+			`"auth":{"token_lifetimes":{"refresh_seconds":3599}}`,
+			`"auth":{"token_lifetimes":{"refresh_seconds":31536001}}`,
+			`"agents":{"sign_in_refused":{"http://agent.example/agent.json":[]}}`,
+			`"agents":{"sign_in_refused":{"https://agent.example/agent.json":["password"]}}`,
 		} {
 			c.do(t, call{method: post, path: path, token: admin, want: 400, docRejects: true,
 				body: `{"slug":"fresh","organization":{"name":"Fresh","domain":"fresh.example"},` + bad + `}`})
@@ -644,6 +735,8 @@ func TestContract(t *testing.T) {
 		assert.Equal(t, issuer+"/oauth/token", as["token_endpoint"])
 		assert.Equal(t, issuer+"/oauth/revoke", as["revocation_endpoint"])
 		assert.Equal(t, issuer+"/oauth/device_authorization", as["device_authorization_endpoint"])
+		assert.Equal(t, issuer+"/oauth/jwks.json", as["jwks_uri"])
+		assert.Equal(t, issuer+"/oauth/introspect", as["introspection_endpoint"])
 		assert.Equal(t, []any{"refresh_token", "authorization_code", "urn:ietf:params:oauth:grant-type:device_code"}, as["grant_types_supported"])
 		assert.Equal(t, []any{"orders:read", "orders:write"}, as["scopes_supported"])
 		assert.Equal(t, []any{"https://acme.example", "https://acme.example.co.uk"}, as["protected_resources"])
@@ -692,17 +785,21 @@ func TestContract(t *testing.T) {
 			body: `{"agents":{"accept":"listed","client_ids":["https://agent.example/agent.json"]},"sessions":{"idle_timeout_seconds":3600},
 				"rate_limits":{"per_session":60},"feedback":{"alternatives":[{"task":"Close an account","alternative":{"instructions":"Call us."}}]}}`})
 		m = r.JSON(t)
-		assert.Equal(t, map[string]any{"accept": "listed", "client_ids": []any{"https://agent.example/agent.json"}}, m["agents"])
+		assert.Equal(t, map[string]any{"accept": "listed", "client_ids": []any{"https://agent.example/agent.json"},
+			"sign_in_refused": map[string]any{}}, m["agents"])
 		assert.Equal(t, map[string]any{"idle_timeout_seconds": float64(3600)}, m["sessions"])
 		assert.Equal(t, map[string]any{"per_agent": float64(6000), "per_session": float64(60), "per_address": float64(1200)}, m["rate_limits"])
 		r = c.do(t, call{method: patch, path: path, token: admin, want: 200,
 			body: `{"agents":null,"sessions":null,"rate_limits":{"per_session":null},"feedback":{"alternatives":null}}`})
 		m = r.JSON(t)
-		assert.Equal(t, map[string]any{"accept": "all", "client_ids": []any{}}, m["agents"])
+		assert.Equal(t, map[string]any{"accept": "all", "client_ids": []any{}, "sign_in_refused": map[string]any{}}, m["agents"])
 		assert.Equal(t, map[string]any{"per_agent": float64(6000), "per_session": float64(600), "per_address": float64(1200)}, m["rate_limits"])
 		assert.Equal(t, map[string]any{"enabled": true, "alternatives": []any{}}, m["feedback"])
 		c.do(t, call{method: patch, path: path, token: admin, want: 400, docRejects: true, body: `{"sessions":{"idle_timeout_seconds":10}}`})
 		c.do(t, call{method: patch, path: path, token: admin, want: 400, docRejects: true, body: `{"rate_limits":{"per_agent":-1}}`})
+		c.do(t, call{method: patch, path: path, token: admin, want: 400, docRejects: true, body: `{"auth":{"token_lifetimes":{"access_seconds":30}}}`})
+		c.do(t, call{method: patch, path: path, token: admin, want: 400, docRejects: true,
+			body: `{"agents":{"sign_in_refused":{"https://agent.example/agent.json":["refresh_token"]}}}`})
 
 		r = c.do(t, call{method: patch, path: path, token: admin, want: 400, body: `{"slug":"renamed"}`})
 		assert.Equal(t, "slug", r.JSON(t)["fields"].([]any)[0].(map[string]any)["field"])
@@ -802,6 +899,309 @@ func TestContract(t *testing.T) {
 		c.do(t, call{method: get, path: path, token: bogus, want: 401})
 	})
 
+	t.Run("issuer", func(t *testing.T) {
+		// acme's issuer through the document: its keys, a Direct Sign-In
+		// through the pages and the tokens it gives, introspection and
+		// revocation, Device Sign-In, the account page, and the errors
+		// the authorization endpoint shows or sends back.
+		const formType = "application/x-www-form-urlencoded"
+		base := "/t/acme"
+		tokenPath, revokePath, introspectPath := base+"/oauth/token", base+"/oauth/revoke", base+"/oauth/introspect"
+		devicePath, accountPath := base+"/oauth/device_authorization", base+"/account"
+		// signed adds a fresh client assertion of a to a form (spec 4.1).
+		signed := func(a *testkit.Agent, v url.Values) string {
+			v.Set("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer")
+			v.Set("client_assertion", a.ClientAssertion(t, issuer))
+			return v.Encode()
+		}
+		oauthError := func(r *testkit.Response) any { return r.JSON(t)["error"] }
+		type tokens struct {
+			AccessToken  string `json:"access_token"`
+			TokenType    string `json:"token_type"`
+			ExpiresIn    int    `json:"expires_in"`
+			RefreshToken string `json:"refresh_token"`
+			Scope        string `json:"scope"`
+		}
+		// browser is the User's browser; it keeps the pages' cookies.
+		browser := env.Browser(t).Client
+		send := func(method, path string, form url.Values, want int, docRejects bool) *testkit.Response {
+			t.Helper()
+			k := call{method: method, path: path, client: browser, want: want, docRejects: docRejects}
+			if form != nil {
+				k.body, k.ctype = form.Encode(), formType
+			}
+			return c.do(t, k)
+		}
+		page := func(method, path string, form url.Values, want int) *testkit.Response {
+			t.Helper()
+			return send(method, path, form, want, false)
+		}
+		// badPage is a request that breaks the document: no csrf, or no
+		// client_id.
+		badPage := func(method, path string, form url.Values, want int) *testkit.Response {
+			t.Helper()
+			return send(method, path, form, want, true)
+		}
+
+		// The key set; a rotation keeps the old key published.
+		r := c.do(t, call{method: get, path: base + "/oauth/jwks.json", want: 200})
+		type keySet struct {
+			Keys []map[string]any `json:"keys"`
+		}
+		keys := decode[keySet](t, r)
+		require.NotEmpty(t, keys.Keys)
+		current, n := keys.Keys[0]["kid"], len(keys.Keys)
+		c.do(t, call{method: post, path: "/admin/v1/companies/acme/keys/rotate", token: admin, want: 204})
+		keys = decode[keySet](t, c.do(t, call{method: get, path: base + "/oauth/jwks.json", want: 200}))
+		require.Len(t, keys.Keys, n+1)
+		assert.NotEqual(t, current, keys.Keys[0]["kid"], "the new key comes first")
+		assert.Equal(t, current, keys.Keys[1]["kid"], "the retired key stays published")
+		c.do(t, call{method: post, path: "/admin/v1/companies/nosuch/keys/rotate", token: admin, want: 404})
+		r = c.do(t, call{method: post, path: "/admin/v1/companies/acme/keys/rotate", want: 401, docRejects: true})
+		assert.Equal(t, `Bearer realm="poppyhost-admin"`, r.Header.Get("WWW-Authenticate"))
+		c.do(t, call{method: post, path: "/admin/v1/companies/acme/keys/rotate", token: bogus, want: 401})
+
+		// Direct Sign-In (spec 4.2): the sign-in page, then consent.
+		verifier := rand.Text() + rand.Text()
+		challenge := sha256.Sum256([]byte(verifier))
+		request := url.Values{"response_type": {"code"}, "client_id": {agent.ClientID}, "redirect_uri": {agent.URL("/callback")},
+			"scope": {"orders:read orders:write"}, "state": {"st4te"},
+			"code_challenge": {base64.RawURLEncoding.EncodeToString(challenge[:])}, "code_challenge_method": {"S256"}}
+		authorize := base + "/oauth/authorize?" + request.Encode()
+		r = page(get, authorize, nil, 200)
+		assert.Equal(t, "text/html; charset=utf-8", r.Header.Get("Content-Type"))
+		csrf := formField(t, r.Body, "csrf")
+		require.NotEmpty(t, csrf)
+		login := url.Values{"csrf": {csrf}, "action": {"login"}, "username": {"alice"}, "password": {"correct horse"}}
+		wrong := url.Values{"csrf": {csrf}, "action": {"login"}, "username": {"alice"}, "password": {"wrong horse"}}
+		// A form without this browser's token does nothing.
+		badPage(post, authorize, url.Values{"action": {"login"}, "username": {"alice"}, "password": {"correct horse"}}, 403)
+		r = c.do(t, call{method: post, path: authorize, client: env.Browser(t).Client, ctype: formType, body: login.Encode(), want: 403})
+		assert.Contains(t, string(r.Body), "expired")
+		r = page(post, authorize, wrong, 400)
+		assert.Contains(t, string(r.Body), "not right")
+		r = page(post, authorize, login, 200)
+		assert.Contains(t, string(r.Body), "Test Agent")
+		assert.Equal(t, "orders:read", formField(t, r.Body, "scope"))
+		// The User approves one of the two scopes: back to the agent with
+		// a code, the state and iss (RFC 9207).
+		r = page(post, authorize, url.Values{"csrf": {csrf}, "action": {"approve"}, "scope": {"orders:read"}}, 303)
+		back, err := url.Parse(r.Header.Get("Location"))
+		require.NoError(t, err)
+		assert.Equal(t, agent.URL("/callback"), back.Scheme+"://"+back.Host+back.Path)
+		assert.Equal(t, "st4te", back.Query().Get("state"))
+		assert.Equal(t, issuer, back.Query().Get("iss"))
+		code := back.Query().Get("code")
+		require.NotEmpty(t, code)
+
+		// The tokens (spec 4.7): fewer scopes than requested, so scope
+		// says which.
+		exchange := url.Values{"grant_type": {"authorization_code"}, "code": {code},
+			"redirect_uri": {agent.URL("/callback")}, "code_verifier": {verifier}}
+		direct := decode[tokens](t, c.do(t, call{method: post, path: tokenPath, ctype: formType, body: signed(agent, exchange), want: 200}))
+		assert.Equal(t, tokens{TokenType: "Bearer", ExpiresIn: 600, Scope: "orders:read"},
+			tokens{TokenType: direct.TokenType, ExpiresIn: direct.ExpiresIn, Scope: direct.Scope})
+		require.NotEmpty(t, direct.AccessToken)
+		require.NotEmpty(t, direct.RefreshToken)
+		refresh := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {direct.RefreshToken}}
+		fresh := decode[tokens](t, c.do(t, call{method: post, path: tokenPath, ctype: formType, body: signed(agent, refresh), want: 200}))
+		assert.NotEqual(t, direct.RefreshToken, fresh.RefreshToken, "refresh tokens rotate")
+		assert.Empty(t, fresh.Scope, "the grant's scopes")
+		refresh.Set("refresh_token", fresh.RefreshToken)
+
+		// Token errors are OAuth error bodies.
+		for _, k := range []struct {
+			body, ctype string
+			want        int
+			code        string
+			docRejects  bool
+		}{
+			{body: "", want: 400, code: "invalid_request", docRejects: true},
+			{body: `{"grant_type":"refresh_token"}`, ctype: "application/json", want: 400, code: "invalid_request", docRejects: true},
+			{body: "grant_type=refresh_token&refresh_token=" + url.QueryEscape(fresh.RefreshToken), want: 401, code: "invalid_client", docRejects: true},
+			{body: signed(agent, url.Values{"grant_type": {"password"}, "username": {"alice"}}), want: 400, code: "invalid_request", docRejects: true},
+			{body: signed(agent, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {"nope.nope"}}), want: 400, code: "invalid_grant"},
+			{body: signed(agent, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {fresh.RefreshToken}, "scope": {"orders:write"}}),
+				want: 400, code: "invalid_scope"},
+			{body: signed(agent, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {fresh.RefreshToken}, "resource": {"https://elsewhere.example"}}),
+				want: 400, code: "invalid_target"},
+		} {
+			if k.ctype == "" {
+				k.ctype = formType
+			}
+			r := c.do(t, call{method: post, path: tokenPath, ctype: k.ctype, body: k.body, want: k.want, docRejects: k.docRejects})
+			assert.Equal(t, k.code, oauthError(r), k.body)
+			assert.Equal(t, "no-store", r.Header.Get("Cache-Control"))
+		}
+
+		// Introspection, with a Company API key (RFC 7662).
+		key := decode[struct {
+			Key string `json:"key"`
+		}](t, c.do(t, call{method: post, path: "/admin/v1/companies/acme/api-keys", token: admin, want: 201, body: `{"name":"introspection"}`})).Key
+		introspect := func(tok string) map[string]any {
+			t.Helper()
+			return c.do(t, call{method: post, path: introspectPath, token: key, ctype: formType,
+				body: url.Values{"token": {tok}}.Encode(), want: 200}).JSON(t)
+		}
+		m := introspect(fresh.AccessToken)
+		assert.Equal(t, true, m["active"])
+		assert.Equal(t, "Bearer", m["token_type"])
+		assert.Equal(t, agent.ClientID, m["client_id"])
+		assert.Equal(t, "orders:read", m["scope"])
+		assert.Equal(t, issuer, m["iss"])
+		assert.Equal(t, []any{"https://acme.example", "https://acme.example.co.uk"}, m["aud"])
+		m = introspect(fresh.RefreshToken)
+		assert.Equal(t, true, m["active"])
+		assert.Equal(t, "refresh_token", m["token_type"])
+		assert.Equal(t, map[string]any{"active": false}, introspect("not-a-token"))
+		r = c.do(t, call{method: post, path: introspectPath, ctype: formType, body: "token=x", want: 401, docRejects: true})
+		assert.Equal(t, `Bearer realm="poppyhost-company"`, r.Header.Get("WWW-Authenticate"))
+		c.do(t, call{method: post, path: introspectPath, token: admin, ctype: formType, body: "token=x", want: 401})
+		minimalKey := decode[struct {
+			Key string `json:"key"`
+		}](t, c.do(t, call{method: post, path: "/admin/v1/companies/minimal/api-keys", token: admin, want: 201})).Key
+		c.do(t, call{method: post, path: introspectPath, token: minimalKey, ctype: formType, body: "token=x", want: 401})
+		r = c.do(t, call{method: post, path: introspectPath, token: key, ctype: formType, body: "token=", want: 400, docRejects: true})
+		assert.Equal(t, "invalid_request", oauthError(r))
+
+		// Revocation (spec 4.6): only by the client the token was issued
+		// to; an unknown token is fine; revoking ends the grant.
+		other := env.StartAgent(t, "other-agent.test")
+		r = c.do(t, call{method: post, path: revokePath, ctype: formType, want: 400,
+			body: signed(other, url.Values{"token": {fresh.RefreshToken}, "token_type_hint": {"refresh_token"}})})
+		assert.Equal(t, "unauthorized_client", oauthError(r))
+		r = c.do(t, call{method: post, path: revokePath, ctype: formType, body: "token=" + url.QueryEscape(fresh.RefreshToken), want: 401, docRejects: true})
+		assert.Equal(t, "invalid_client", oauthError(r))
+		r = c.do(t, call{method: post, path: revokePath, ctype: formType, body: signed(agent, url.Values{}), want: 400, docRejects: true})
+		assert.Equal(t, "invalid_request", oauthError(r))
+		r = c.do(t, call{method: post, path: revokePath, ctype: formType, body: signed(agent, url.Values{"token": {"unknown"}}), want: 200})
+		assert.Empty(t, r.Body)
+		c.do(t, call{method: post, path: revokePath, ctype: formType, want: 200,
+			body: signed(agent, url.Values{"token": {fresh.RefreshToken}, "token_type_hint": {"refresh_token"}})})
+		assert.Equal(t, map[string]any{"active": false}, introspect(fresh.RefreshToken))
+		assert.Equal(t, map[string]any{"active": false}, introspect(fresh.AccessToken), "its grant's access tokens too")
+		r = c.do(t, call{method: post, path: tokenPath, ctype: formType, body: signed(agent, refresh), want: 400})
+		assert.Equal(t, "invalid_grant", oauthError(r))
+		r = c.do(t, call{method: post, path: tokenPath, ctype: formType, body: signed(agent, exchange), want: 400})
+		assert.Equal(t, "invalid_grant", oauthError(r), "a code works once")
+
+		// Device Sign-In (spec 4.3), approved in the browser, which is
+		// still signed in.
+		start := func() map[string]any {
+			t.Helper()
+			return c.do(t, call{method: post, path: devicePath, ctype: formType, want: 200,
+				body: signed(agent, url.Values{"scope": {"orders:read orders:write"}})}).JSON(t)
+		}
+		poll := func(da map[string]any, want int) *testkit.Response {
+			t.Helper()
+			return c.do(t, call{method: post, path: tokenPath, ctype: formType, want: want,
+				body: signed(agent, url.Values{"grant_type": {"urn:ietf:params:oauth:grant-type:device_code"}, "device_code": {da["device_code"].(string)}})})
+		}
+		da := start()
+		userCode := da["user_code"].(string)
+		assert.Equal(t, issuer+"/device", da["verification_uri"])
+		assert.Equal(t, issuer+"/device?user_code="+userCode, da["verification_uri_complete"])
+		assert.Equal(t, "authorization_pending", oauthError(poll(da, 400)))
+		assert.Equal(t, "slow_down", oauthError(poll(da, 400)), "polled again at once")
+		r = page(get, base+"/device?user_code="+userCode, nil, 200)
+		assert.Equal(t, userCode, formField(t, r.Body, "user_code"), "the code is filled in, nothing approved")
+		csrf = formField(t, r.Body, "csrf")
+		r = page(post, base+"/device", url.Values{"csrf": {csrf}, "action": {"continue"}, "user_code": {"AAAA-AAAA"}}, 400)
+		assert.Contains(t, string(r.Body), "not a code")
+		r = page(post, base+"/device", url.Values{"csrf": {csrf}, "action": {"continue"}, "user_code": {strings.ToLower(userCode)}}, 200)
+		assert.Contains(t, string(r.Body), userCode, "the consent page shows the code to compare")
+		decide := base + "/device?" + url.Values{"user_code": {userCode}}.Encode()
+		r = page(post, decide, url.Values{"csrf": {csrf}, "action": {"approve"}, "scope": {"orders:write"}}, 200)
+		assert.Contains(t, string(r.Body), "All set")
+		device := decode[tokens](t, poll(da, 200))
+		assert.Equal(t, "orders:write", device.Scope)
+		assert.Equal(t, "invalid_grant", oauthError(poll(da, 400)), "a device code gives tokens once")
+
+		// Declined, in a browser that signs in first.
+		da = start()
+		userCode = da["user_code"].(string)
+		browser = env.Browser(t).Client
+		r = page(get, base+"/device?user_code="+userCode, nil, 200)
+		csrf = formField(t, r.Body, "csrf")
+		r = page(post, base+"/device", url.Values{"csrf": {csrf}, "action": {"continue"}, "user_code": {userCode}}, 200)
+		assert.Contains(t, string(r.Body), `value="login"`, "not signed in: the sign-in page")
+		decide = base + "/device?" + url.Values{"user_code": {userCode}}.Encode()
+		wrong.Set("csrf", csrf)
+		page(post, decide, wrong, 400)
+		login.Set("csrf", csrf)
+		page(post, decide, login, 200)
+		badPage(post, base+"/device", url.Values{"action": {"continue"}, "user_code": {userCode}}, 403)
+		r = page(post, decide, url.Values{"csrf": {csrf}, "action": {"deny"}}, 200)
+		assert.Contains(t, string(r.Body), "declined")
+		assert.Equal(t, "access_denied", oauthError(poll(da, 400)))
+		// Device authorization errors.
+		r = c.do(t, call{method: post, path: devicePath, ctype: formType, body: "scope=orders%3Aread", want: 401, docRejects: true})
+		assert.Equal(t, "invalid_client", oauthError(r))
+		r = c.do(t, call{method: post, path: devicePath, ctype: formType, body: signed(agent, url.Values{"scope": {"orders:delete"}}), want: 400})
+		assert.Equal(t, "invalid_scope", oauthError(r))
+
+		// The account page lists the connected agent; disconnecting it
+		// ends its grant at once (spec 5.5).
+		assert.Equal(t, true, introspect(device.RefreshToken)["active"])
+		r = page(get, accountPath, nil, 200)
+		assert.Contains(t, string(r.Body), "Test Agent")
+		csrf = formField(t, r.Body, "csrf")
+		badPage(post, accountPath, url.Values{"action": {"disconnect"}, "client_id": {agent.ClientID}}, 403)
+		r = page(post, accountPath, url.Values{"csrf": {csrf}, "action": {"disconnect"}, "client_id": {agent.ClientID}}, 200)
+		assert.Contains(t, string(r.Body), "disconnected")
+		assert.Equal(t, map[string]any{"active": false}, introspect(device.RefreshToken))
+		assert.Equal(t, map[string]any{"active": false}, introspect(device.AccessToken))
+		r = page(post, accountPath, url.Values{"csrf": {csrf}, "action": {"signout"}}, 200)
+		assert.Contains(t, string(r.Body), "signed out")
+		r = page(get, accountPath, nil, 200)
+		assert.NotContains(t, string(r.Body), "Test Agent", "the sign-in page")
+		wrong.Set("csrf", csrf)
+		page(post, accountPath, wrong, 400)
+		login.Set("csrf", csrf)
+		r = page(post, accountPath, login, 200)
+		assert.Contains(t, string(r.Body), "No agents are connected")
+		page(post, accountPath, url.Values{"csrf": {csrf}, "action": {"signout"}, "pad": {strings.Repeat("x", 16<<10)}}, 400)
+
+		// Problems with client_id or redirect_uri are shown to the User;
+		// other problems go back to the agent, with iss (spec 4.2).
+		with := func(name, value string) string {
+			q := url.Values{}
+			for k, v := range request {
+				q[k] = v
+			}
+			if value == "" {
+				q.Del(name)
+			} else {
+				q.Set(name, value)
+			}
+			return base + "/oauth/authorize?" + q.Encode()
+		}
+		badPage(get, base+"/oauth/authorize", nil, 400)
+		page(get, with("redirect_uri", "https://elsewhere.example/callback"), nil, 400)
+		r = page(get, with("client_id", "http://agent.example/agent.json"), nil, 400)
+		assert.Contains(t, string(r.Body), "invalid_client")
+		page(get, with("client_id", "https://unreachable.test/agent.json"), nil, 503)
+		page(post, with("client_id", "https://unreachable.test/agent.json"), login, 503)
+		badPage(post, base+"/oauth/authorize", login, 400)
+		for name, value := range map[string]string{"code_challenge": "", "state": "", "scope": "orders:delete", "resource": "https://elsewhere.example"} {
+			k := call{method: get, path: with(name, value), client: browser, want: 303, docRejects: value == ""}
+			back, err := url.Parse(c.do(t, k).Header.Get("Location"))
+			require.NoError(t, err)
+			assert.NotEmpty(t, back.Query().Get("error"), name)
+			assert.Empty(t, back.Query().Get("code"), name)
+			assert.Equal(t, issuer, back.Query().Get("iss"), name)
+		}
+		// The User declines.
+		r = page(get, authorize, nil, 200)
+		assert.Contains(t, string(r.Body), `value="approve"`, "signed in: the consent page")
+		r = page(post, authorize, url.Values{"csrf": {csrf}, "action": {"deny"}}, 303)
+		back, err = url.Parse(r.Header.Get("Location"))
+		require.NoError(t, err)
+		assert.Equal(t, "access_denied", back.Query().Get("error"))
+		assert.Equal(t, "st4te", back.Query().Get("state"))
+		assert.Equal(t, issuer, back.Query().Get("iss"))
+	})
+
 	t.Run("operator tokens", func(t *testing.T) {
 		path := "/admin/v1/operator-tokens"
 		type token struct {
@@ -831,14 +1231,20 @@ func TestContract(t *testing.T) {
 	})
 
 	t.Run("not available yet", func(t *testing.T) {
-		// The endpoints that have not landed answer 501 for a Company whose
-		// settings offer their feature, and 404 otherwise, as they will
-		// once built. acme offers everything; minimal has an issuer and
-		// conversations but no browser join; corner has conversations but
-		// no issuer.
+		// Conversations and browser join have not landed: they answer 501
+		// for a Company whose settings offer them, and 404 otherwise, as
+		// they will once built. The issuer's routes are served: they answer
+		// 404 without an issuer, or without the sign-in type they belong
+		// to, and the issuer test drives them otherwise. acme offers
+		// everything; minimal has an issuer and conversations but no
+		// browser join; corner has conversations but no issuer.
 		feature := func(path string) string {
 			switch {
-			case strings.HasPrefix(path, "/t/{slug}/oauth/"):
+			case path == "/t/{slug}/oauth/authorize":
+				return "direct sign-in"
+			case path == "/t/{slug}/oauth/device_authorization", path == "/t/{slug}/device":
+				return "device sign-in"
+			case strings.HasPrefix(path, "/t/{slug}/oauth/"), path == "/t/{slug}/account":
 				return "issuer"
 			case strings.HasPrefix(path, "/t/{slug}/poppy/conversations"):
 				return "conversations"
@@ -847,9 +1253,10 @@ func TestContract(t *testing.T) {
 			}
 			return ""
 		}
+		pending := map[string]bool{"conversations": true, "browser join": true}
 		offers := map[string]map[string]bool{
-			"acme":    {"issuer": true, "conversations": true, "browser join": true},
-			"minimal": {"issuer": true, "conversations": true},
+			"acme":    {"issuer": true, "direct sign-in": true, "device sign-in": true, "conversations": true, "browser join": true},
+			"minimal": {"issuer": true, "direct sign-in": true, "device sign-in": true, "conversations": true},
 			"corner":  {"conversations": true},
 			"nosuch":  {},
 		}
@@ -858,10 +1265,11 @@ func TestContract(t *testing.T) {
 			for _, op := range operations {
 				method, path, _ := strings.Cut(op, " ")
 				f := feature(path)
-				if f == "" {
+				if f == "" || offers[slug][f] && !pending[f] {
 					continue
 				}
-				k := call{method: method, want: 404, path: strings.ReplaceAll(strings.ReplaceAll(path, "{slug}", slug), "{conversation_id}", "c_1")}
+				k := call{method: method, want: 404, docRejects: c.incomplete(method, path),
+					path: strings.ReplaceAll(strings.ReplaceAll(path, "{slug}", slug), "{conversation_id}", "c_1")}
 				if !strings.HasPrefix(path, "/t/") {
 					k.host = slug + ".example"
 				}
@@ -873,7 +1281,7 @@ func TestContract(t *testing.T) {
 					assert.Equal(t, "not_implemented", r.JSON(t)["error"])
 					assert.NotEmpty(t, r.JSON(t)["request_id"])
 				} else {
-					assert.Equal(t, "not_found", r.JSON(t)["error"])
+					assert.Equal(t, "not_found", r.JSON(t)["error"], op)
 				}
 			}
 		}
@@ -883,15 +1291,15 @@ func TestContract(t *testing.T) {
 
 		// Turning a feature on or off changes the answer at once.
 		c.do(t, call{method: patch, path: "/admin/v1/companies/minimal", token: admin, want: 200,
-			body: `{"web":{"browser_join":true},"conversations":{"enabled":false}}`})
+			body: `{"web":{"browser_join":true},"conversations":{"enabled":false},"auth":{"grant_types":["authorization_code"]}}`})
 		c.do(t, call{method: patch, path: "/admin/v1/companies/corner", token: admin, want: 200,
 			body: `{"conversations":{"enabled":false}}`})
-		offers["minimal"] = map[string]bool{"issuer": true, "browser join": true}
+		offers["minimal"] = map[string]bool{"issuer": true, "direct sign-in": true, "browser join": true}
 		offers["corner"] = map[string]bool{}
 		check(t, "minimal")
 		check(t, "corner")
 		c.do(t, call{method: patch, path: "/admin/v1/companies/minimal", token: admin, want: 200,
-			body: `{"web":null,"conversations":null}`})
+			body: `{"web":null,"conversations":null,"auth":{"grant_types":null}}`})
 		c.do(t, call{method: patch, path: "/admin/v1/companies/minimal", token: admin, want: 200,
 			body: `{"auth":{"issuer":false}}`})
 		offers["minimal"] = map[string]bool{"conversations": true}
@@ -1006,8 +1414,11 @@ func TestContract(t *testing.T) {
 		assert.Equal(t, l, decode[reports](t, c.do(t, call{method: get, path: "/company/v1/feedback", token: acmeKey, want: 200})))
 
 		// Each Company sees its own reports only. minimal has none yet;
-		// without an issuer its Session JWTs name its domain.
-		minimalID = c.do(t, call{method: get, path: "/admin/v1/companies/minimal", token: admin, want: 200}).JSON(t)["identifier"].(string)
+		// without an issuer (turned off by "not available yet", and here
+		// again so that this test does not depend on that one) its
+		// Session JWTs name its domain.
+		minimalID = c.do(t, call{method: patch, path: "/admin/v1/companies/minimal", token: admin, want: 200,
+			body: `{"auth":{"issuer":false}}`}).JSON(t)["identifier"].(string)
 		require.Equal(t, "https://minimal.example", minimalID)
 		path = "/admin/v1/companies/minimal/feedback"
 		r = c.do(t, call{method: get, path: path, token: admin, want: 200})
@@ -1163,16 +1574,14 @@ func TestContract(t *testing.T) {
 		c.do(t, call{method: get, host: "busy.example", path: "/.well-known/poppy.json", want: 200})
 		for _, op := range operations {
 			method, path, _ := strings.Cut(op, " ")
-			k := call{method: method, want: 429, path: strings.ReplaceAll(strings.ReplaceAll(path, "{slug}", "busy"), "{conversation_id}", "c_1")}
+			k := call{method: method, want: 429, path: strings.ReplaceAll(strings.ReplaceAll(path, "{slug}", "busy"), "{conversation_id}", "c_1"),
+				docRejects: c.incomplete(method, path)}
 			switch {
 			case strings.HasPrefix(path, "/t/{slug}/"):
 			case slices.Contains(companyDomainPaths, path):
 				k.host = "busy.example"
 			default:
 				continue
-			}
-			if path == "/t/{slug}/poppy/feedback" {
-				k.body, k.docRejects = `{"task":"T","description":"D"}`, true
 			}
 			r := c.do(t, k)
 			assert.Equal(t, "rate_limited", r.JSON(t)["error"])
@@ -1230,6 +1639,17 @@ func TestContract(t *testing.T) {
 		r, _ = c.send(t, call{method: http.MethodHead, path: "/healthz"})
 		assert.Equal(t, 200, r.Status)
 		assert.Empty(t, r.Body)
+		// The issuer's pages answer another method with a page.
+		for _, path := range []string{"/t/acme/oauth/authorize", "/t/acme/device", "/t/acme/account"} {
+			r, _ = c.send(t, call{method: http.MethodPut, path: path})
+			assert.Equal(t, 405, r.Status, path)
+			assert.Contains(t, r.Header.Get("Allow"), "GET", path)
+			assert.Contains(t, r.Header.Get("Allow"), "POST", path)
+			assert.Equal(t, "text/html; charset=utf-8", r.Header.Get("Content-Type"), path)
+		}
+		// The OAuth endpoints answer a method they do not serve as every
+		// route does.
+		c.undocumented(t, call{method: get, path: "/t/acme/oauth/token", want: 405}, "method_not_allowed")
 	})
 
 	t.Run("draining", func(t *testing.T) {

@@ -6,6 +6,7 @@ package bearer
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"slices"
@@ -13,9 +14,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ory/fosite"
+
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/issuer"
 	"github.com/poppyhost/poppyhost/internal/sessions"
+	"github.com/poppyhost/poppyhost/internal/signing"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
@@ -86,11 +90,17 @@ func (v *Validator) MetadataURL(c *tenant.Company, res Resource) string {
 	if err != nil {
 		return ""
 	}
-	return u.Scheme + "://" + u.Host + "/.well-known/oauth-protected-resource" + u.Path
+	path := u.EscapedPath()
+	if path == "/" {
+		// RFC 9728 §3.1: a slash right after the host is dropped.
+		path = ""
+	}
+	return u.Scheme + "://" + u.Host + "/.well-known/oauth-protected-resource" + path
 }
 
-// Challenge is a refused access token: an *httpx.Error whose response
-// carries WWW-Authenticate.
+// Challenge is a refused access token, written by WriteError with a
+// WWW-Authenticate header. It unwraps to the *httpx.Error of its body, so
+// httpx.WriteError alone still answers with the right status and code.
 type Challenge struct {
 	// Code is invalid_token, insufficient_scope, or "" when no token was
 	// sent (RFC 6750 §3.1: no error code then).
@@ -100,7 +110,19 @@ type Challenge struct {
 	ResourceMetadata string
 }
 
-func (c *Challenge) Error() string { return "bearer: " + c.Code + ": " + c.Description }
+func (c *Challenge) Error() string { return "bearer: " + c.code() + ": " + c.Description }
+
+// Unwrap is the challenge's JSON body.
+func (c *Challenge) Unwrap() error { return &httpx.Error{Code: c.code(), Description: c.Description} }
+
+// code is the body's error code: a request without a token gets
+// unauthorized, since RFC 6750 §3.1 leaves the challenge without one.
+func (c *Challenge) code() string {
+	if c.Code == "" {
+		return httpx.CodeUnauthorized
+	}
+	return c.Code
+}
 
 // Header is the WWW-Authenticate value (RFC 6750 §3, RFC 9728 §5.1).
 func (c *Challenge) Header() string {
@@ -133,16 +155,13 @@ func quoteSafe(s string) string {
 // Write answers the request with the challenge.
 func (c *Challenge) Write(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("WWW-Authenticate", c.Header())
-	code := c.Code
-	if code == "" {
-		code = httpx.CodeUnauthorized
-	}
-	httpx.WriteError(w, r, &httpx.Error{Code: code, Description: c.Description})
+	httpx.WriteError(w, r, c.Unwrap())
 }
 
 // Validate checks token for Company c at res: our signature, not expired,
-// not revoked, issued for res. Failures are *Challenge values; database
-// failures are returned as they are.
+// not revoked, issued for res. Failures are *Challenge values; failures to
+// tell, such as the database's, are returned as they are, so that a
+// Personal Agent is never told a good token is invalid.
 func (v *Validator) Validate(ctx context.Context, c *tenant.Company, res Resource, token string) (*Grant, error) {
 	invalid := func(desc string) error {
 		return &Challenge{Code: httpx.CodeInvalidToken, Description: desc, ResourceMetadata: v.MetadataURL(c, res)}
@@ -152,8 +171,12 @@ func (v *Validator) Validate(ctx context.Context, c *tenant.Company, res Resourc
 	}
 	now := v.now()
 	claims, err := issuer.ParseAccessToken(ctx, v.keys, c, token, now)
-	if err != nil {
+	var rfc *fosite.RFC6749Error
+	switch {
+	case errors.Is(err, signing.ErrInvalid), errors.As(err, &rfc):
 		return nil, invalid("the access token is not valid here or has expired")
+	case err != nil:
+		return nil, err
 	}
 	if claims.Issuer != v.urls.Issuer(c) {
 		return nil, invalid("the access token was issued by another issuer")
@@ -215,10 +238,13 @@ func (v *Validator) Authorize(ctx context.Context, r *http.Request, res Resource
 		}
 		same := sess.AccountID == g.AccountID
 		if sess.AccountID == 0 {
+			// A concurrent first request may have bound another account.
 			if same, err = v.sessions.BindAccount(ctx, c.ID, sess.ClientID, sess.SID, g.AccountID); err != nil {
 				return nil, err
 			}
-			sess.AccountID = g.AccountID
+			if same {
+				sess.AccountID = g.AccountID
+			}
 		}
 		if !same {
 			return nil, httpx.Errorf(httpx.CodeSessionEnded, "this Session acted for another account; start a new Session for this one (spec 5.4)")
@@ -239,7 +265,7 @@ func (v *Validator) Authorize(ctx context.Context, r *http.Request, res Resource
 
 // WriteError writes an error from Authorize.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
-	if ch, ok := err.(*Challenge); ok {
+	if ch := (*Challenge)(nil); errors.As(err, &ch) {
 		ch.Write(w, r)
 		return
 	}

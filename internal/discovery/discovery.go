@@ -136,11 +136,19 @@ func BuildProtectedResource(c *tenant.Company, domain string, urls tenant.URLs) 
 // says claims with zero elements MUST be omitted. That includes
 // response_types_supported when no grant uses the authorization endpoint
 // (RFC 8414 erratum 7793).
+//
+// jwks_uri holds the keys that sign access tokens.
+// introspection_endpoint is for the Company's own backends, which call it
+// with a Company API key as a bearer token (RFC 7662 §2.1);
+// introspection_endpoint_auth_methods_supported is left out, so by RFC 8414
+// §2 they learn that "by other means" (api/openapi.yaml).
 type ASMetadata struct {
 	Issuer                                     string   `json:"issuer"`
 	AuthorizationEndpoint                      string   `json:"authorization_endpoint,omitempty"`
 	TokenEndpoint                              string   `json:"token_endpoint"`
+	JWKSURI                                    string   `json:"jwks_uri"`
 	RevocationEndpoint                         string   `json:"revocation_endpoint"`
+	IntrospectionEndpoint                      string   `json:"introspection_endpoint"`
 	DeviceAuthorizationEndpoint                string   `json:"device_authorization_endpoint,omitempty"`
 	GrantTypesSupported                        []string `json:"grant_types_supported"`
 	ResponseTypesSupported                     []string `json:"response_types_supported,omitempty"`
@@ -165,7 +173,9 @@ func BuildASMetadata(c *tenant.Company, urls tenant.URLs) (ASMetadata, bool) {
 	m := ASMetadata{
 		Issuer:                            iss,
 		TokenEndpoint:                     iss + "/oauth/token",
+		JWKSURI:                           iss + "/oauth/jwks.json",
 		RevocationEndpoint:                iss + "/oauth/revoke",
+		IntrospectionEndpoint:             iss + "/oauth/introspect",
 		GrantTypesSupported:               []string{tenant.GrantRefreshToken},
 		ScopesSupported:                   sortedScopes(s.Auth.Scopes),
 		TokenEndpointAuthMethodsSupported: []string{"private_key_jwt"},

@@ -2,6 +2,7 @@ package discovery_test
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"net/url"
 	"os"
@@ -31,6 +32,18 @@ func marshalSurface(t testing.TB, s surface) []byte {
 	return append(b, '\n')
 }
 
+// writeGolden replaces a golden file in one rename, so the tests running
+// in parallel that read it never see it half written.
+func writeGolden(t testing.TB, path string, b []byte) {
+	t.Helper()
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".golden-*")
+	require.NoError(t, err)
+	_, err = tmp.Write(b)
+	require.NoError(t, errors.Join(err, tmp.Close()))
+	require.NoError(t, os.Chmod(tmp.Name(), 0o644))
+	require.NoError(t, os.Rename(tmp.Name(), path))
+}
+
 // readGolden returns the golden surface of a case.
 func readGolden(t testing.TB, name string) surface {
 	t.Helper()
@@ -52,7 +65,7 @@ func TestGolden(t *testing.T) {
 			got := marshalSurface(t, buildSurface(t, tc.company(t), goldenURLs))
 			path := goldenPath(tc.name)
 			if *update {
-				require.NoError(t, os.WriteFile(path, got, 0o644))
+				writeGolden(t, path, got)
 			}
 			want, err := os.ReadFile(path)
 			require.NoError(t, err, "run go test ./internal/discovery -run TestGolden -update to create it")
@@ -154,6 +167,10 @@ func TestGoldenCases(t *testing.T) {
 		require.NotContains(t, as, "code_challenge_methods_supported")
 		require.NotContains(t, as, "response_types_supported", "no grant uses the authorization endpoint")
 		require.NotContains(t, as, "scopes_supported", "no scopes: RFC 8414 §3.2 omits empty lists")
+		// Tokens issued before sign-in was turned off still verify and
+		// introspect.
+		require.Equal(t, publicURL+"/t/portal/oauth/jwks.json", as["jwks_uri"])
+		require.Equal(t, publicURL+"/t/portal/oauth/introspect", as["introspection_endpoint"])
 		require.NotNil(t, docs["https://portal.example"+prmPath], "the issuer stays: its identifier is still the issuer")
 	})
 
@@ -355,6 +372,8 @@ func checkSurface(t testing.TB, domains []string, s surface) {
 			}
 			require.Equal(t, issuer+"/oauth/token", as["token_endpoint"])
 			require.Equal(t, issuer+"/oauth/revoke", as["revocation_endpoint"])
+			require.Equal(t, issuer+"/oauth/jwks.json", as["jwks_uri"], "the keys that sign access tokens")
+			require.Equal(t, issuer+"/oauth/introspect", as["introspection_endpoint"])
 			grants := strs(t, as["grant_types_supported"])
 			require.Equal(t, "refresh_token", grants[0], "grant_types_supported MUST include refresh_token")
 			if auth["disabled"] == true {

@@ -3,6 +3,7 @@ package issuer
 import (
 	"context"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/poppyhost/poppyhost/internal/issuer/pages"
@@ -14,8 +15,8 @@ import (
 func (s *Server) accountPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	c := tenant.FromContext(ctx)
-	if r.Method != http.MethodGet && r.Method != http.MethodPost {
-		w.Header().Set("Allow", "GET, POST")
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodPost {
+		w.Header().Set("Allow", "GET, HEAD, POST")
 		s.messagePage(w, r, http.StatusMethodNotAllowed, "Not allowed", "Use GET or POST.")
 		return
 	}
@@ -50,6 +51,17 @@ func (s *Server) accountPage(w http.ResponseWriter, r *http.Request) {
 	switch action {
 	case "disconnect":
 		id := r.PostForm.Get("client_id")
+		conns, err := s.store.Connections(ctx, c.ID, acct.ID, s.now())
+		if err != nil {
+			s.failPage(w, r, err)
+			return
+		}
+		if !slices.ContainsFunc(conns, func(cn Connection) bool { return cn.ClientID == id }) {
+			// A stale page, or a client_id the User was given: never
+			// fetch a URL the form names.
+			notice = "That agent is not connected to your account."
+			break
+		}
 		if err := s.store.Disconnect(ctx, c.ID, acct.ID, id); err != nil {
 			s.failPage(w, r, err)
 			return

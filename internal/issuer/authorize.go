@@ -1,9 +1,14 @@
 package issuer
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
+	"strings"
 
 	"github.com/ory/fosite"
 
@@ -13,18 +18,25 @@ import (
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
-// authorizeParams may each appear once (RFC 6749 §3.1).
+// authorizeParams may each appear once (RFC 6749 §3.1). resource may be
+// repeated under RFC 8707 §2, but a Poppy token is for one service (spec
+// 4.5), so a second one is refused too.
 var authorizeParams = []string{"response_type", "client_id", "redirect_uri", "scope", "state",
 	"code_challenge", "code_challenge_method", "resource", "response_mode"}
 
 // authorize is Direct Sign-In's authorization endpoint (spec 4.2). The
 // authorization request always travels in the URL: the login and consent
 // forms post back to the same URL, with only their own fields in the body,
-// and fosite validates the request again on each step.
+// and the request is validated again on each step.
+//
+// Problems with client_id or redirect_uri are shown to the User and never
+// redirected (RFC 6749 §4.1.2.1); once both are known to be the agent's,
+// every other error goes back to redirect_uri with iss (RFC 9207), before
+// any login page, and nothing is stored.
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	c := tenant.FromContext(ctx)
-	if r.Method != http.MethodGet && r.Method != http.MethodPost {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodPost {
 		w.Header().Set("Allow", "GET, POST")
 		s.messagePage(w, r, http.StatusMethodNotAllowed, "Not allowed", "Use GET or POST.")
 		return
@@ -34,8 +46,6 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 
-	// Problems with the client or redirect_uri are shown to the User, never
-	// redirected (RFC 6749 §4.1.2.1).
 	for _, p := range []string{"client_id", "redirect_uri"} {
 		if len(q[p]) != 1 || q.Get(p) == "" {
 			s.messagePage(w, r, http.StatusBadRequest, "This sign-in link is not valid",
@@ -48,24 +58,37 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		s.oauthErrorPage(w, r, err)
 		return
 	}
-	if !redirectAllowed(agent, q.Get("redirect_uri")) {
+	redirect, ok := matchRedirect(agent.RedirectURIs, q.Get("redirect_uri"))
+	if !ok {
 		s.messagePage(w, r, http.StatusBadRequest, "This sign-in link is not valid",
 			"redirect_uri is not one of the agent's redirect_uris (spec 4.2). Go back to your agent and start again.")
 		return
 	}
-
-	fr := r.Clone(ctx)
-	fr.Method, fr.Body, fr.ContentLength = http.MethodGet, http.NoBody, 0
-	fr.Form, fr.PostForm = nil, nil
-	fr.Header = fr.Header.Clone()
-	fr.Header.Del("Content-Type")
-	ar, err := s.provider.NewAuthorizeRequest(ctx, fr)
-	if err != nil {
-		s.authorizeError(w, r, ar, err)
+	fail := func(err error) { s.authorizeError(w, r, redirect, q.Get("state"), err) }
+	if err := s.checkAuthorize(c, agent, q); err != nil {
+		fail(err)
 		return
 	}
-	if err := s.checkAuthorize(c, agent, q); err != nil {
-		s.authorizeError(w, r, ar, err)
+
+	// fosite sees the URL's parameters only, without the form's fields.
+	// response_mode is left out: checkAuthorize allowed only query, the
+	// default for code, which fosite refuses when named (its clients must
+	// list their response modes).
+	fr := r.Clone(ctx)
+	fr.Method, fr.Body, fr.ContentLength = http.MethodGet, http.NoBody, 0
+	fr.Form, fr.PostForm, fr.MultipartForm = nil, nil, nil
+	fr.Header = fr.Header.Clone()
+	fr.Header.Del("Content-Type")
+	fq := fr.URL.Query()
+	fq.Del("response_mode")
+	fr.URL.RawQuery = fq.Encode()
+	ar, err := s.provider.NewAuthorizeRequest(ctx, fr)
+	if err != nil {
+		if errors.Is(err, fosite.ErrInvalidClient) {
+			s.oauthErrorPage(w, r, err)
+			return
+		}
+		fail(err)
 		return
 	}
 
@@ -94,12 +117,12 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	}
 	switch action {
 	case "deny":
-		s.authorizeError(w, r, ar, fosite.ErrAccessDenied.WithHint("The User declined the request."))
+		fail(fosite.ErrAccessDenied.WithHint("The User declined the request."))
 	case "approve":
 		granted := approvedScopes(r.PostForm["scope"], ar.GetRequestedScopes())
 		if len(granted) == 0 {
 			// Approving none is a decline (spec 4.7).
-			s.authorizeError(w, r, ar, fosite.ErrAccessDenied.WithHint("The User approved no scope."))
+			fail(fosite.ErrAccessDenied.WithHint("The User approved no scope."))
 			return
 		}
 		for _, g := range granted {
@@ -108,25 +131,53 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		sess := &Session{AccountID: acct.ID, Username: acct.Username, Resource: q.Get("resource")}
 		resp, err := s.provider.NewAuthorizeResponse(ctx, ar, sess)
 		if err != nil {
-			s.authorizeError(w, r, ar, err)
+			fail(err)
 			return
 		}
 		resp.AddParameter("iss", s.urls.Issuer(c))
+		pages.SetHeaders(w.Header())
 		s.provider.WriteAuthorizeResponse(ctx, w, ar, resp)
 	default:
 		s.consentPage(w, r, acct, agent, ar.GetRequestedScopes(), "", "")
 	}
 }
 
-// redirectAllowed applies spec 4.2: exactly one of the agent's
-// redirect_uris, or a loopback one on another port (RFC 8252 §7.3).
-func redirectAllowed(agent *agentid.Client, redirect string) bool {
-	_, err := fosite.MatchRedirectURIWithClientRedirectURIs(redirect, &Client{ID: agent.ClientID, Agent: agent})
-	return err == nil
+// matchRedirect applies spec 4.2 to a requested redirect_uri: exactly one
+// of the agent's redirect_uris, compared as strings, or a loopback one
+// (http with a loopback IP literal) on another port (RFC 8252 §7.3). It
+// is stricter than fosite's matcher, which runs after it.
+func matchRedirect(registered []string, requested string) (*url.URL, bool) {
+	u, err := url.Parse(requested)
+	if err != nil || !u.IsAbs() || u.Host == "" || u.User != nil || strings.Contains(requested, "#") {
+		return nil, false
+	}
+	for _, reg := range registered {
+		if reg == requested {
+			return u, true
+		}
+		ru, err := url.Parse(reg)
+		if err == nil && loopbackRedirect(ru) && loopbackRedirect(u) && ru.User == nil &&
+			ru.Hostname() == u.Hostname() && ru.EscapedPath() == u.EscapedPath() &&
+			ru.RawQuery == u.RawQuery && ru.ForceQuery == u.ForceQuery {
+			return u, true
+		}
+	}
+	return nil, false
 }
 
-// checkAuthorize applies Poppy's rules that fosite does not, before any
-// login, so a bad request never reaches the User.
+// loopbackRedirect reports whether u is http on a loopback IP literal
+// (RFC 8252 §7.3; "localhost" is not one).
+func loopbackRedirect(u *url.URL) bool {
+	if u.Scheme != "http" {
+		return false
+	}
+	ip, err := netip.ParseAddr(u.Hostname())
+	return err == nil && ip.IsLoopback()
+}
+
+// checkAuthorize applies Poppy's rules that fosite does not, or applies
+// only after login or with non-standard errors, so a bad request never
+// reaches the User.
 func (s *Server) checkAuthorize(c *tenant.Company, agent *agentid.Client, q url.Values) error {
 	for _, p := range authorizeParams {
 		if len(q[p]) > 1 {
@@ -134,16 +185,22 @@ func (s *Server) checkAuthorize(c *tenant.Company, agent *agentid.Client, q url.
 		}
 	}
 	switch {
+	case !c.Settings.Agents.SignInAllowed(agent.ClientID, tenant.GrantAuthorizationCode):
+		return fosite.ErrUnauthorizedClient.WithHint("This Company does not offer this Personal Agent Direct Sign-In.")
 	case q.Get("response_mode") != "" && q.Get("response_mode") != "query":
 		return fosite.ErrInvalidRequest.WithHint("Only response_mode=query is supported.")
 	case q.Get("code_challenge") == "":
 		return fosite.ErrInvalidRequest.WithHint("code_challenge is required: PKCE with S256 (spec 4.2).")
 	case q.Get("code_challenge_method") != "S256":
 		return fosite.ErrInvalidRequest.WithHint("code_challenge_method must be S256 (spec 4.2).")
-	case q.Get("scope") == "":
+	case !s256Challenge(q.Get("code_challenge")):
+		return fosite.ErrInvalidRequest.WithHint("code_challenge must be the base64url SHA-256 of the verifier, 43 characters (RFC 7636 §4.2).")
+	case q.Get("state") == "":
+		// fosite refuses a request without state with its own
+		// invalid_state, which is not an RFC 6749 error code.
+		return fosite.ErrInvalidRequest.WithHint("state is required.")
+	case len(strings.Fields(q.Get("scope"))) == 0:
 		return fosite.ErrInvalidScope.WithHint("scope is required (spec 4.7).")
-	case !c.Settings.Agents.SignInAllowed(agent.ClientID, tenant.GrantAuthorizationCode):
-		return fosite.ErrUnauthorizedClient.WithHint("This Company does not offer this Personal Agent Direct Sign-In.")
 	}
 	if _, err := audience(c, s.urls, q.Get("resource")); err != nil {
 		return err
@@ -151,24 +208,27 @@ func (s *Server) checkAuthorize(c *tenant.Company, agent *agentid.Client, q url.
 	return nil
 }
 
-// authorizeError answers an authorization request that failed: with a
-// redirect carrying error, state and iss (RFC 9207) when the redirect_uri
-// is known to be the agent's, else with a page.
-func (s *Server) authorizeError(w http.ResponseWriter, r *http.Request, ar fosite.AuthorizeRequester, err error) {
+// s256Challenge reports whether v can be an S256 code_challenge: 32 bytes
+// in unpadded base64url.
+func s256Challenge(v string) bool {
+	b, err := base64.RawURLEncoding.Strict().DecodeString(v)
+	return err == nil && len(b) == sha256.Size
+}
+
+// authorizeError sends the browser back to the agent's redirect_uri with
+// error, error_description, state and iss (RFC 6749 §4.1.2.1, RFC 9207).
+// The caller has checked redirect against the agent's redirect_uris.
+func (s *Server) authorizeError(w http.ResponseWriter, r *http.Request, redirect *url.URL, state string, err error) {
 	logFailure(r, err)
-	if ar == nil || !ar.IsRedirectURIValid() || ar.GetRedirectURI() == nil {
-		s.oauthErrorPage(w, r, err)
-		return
-	}
 	rfc := fosite.ErrorToRFC6749Error(err)
-	u := *ar.GetRedirectURI()
+	u := *redirect
 	q := u.Query()
 	q.Set("error", rfc.ErrorField)
 	if d := rfc.GetDescription(); d != "" {
 		q.Set("error_description", d)
 	}
-	if st := ar.GetState(); st != "" {
-		q.Set("state", st)
+	if state != "" {
+		q.Set("state", state)
 	}
 	q.Set("iss", s.urls.Issuer(tenant.FromContext(r.Context())))
 	u.RawQuery = q.Encode()
@@ -182,10 +242,13 @@ func (s *Server) oauthErrorPage(w http.ResponseWriter, r *http.Request, err erro
 	logFailure(r, err)
 	rfc := fosite.ErrorToRFC6749Error(err)
 	status := rfc.CodeField
-	if status == 0 {
+	if status == 0 || status == http.StatusUnauthorized {
+		// A page is no HTTP authentication challenge, which 401 needs
+		// (RFC 9110 §15.5.2).
 		status = http.StatusBadRequest
 	}
-	s.messagePage(w, r, status, "Sign-in cannot continue", rfc.GetDescription())
+	// The error code helps the User, or whoever they ask, find the cause.
+	s.messagePage(w, r, status, "Sign-in cannot continue", rfc.GetDescription()+"\n\nError: "+rfc.ErrorField)
 }
 
 func agentName(a *agentid.Client) string {
@@ -207,8 +270,11 @@ func (s *Server) loginPage(w http.ResponseWriter, r *http.Request, msg, intro st
 		return
 	}
 	status := http.StatusOK
-	if msg != "" {
-		status = http.StatusUnauthorized
+	switch {
+	case w.Header().Get("Retry-After") != "":
+		status = http.StatusTooManyRequests
+	case msg != "":
+		status = http.StatusBadRequest
 	}
 	pages.Render(w, status, pages.Login{Brand: s.brand(tenant.FromContext(r.Context())), Action: r.URL.RequestURI(),
 		CSRF: csrf, Username: r.PostForm.Get("username"), Error: msg, Intro: intro})

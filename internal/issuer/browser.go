@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -83,9 +84,21 @@ func (s *Server) checkCSRF(r *http.Request) (bool, error) {
 	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1, nil
 }
 
-// parsePageForm reads a page's POSTed form and checks its CSRF token; on
-// failure it has answered.
+// crossOrigin refuses POSTs that a browser marks as coming from another
+// origin (Sec-Fetch-Site, else Origin against Host). Requests with neither
+// header, such as from browsers too old to send them, rely on the CSRF
+// token alone.
+var crossOrigin = http.NewCrossOriginProtection()
+
+// parsePageForm reads a page's POSTed form and checks that it comes from
+// the page itself: same origin, and this browser's CSRF token. On failure
+// it has answered.
 func (s *Server) parsePageForm(w http.ResponseWriter, r *http.Request) bool {
+	if err := crossOrigin.Check(r); err != nil {
+		s.messagePage(w, r, http.StatusForbidden, "This form was sent from another site",
+			"For your safety the form was not accepted. Go back to the sign-in page and try again.")
+		return false
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxPageForm)
 	if err := r.ParseForm(); err != nil {
 		s.messagePage(w, r, http.StatusBadRequest, "Something went wrong", "The form could not be read. Go back and try again.")
@@ -141,8 +154,13 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) (*accounts.Accoun
 	var throttled *accounts.ThrottledError
 	switch {
 	case errors.As(err, &throttled):
-		secs := int(math.Ceil(throttled.RetryAfter.Seconds()))
-		return nil, fmt.Sprintf("Too many failed attempts. Try again in %d seconds.", secs), nil
+		secs := max(1, int(math.Ceil(throttled.RetryAfter.Seconds())))
+		unit := "seconds"
+		if secs == 1 {
+			unit = "second"
+		}
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		return nil, fmt.Sprintf("Too many failed attempts. Try again in %d %s.", secs, unit), nil
 	case errors.Is(err, accounts.ErrNotFound):
 		return nil, "The username or password is not right.", nil
 	case err != nil:

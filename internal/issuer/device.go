@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/ory/fosite"
 	"github.com/ory/fosite/handler/oauth2"
 	"github.com/ory/fosite/storage"
@@ -41,6 +40,10 @@ var (
 		DescriptionField: "Polling too fast: the interval is now 5 seconds longer."}
 	errExpiredToken = &fosite.RFC6749Error{ErrorField: "expired_token", CodeField: http.StatusBadRequest,
 		DescriptionField: "The device code has expired; start Device Sign-In again."}
+	// errAccessDenied is fosite's access_denied with the token endpoint's
+	// status, 400 (RFC 6749 §5.2), not the 403 fosite gives it.
+	errAccessDenied = &fosite.RFC6749Error{ErrorField: "access_denied", CodeField: http.StatusBadRequest,
+		DescriptionField: "The User declined the request."}
 )
 
 // newUserCode returns a random user code, without the dash it is shown
@@ -101,22 +104,21 @@ func (s *Store) createDevice(ctx context.Context, clientID string, scopes []stri
 	deviceCode = rand.Text() + rand.Text()
 	for range 5 {
 		userCode = newUserCode()
-		_, err = s.pool.Exec(ctx, `
+		// A user code still held, even by an expired request not swept
+		// yet, inserts nothing: try another.
+		tag, err := s.pool.Exec(ctx, `
 			INSERT INTO device_grants (company_id, device_code, user_code, client_id, scopes, resource,
 				interval_seconds, created_at, expires_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-			ON CONFLICT (company_id, user_code) DO UPDATE SET user_code = EXCLUDED.user_code
-				WHERE device_grants.expires_at < $8`,
+			ON CONFLICT (company_id, user_code) DO NOTHING`,
 			companyID(ctx), hashSig(deviceCode), userCode, clientID, scopes, resource,
 			deviceInterval, now, now.Add(deviceLifetime))
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-			continue
-		}
 		if err != nil {
 			return "", "", err
 		}
-		return deviceCode, userCode, nil
+		if tag.RowsAffected() == 1 {
+			return deviceCode, userCode, nil
+		}
 	}
 	return "", "", errors.New("issuer: no free user code after 5 tries")
 }
@@ -180,42 +182,42 @@ func (d *deviceGrant) HandleTokenEndpointRequest(ctx context.Context, r fosite.A
 	}
 	now := d.now()
 	var (
-		clientID, status, resource string
-		account                    *int64
-		scopes, granted            []string
-		expires                    time.Time
-		tooFast                    bool
+		status, resource string
+		account          *int64
+		scopes, granted  []string
+		expires          time.Time
+		tooFast          bool
 	)
+	// Only the client the code was issued to finds it: another client's
+	// polls must not count towards its interval (RFC 8628 §3.4).
 	err := d.store.pool.QueryRow(ctx, `
 		WITH old AS (
 			SELECT last_polled_at, interval_seconds FROM device_grants
-			WHERE company_id = $1 AND device_code = $2 FOR UPDATE
+			WHERE company_id = $1 AND device_code = $2 AND client_id = $4 FOR UPDATE
 		)
 		UPDATE device_grants g SET last_polled_at = $3,
 			interval_seconds = g.interval_seconds + CASE
 				WHEN g.status = 'pending' AND old.last_polled_at IS NOT NULL
 					AND $3 < old.last_polled_at + make_interval(secs => old.interval_seconds) THEN 5 ELSE 0 END
 		FROM old
-		WHERE g.company_id = $1 AND g.device_code = $2
-		RETURNING g.client_id, g.status, g.account_id, g.scopes, g.granted_scopes, g.resource, g.expires_at,
+		WHERE g.company_id = $1 AND g.device_code = $2 AND g.client_id = $4
+		RETURNING g.status, g.account_id, g.scopes, g.granted_scopes, g.resource, g.expires_at,
 			g.interval_seconds > old.interval_seconds`,
-		companyID(ctx), hashSig(code), now).
-		Scan(&clientID, &status, &account, &scopes, &granted, &resource, &expires, &tooFast)
+		companyID(ctx), hashSig(code), now, r.GetClient().GetID()).
+		Scan(&status, &account, &scopes, &granted, &resource, &expires, &tooFast)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fosite.ErrInvalidGrant.WithHint("The device code is not valid.")
+		return fosite.ErrInvalidGrant.WithHint("The device code is not valid, or was issued to another client.")
 	}
 	if err != nil {
 		return fosite.ErrServerError.WithWrap(err)
 	}
 	switch {
-	case clientID != r.GetClient().GetID():
-		return fosite.ErrInvalidGrant.WithHint("The device code was issued to another client.")
 	case !now.Before(expires):
 		return errExpiredToken
 	case status == "used":
 		return fosite.ErrInvalidGrant.WithHint("The device code was already used.")
 	case status == "denied":
-		return fosite.ErrAccessDenied.WithHint("The User declined the request.")
+		return errAccessDenied
 	case tooFast:
 		return errSlowDown
 	case status == "pending":

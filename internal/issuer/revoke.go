@@ -17,6 +17,12 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 		writeOAuthError(w, r, fosite.ErrInvalidRequest.WithHint("The body must be a form of at most 64 KiB."))
 		return
 	}
+	for k, v := range r.PostForm {
+		if len(v) > 1 {
+			writeOAuthError(w, r, fosite.ErrInvalidRequest.WithHintf("%s must not be repeated (RFC 6749 §3.2).", k))
+			return
+		}
+	}
 	if r.PostForm.Get("token") == "" {
 		writeOAuthError(w, r, fosite.ErrInvalidRequest.WithHint("token is required (RFC 7009 §2.1)."))
 		return

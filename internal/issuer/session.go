@@ -17,7 +17,10 @@ type Session struct {
 	ExpiresAt map[fosite.TokenType]time.Time `json:"expires_at"`
 	// RefreshDeadline is the refresh token's absolute expiry, fixed at
 	// sign-in: a refresh never moves it (spec 4.4), whatever fosite asks.
-	RefreshDeadline time.Time `json:"refresh_deadline"`
+	// omitzero: fosite reads the code's row into the live Session during
+	// the exchange, after the deadline was set, and a zero value stored
+	// with the code would erase it.
+	RefreshDeadline time.Time `json:"refresh_deadline,omitzero"`
 	// RefreshScopes are the scopes the sign-in granted, which every
 	// refresh token of the grant keeps even when one refresh asks for
 	// fewer (spec 4.4).
@@ -38,6 +41,10 @@ func (s *Session) SetExpiresAt(key fosite.TokenType, exp time.Time) {
 	}
 	if key == fosite.RefreshToken {
 		if s.RefreshDeadline.IsZero() {
+			// A grant stored without its deadline keeps the expiry it has.
+			if old := s.ExpiresAt[fosite.RefreshToken]; !old.IsZero() && old.Before(exp) {
+				exp = old
+			}
 			s.RefreshDeadline = exp
 		} else if exp.After(s.RefreshDeadline) {
 			exp = s.RefreshDeadline

@@ -33,6 +33,11 @@ var storedForm = []string{"redirect_uri", "code_challenge", "code_challenge_meth
 // errCodeUsed is returned when a concurrent exchange used the code first.
 var errCodeUsed = errors.New("the authorization code was used concurrently")
 
+// errRefreshUsed is returned when a concurrent refresh rotated the refresh
+// token first. fosite turns any error of RotateRefreshToken but its own
+// few into server_error, so the token endpoint maps it to invalid_grant.
+var errRefreshUsed = errors.New("the refresh token was used concurrently")
+
 // Store keeps the issuer's grants in PostgreSQL: fosite's storage
 // interfaces, every query filtered by the Company in the context.
 type Store struct {
@@ -236,6 +241,18 @@ func (s *Store) GetAuthorizeCodeSession(ctx context.Context, sig string, session
 // InvalidateAuthorizeCodeSession implements oauth2.AuthorizeCodeStorage:
 // one conditional UPDATE, so of two concurrent exchanges one wins.
 func (s *Store) InvalidateAuthorizeCodeSession(ctx context.Context, sig string) error {
+	var requestID string
+	err := s.db(ctx).QueryRow(ctx, `SELECT request_id FROM oauth_tokens
+		WHERE company_id = $1 AND kind = $2 AND signature = $3`, companyID(ctx), kindCode, hashSig(sig)).Scan(&requestID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return errCodeUsed
+	}
+	if err != nil {
+		return err
+	}
+	if err := s.lockGrant(ctx, requestID); err != nil {
+		return err
+	}
 	tag, err := s.db(ctx).Exec(ctx, `UPDATE oauth_tokens SET active = false
 		WHERE company_id = $1 AND kind = $2 AND signature = $3 AND active`, companyID(ctx), kindCode, hashSig(sig))
 	if err != nil {
@@ -297,17 +314,50 @@ func (s *Store) DeleteRefreshTokenSession(ctx context.Context, sig string) error
 
 // RotateRefreshToken implements oauth2.RefreshTokenStorage: the used
 // refresh token becomes inactive, with one winner among concurrent
-// refreshes, and the access tokens issued under the grant end with it.
+// refreshes. Access tokens issued earlier under the grant stay valid until
+// they expire: an agent may hold a narrower or single-service token for
+// one task next to its default token (spec 4.4, 4.5).
 func (s *Store) RotateRefreshToken(ctx context.Context, requestID, sig string) error {
+	if err := s.lockGrant(ctx, requestID); err != nil {
+		return err
+	}
 	tag, err := s.db(ctx).Exec(ctx, `UPDATE oauth_tokens SET active = false
 		WHERE company_id = $1 AND kind = $2 AND signature = $3 AND active`, companyID(ctx), kindRefresh, hashSig(sig))
 	if err != nil {
 		return err
 	}
 	if tag.RowsAffected() == 0 {
-		return fosite.ErrInvalidGrant.WithHint("The refresh token was already used.")
+		return errRefreshUsed
 	}
-	return s.RevokeAccessToken(ctx, requestID)
+	return nil
+}
+
+// lockGrant serialises changes to one grant until the transaction in ctx
+// ends, so a revocation never misses the refresh token that a concurrent
+// refresh or code exchange is adding. Without a transaction it does
+// nothing: callers that need it start one (inTx).
+func (s *Store) lockGrant(ctx context.Context, requestID string) error {
+	if _, ok := ctx.Value(txKey{}).(pgx.Tx); !ok {
+		return nil
+	}
+	_, err := s.db(ctx).Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('oauth grant ' || $1::bigint || ' ' || $2, 0))`,
+		companyID(ctx), requestID)
+	return err
+}
+
+// inTx runs f in the transaction in ctx, or in a new one.
+func (s *Store) inTx(ctx context.Context, f func(ctx context.Context) error) (err error) {
+	if _, ok := ctx.Value(txKey{}).(pgx.Tx); ok {
+		return f(ctx)
+	}
+	if ctx, err = s.BeginTX(ctx); err != nil {
+		return err
+	}
+	if err = f(ctx); err != nil {
+		_ = s.Rollback(ctx)
+		return err
+	}
+	return s.Commit(ctx)
 }
 
 // RevokeRefreshToken implements oauth2.TokenRevocationStorage: every
@@ -323,9 +373,14 @@ func (s *Store) RevokeAccessToken(ctx context.Context, requestID string) error {
 }
 
 func (s *Store) revoke(ctx context.Context, kind, requestID string) error {
-	_, err := s.db(ctx).Exec(ctx, `UPDATE oauth_tokens SET active = false
-		WHERE company_id = $1 AND kind = $2 AND request_id = $3 AND active`, companyID(ctx), kind, requestID)
-	return err
+	return s.inTx(ctx, func(ctx context.Context) error {
+		if err := s.lockGrant(ctx, requestID); err != nil {
+			return err
+		}
+		_, err := s.db(ctx).Exec(ctx, `UPDATE oauth_tokens SET active = false
+			WHERE company_id = $1 AND kind = $2 AND request_id = $3 AND active`, companyID(ctx), kind, requestID)
+		return err
+	})
 }
 
 // AccessTokenActive reports whether the access token with this signature
@@ -349,11 +404,20 @@ type Connection struct {
 
 // Connections lists the Personal Agents connected to an account.
 func (s *Store) Connections(ctx context.Context, companyID, accountID int64, now time.Time) ([]Connection, error) {
+	// A grant's first row, active or not, says when it was signed in;
+	// its active refresh tokens say what it holds now.
 	rows, err := s.pool.Query(ctx, `
-		SELECT client_id, min(requested_at), array_agg(DISTINCT scope ORDER BY scope)
-		FROM oauth_tokens, unnest(granted_scopes) AS scope
-		WHERE company_id = $1 AND account_id = $2 AND kind = 'refresh' AND active AND expires_at > $3
-		GROUP BY client_id ORDER BY client_id`, companyID, accountID, now)
+		WITH live AS (
+			SELECT client_id, request_id, granted_scopes FROM oauth_tokens
+			WHERE company_id = $1 AND account_id = $2 AND kind = 'refresh' AND active AND expires_at > $3
+		), since AS (
+			SELECT request_id, min(requested_at) AS at FROM oauth_tokens
+			WHERE company_id = $1 AND request_id IN (SELECT request_id FROM live)
+			GROUP BY request_id
+		)
+		SELECT live.client_id, min(since.at), array_agg(DISTINCT scope ORDER BY scope)
+		FROM live JOIN since USING (request_id), unnest(live.granted_scopes) AS scope
+		GROUP BY live.client_id ORDER BY live.client_id`, companyID, accountID, now)
 	if err != nil {
 		return nil, err
 	}
@@ -367,10 +431,35 @@ func (s *Store) Connections(ctx context.Context, companyID, accountID int64, now
 // Disconnect revokes every refresh token of clientID for an account, and
 // the access tokens issued under them (spec 5.5).
 func (s *Store) Disconnect(ctx context.Context, companyID, accountID int64, clientID string) error {
-	_, err := s.pool.Exec(ctx, `UPDATE oauth_tokens SET active = false
-		WHERE company_id = $1 AND account_id = $2 AND client_id = $3 AND kind IN ('refresh', 'access') AND active`,
-		companyID, accountID, clientID)
-	return err
+	ctx = tenant.WithCompany(ctx, &tenant.Company{ID: companyID})
+	return s.inTx(ctx, func(ctx context.Context) error {
+		rows, err := s.db(ctx).Query(ctx, `SELECT DISTINCT request_id FROM oauth_tokens
+			WHERE company_id = $1 AND account_id = $2 AND client_id = $3 AND active ORDER BY 1`,
+			companyID, accountID, clientID)
+		if err != nil {
+			return err
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			if err := s.lockGrant(ctx, id); err != nil {
+				return err
+			}
+		}
+		// Codes not yet exchanged and approved device requests go too, so
+		// no sign-in under way reconnects the agent.
+		if _, err := s.db(ctx).Exec(ctx, `UPDATE oauth_tokens SET active = false
+			WHERE company_id = $1 AND account_id = $2 AND client_id = $3 AND active`,
+			companyID, accountID, clientID); err != nil {
+			return err
+		}
+		_, err = s.db(ctx).Exec(ctx, `UPDATE device_grants SET status = 'denied'
+			WHERE company_id = $1 AND account_id = $2 AND client_id = $3 AND status = 'approved'`,
+			companyID, accountID, clientID)
+		return err
+	})
 }
 
 // DeleteExpired removes rows that expired before cutoff.

@@ -84,8 +84,14 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resource := r.PostForm.Get("resource")
-	if resource == "" {
+	switch mcp := MCPResource(s.urls, c); {
+	case resource == "":
 		resource = sess.Resource
+	case sess.Resource == mcp && resource != mcp:
+		// A sign-in for one service never yields tokens for others
+		// (RFC 8707 §2.2); one for the Company's domain covers them all.
+		s.tokenError(w, r, ar, errInvalidTarget.WithHintf("This grant is for %s only.", mcp))
+		return
 	}
 	if sess.Audience, err = audience(c, s.urls, resource); err != nil {
 		s.tokenError(w, r, ar, err)
@@ -97,18 +103,30 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// The access token lasts exactly the Company's lifetime from now, by
+	// our clock: fosite rounds the expiry to the second and truncates
+	// expires_in, which then could be a second short (spec 4.7).
+	lifetime := AccessTokenLifetime(c)
+	sess.SetExpiresAt(fosite.AccessToken, s.now().Add(lifetime))
 	resp, err := s.provider.NewAccessResponse(ctx, ar)
 	if err != nil {
 		s.tokenError(w, r, ar, err)
 		return
 	}
-	if sameScopes(ar.GetGrantedScopes(), ar.GetRequestedScopes()) {
-		// scope is left out only when granted equals requested (spec 4.7).
+	// scope is left out only when granted equals requested (spec 4.7); a
+	// refresh that narrowed the scopes says so, as this access token has
+	// fewer than the refresh token (spec 4.4).
+	full := ar.GetRequestedScopes()
+	if grant == tenant.GrantRefreshToken {
+		full = sess.RefreshScopes
+	}
+	if sameScopes(ar.GetGrantedScopes(), full) {
 		if ext, ok := resp.(*fosite.AccessResponse); ok {
 			delete(ext.Extra, "scope")
 		}
 	}
 	resp.SetTokenType("Bearer")
+	resp.SetExpiresIn(lifetime)
 	s.provider.WriteAccessResponse(ctx, w, ar, resp)
 }
 
@@ -144,11 +162,17 @@ func sameScopes(a, b []string) bool {
 	return slices.Equal(x, y)
 }
 
-// tokenError writes an OAuth error response. A code that a concurrent
-// exchange used first is invalid_grant, not a server error.
+// tokenError writes an OAuth error response. A code or refresh token that
+// a concurrent request used first is invalid_grant, not a server error:
+// fosite wraps our errCodeUsed and errRefreshUsed, and its own
+// ErrInvalidatedAuthorizeCode, met when the other exchange commits between
+// its two reads of the code, in server_error.
 func (s *Server) tokenError(w http.ResponseWriter, r *http.Request, ar fosite.AccessRequester, err error) {
-	if errors.Is(err, errCodeUsed) {
+	switch {
+	case errors.Is(err, errCodeUsed), errors.Is(err, fosite.ErrInvalidatedAuthorizeCode):
 		err = fosite.ErrInvalidGrant.WithHint("The authorization code was already used.")
+	case errors.Is(err, errRefreshUsed):
+		err = fosite.ErrInvalidGrant.WithHint("The refresh token was already used.")
 	}
 	logFailure(r, err)
 	if ar == nil {
@@ -156,4 +180,3 @@ func (s *Server) tokenError(w http.ResponseWriter, r *http.Request, ar fosite.Ac
 	}
 	s.provider.WriteAccessError(r.Context(), w, ar, err)
 }
-

@@ -58,6 +58,7 @@ type Platform struct {
 	Tenants  *tenant.Store
 	Accounts *accounts.Store
 	Sessions *sessions.Store
+	Issuer   *issuer.Server
 	// Jobs runs background work; the server starts and stops it.
 	Jobs *jobs.Client
 
@@ -107,6 +108,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		Pool: opts.Pool, Keys: keys, Resolver: resolver, Replays: clientauth.NewPGReplays(opts.Pool),
 		Accounts: p.Accounts, URLs: opts.URLs, CompanyForAPIKey: p.Tenants.CompanyForAPIKey, Now: now,
 	})
+	p.Issuer = oauth
 	periodic = append(periodic, issuer.AddJobs(workers, oauth.Store(), now)...)
 	tokens := bearer.New(keys, oauth.Store(), p.Sessions, opts.URLs, now)
 	jobCfg := jobs.Config{Workers: workers, Periodic: periodic}

@@ -1,0 +1,369 @@
+package bearer_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/oauth2"
+
+	"github.com/poppyhost/poppyhost/internal/agentid"
+	"github.com/poppyhost/poppyhost/internal/bearer"
+	"github.com/poppyhost/poppyhost/internal/httpx"
+	"github.com/poppyhost/poppyhost/internal/issuer"
+	"github.com/poppyhost/poppyhost/internal/safehttp"
+	"github.com/poppyhost/poppyhost/internal/sessions"
+	"github.com/poppyhost/poppyhost/internal/signing"
+	"github.com/poppyhost/poppyhost/internal/tenant"
+	"github.com/poppyhost/poppyhost/internal/testkit"
+)
+
+const password = "correct horse battery staple"
+
+// rig is a running platform with the Company stormline (accounts ada and
+// bob, three scopes), the Company harbor, a test Personal Agent, and
+// resource routes behind sessions.Manager.Require and Validator.Require:
+//
+//	GET /t/{slug}/browse        default resource, no scope
+//	GET /t/{slug}/orders        default resource, orders:read
+//	GET /t/{slug}/orders/edit   default resource, orders:write
+//	GET /t/{slug}/mcp           the Company's MCP resource, orders:read
+type rig struct {
+	env     *testkit.Env
+	agent   *testkit.Agent
+	issuer  string
+	routes  http.Handler
+	skew    atomic.Int64 // added to the Validator's clock
+	clients map[*testkit.Agent]*oauth2.Config
+}
+
+func setupRig(t *testing.T) *rig {
+	t.Helper()
+	env := testkit.Setup(t)
+	scopes := map[string]any{"orders:read": "See your orders", "orders:write": "Change your orders", "addresses": "Your addresses"}
+	for _, slug := range []string{"stormline", "harbor"} {
+		env.CreateCompany(t, map[string]any{
+			"slug":         slug,
+			"organization": map[string]any{"name": slug, "domain": slug + ".test"},
+			"auth":         map[string]any{"scopes": scopes},
+		})
+	}
+	for _, user := range []string{"ada", "bob"} {
+		resp := env.Admin(t, http.MethodPost, "/admin/v1/companies/stormline/accounts",
+			map[string]any{"username": user, "password": password})
+		require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
+	}
+	g := &rig{env: env, issuer: env.PublicURL("/t/stormline"), clients: map[*testkit.Agent]*oauth2.Config{}}
+	g.agent = g.startAgent(t, "agent.test")
+
+	resolver := agentid.NewResolver(safehttp.New(safehttp.Options{AllowPrivate: true, RootCAs: env.CA.Pool(),
+		Resolver: env.Hosts}), agentid.Options{})
+	store := sessions.NewStore(env.Pool)
+	mgr := sessions.NewManager(sessions.NewVerifier(resolver, sessions.VerifierOptions{}), store, env.URLs)
+	v := bearer.New(signing.NewKeys(env.Pool, signing.Options{}), issuer.NewStore(env.Pool), store, env.URLs,
+		func() time.Time { return time.Now().Add(time.Duration(g.skew.Load())) })
+	limits := httpx.NewLimiter()
+
+	show := func(w http.ResponseWriter, r *http.Request) {
+		httpx.WriteJSON(w, http.StatusOK, map[string]any{"grant": bearer.FromContext(r.Context())})
+	}
+	mcp := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			res := bearer.Resource{ID: issuer.MCPResource(env.URLs, tenant.FromContext(r.Context()))}
+			v.Require(res, "orders:read")(next).ServeHTTP(w, r)
+		})
+	}
+	r := chi.NewRouter()
+	r.Route("/t/{slug}", func(r chi.Router) {
+		r.Use(tenant.BySlug(env.Platform.Tenants), mgr.Require(limits))
+		r.With(v.Require(bearer.Resource{})).Get("/browse", show)
+		r.With(v.Require(bearer.Resource{}, "orders:read")).Get("/orders", show)
+		r.With(v.Require(bearer.Resource{}, "orders:write")).Get("/orders/edit", show)
+		r.With(mcp).Get("/mcp", show)
+	})
+	g.routes = r
+	return g
+}
+
+// startAgent starts a test Personal Agent that can sign in at stormline.
+func (g *rig) startAgent(t *testing.T, host string) *testkit.Agent {
+	t.Helper()
+	a := g.env.StartAgent(t, host)
+	g.clients[a] = &oauth2.Config{
+		ClientID: a.ClientID,
+		Endpoint: oauth2.Endpoint{AuthURL: g.issuer + "/oauth/authorize", TokenURL: g.issuer + "/oauth/token",
+			AuthStyle: oauth2.AuthStyleInParams},
+		RedirectURL: a.URL("/callback"),
+	}
+	return a
+}
+
+// signIn has user sign a in at stormline through Direct Sign-In with
+// scopes and returns the tokens. resource, when set, asks for a token for
+// that service (RFC 8707).
+func (g *rig) signIn(t *testing.T, a *testkit.Agent, user string, scopes []string, resource string) *oauth2.Token {
+	t.Helper()
+	conf := *g.clients[a]
+	conf.Scopes = scopes
+	verifier := oauth2.GenerateVerifier()
+	opts := []oauth2.AuthCodeOption{oauth2.S256ChallengeOption(verifier)}
+	if resource != "" {
+		opts = append(opts, oauth2.SetAuthURLParam("resource", resource))
+	}
+	b := g.env.Browser(t)
+	page := b.Get(conf.AuthCodeURL("st4te", opts...))
+	require.Equal(t, http.StatusOK, page.Status, page.Body)
+	page = b.Submit(page, "login", map[string][]string{"username": {user}, "password": {password}})
+	require.Equal(t, http.StatusOK, page.Status, page.Body)
+	page = b.Submit(page, "approve", map[string][]string{"scope": scopes})
+	require.Equal(t, http.StatusSeeOther, page.Status, page.Body)
+	back, err := url.Parse(page.Location())
+	require.NoError(t, err)
+	ctx := context.WithValue(context.Background(), oauth2.HTTPClient,
+		&http.Client{Transport: a.AssertionTransport(t, g.env.Client.Transport, g.issuer)})
+	tok, err := conf.Exchange(ctx, back.Query().Get("code"), oauth2.VerifierOption(verifier))
+	require.NoError(t, err)
+	return tok
+}
+
+// revoke revokes a refresh token at stormline (spec 4.6).
+func (g *rig) revoke(t *testing.T, a *testkit.Agent, refreshToken string) {
+	t.Helper()
+	form := url.Values{"token": {refreshToken}, "token_type_hint": {"refresh_token"},
+		"client_assertion_type": {"urn:ietf:params:oauth:client-assertion-type:jwt-bearer"},
+		"client_assertion":      {a.ClientAssertion(t, g.issuer)}}
+	resp := g.env.Do(t, http.MethodPost, g.issuer+"/oauth/revoke", form.Encode(), "Content-Type", "application/x-www-form-urlencoded")
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+}
+
+func newSID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// call sends GET /t/{slug}{path} signed by a in Session sid, with token
+// when not empty.
+func (g *rig) call(t *testing.T, a *testkit.Agent, slug, path, sid, token string) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodGet, g.env.PublicURL("/t/"+slug+path), nil)
+	a.Sign(t, req, testkit.SessionClaims{Aud: g.env.PublicURL("/t/" + slug), SID: sid, Sub: "usr_" + sid[:8],
+		AccessToken: token}, testkit.SessionOptions{})
+	w := httptest.NewRecorder()
+	g.routes.ServeHTTP(w, req)
+	return w
+}
+
+// grant is the route's answer: the grant it saw.
+type grant struct {
+	Grant *bearer.Grant `json:"grant"`
+}
+
+func requireGrant(t *testing.T, w *httptest.ResponseRecorder) *bearer.Grant {
+	t.Helper()
+	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+	var got grant
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &got))
+	return got.Grant
+}
+
+// requireRefused checks an error answer and returns its WWW-Authenticate.
+func requireRefused(t *testing.T, w *httptest.ResponseRecorder, status int, code string) string {
+	t.Helper()
+	require.Equal(t, status, w.Code, w.Body.String())
+	var body struct {
+		Error string `json:"error"`
+	}
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &body))
+	require.Equal(t, code, body.Error, w.Body.String())
+	return w.Header().Get("WWW-Authenticate")
+}
+
+func (g *rig) accountID(t *testing.T, user string) int64 {
+	t.Helper()
+	var id int64
+	require.NoError(t, g.env.Pool.QueryRow(context.Background(), `SELECT a.id FROM accounts a
+		JOIN companies c ON c.id = a.company_id WHERE c.slug = 'stormline' AND a.username = $1`, user).Scan(&id))
+	return id
+}
+
+func (g *rig) sessionAccount(t *testing.T, a *testkit.Agent, sid string) *int64 {
+	t.Helper()
+	var id *int64
+	require.NoError(t, g.env.Pool.QueryRow(context.Background(), `SELECT s.account_id FROM sessions s
+		JOIN companies c ON c.id = s.company_id WHERE c.slug = 'stormline' AND s.client_id = $1 AND s.sid = $2`,
+		a.ClientID, sid).Scan(&id))
+	return id
+}
+
+func TestBearerWithRealTokens(t *testing.T) {
+	t.Parallel()
+	g := setupRig(t)
+	ada := g.signIn(t, g.agent, "ada", []string{"orders:read"}, "")
+	domainMeta := "https://stormline.test/.well-known/oauth-protected-resource"
+	mcpMeta := g.env.PublicURL("/.well-known/oauth-protected-resource/t/stormline/mcp")
+
+	t.Run("valid token", func(t *testing.T) {
+		sid := newSID()
+		gr := requireGrant(t, g.call(t, g.agent, "stormline", "/orders", sid, ada.AccessToken))
+		require.Equal(t, g.agent.ClientID, gr.ClientID)
+		require.Equal(t, g.accountID(t, "ada"), gr.AccountID)
+		require.Equal(t, []string{"orders:read"}, gr.Scopes)
+		require.Equal(t, []string{"https://stormline.test"}, gr.Audience)
+		// Spec 5.4: the Session now acts for ada.
+		require.Equal(t, g.accountID(t, "ada"), *g.sessionAccount(t, g.agent, sid))
+	})
+
+	t.Run("signed out", func(t *testing.T) {
+		sid := newSID()
+		require.Nil(t, requireGrant(t, g.call(t, g.agent, "stormline", "/browse", sid, "")))
+		require.Nil(t, g.sessionAccount(t, g.agent, sid))
+		h := requireRefused(t, g.call(t, g.agent, "stormline", "/orders", sid, ""), http.StatusUnauthorized, "unauthorized")
+		require.True(t, strings.HasPrefix(h, `Bearer realm="poppyhost", scope="orders:read"`), h)
+		require.NotContains(t, h, "error")
+	})
+
+	t.Run("invalid tokens", func(t *testing.T) {
+		for name, token := range map[string]string{
+			"garbage":      "garbage",
+			"JWT-shaped":   "a.b.c",
+			"tampered":     ada.AccessToken[:len(ada.AccessToken)-4] + "AAAA",
+			"refresh used": ada.RefreshToken,
+		} {
+			t.Run(name, func(t *testing.T) {
+				h := requireRefused(t, g.call(t, g.agent, "stormline", "/orders", newSID(), token), http.StatusUnauthorized, "invalid_token")
+				require.Contains(t, h, `error="invalid_token"`)
+				require.Contains(t, h, `resource_metadata="`+domainMeta+`"`)
+			})
+		}
+	})
+
+	t.Run("expired", func(t *testing.T) {
+		g.skew.Store(int64(issuer.DefaultAccessTokenLifetime + time.Minute))
+		defer g.skew.Store(0)
+		h := requireRefused(t, g.call(t, g.agent, "stormline", "/orders", newSID(), ada.AccessToken), http.StatusUnauthorized, "invalid_token")
+		require.Contains(t, h, `resource_metadata="`+domainMeta+`"`)
+	})
+
+	t.Run("insufficient scope", func(t *testing.T) {
+		h := requireRefused(t, g.call(t, g.agent, "stormline", "/orders/edit", newSID(), ada.AccessToken), http.StatusForbidden, "insufficient_scope")
+		require.Contains(t, h, `error="insufficient_scope"`)
+		require.Contains(t, h, `scope="orders:write"`)
+	})
+
+	t.Run("tokens for one service", func(t *testing.T) {
+		mcpTok := g.signIn(t, g.agent, "ada", []string{"orders:read"}, g.issuer+"/mcp")
+		gr := requireGrant(t, g.call(t, g.agent, "stormline", "/mcp", newSID(), mcpTok.AccessToken))
+		require.Equal(t, []string{g.issuer + "/mcp"}, gr.Audience)
+
+		// Spec 4.5: each is refused at the other's service, with that
+		// service's metadata in the challenge.
+		h := requireRefused(t, g.call(t, g.agent, "stormline", "/orders", newSID(), mcpTok.AccessToken), http.StatusUnauthorized, "invalid_token")
+		require.Contains(t, h, `resource_metadata="`+domainMeta+`"`)
+		h = requireRefused(t, g.call(t, g.agent, "stormline", "/mcp", newSID(), ada.AccessToken), http.StatusUnauthorized, "invalid_token")
+		require.Contains(t, h, `resource_metadata="`+mcpMeta+`"`)
+		require.Equal(t, "https://"+testkit.PublicHost+":"+g.env.Port+"/.well-known/oauth-protected-resource/t/stormline/mcp", mcpMeta)
+	})
+
+	t.Run("another Company", func(t *testing.T) {
+		h := requireRefused(t, g.call(t, g.agent, "harbor", "/orders", newSID(), ada.AccessToken), http.StatusUnauthorized, "invalid_token")
+		require.Contains(t, h, `resource_metadata="https://harbor.test/.well-known/oauth-protected-resource"`)
+	})
+
+	t.Run("another client's token", func(t *testing.T) {
+		other := g.startAgent(t, "other-agent.test")
+		otherTok := g.signIn(t, other, "ada", []string{"orders:read"}, "")
+		require.Equal(t, http.StatusOK, g.call(t, other, "stormline", "/orders", newSID(), otherTok.AccessToken).Code)
+		// Spec 5.3 step 3: a token must be the Session's client's.
+		sid := newSID()
+		requireRefused(t, g.call(t, g.agent, "stormline", "/orders", sid, otherTok.AccessToken), http.StatusBadRequest, "invalid_session")
+		require.Nil(t, g.sessionAccount(t, g.agent, sid))
+	})
+
+	t.Run("second account in a Session", func(t *testing.T) {
+		bob := g.signIn(t, g.agent, "bob", []string{"orders:read"}, "")
+		sid := newSID()
+		require.Equal(t, g.accountID(t, "ada"), requireGrant(t, g.call(t, g.agent, "stormline", "/orders", sid, ada.AccessToken)).AccountID)
+		// Spec 5.4: session_ended for bob in ada's Session, and no
+		// challenge, since bob's token is fine.
+		w := g.call(t, g.agent, "stormline", "/orders", sid, bob.AccessToken)
+		require.Empty(t, requireRefused(t, w, http.StatusBadRequest, "session_ended"))
+		require.Equal(t, http.StatusBadRequest, g.call(t, g.agent, "stormline", "/browse", sid, bob.AccessToken).Code)
+		// ada continues, signed in and out.
+		require.Equal(t, g.accountID(t, "ada"), requireGrant(t, g.call(t, g.agent, "stormline", "/orders", sid, ada.AccessToken)).AccountID)
+		require.Nil(t, requireGrant(t, g.call(t, g.agent, "stormline", "/browse", sid, "")))
+		// bob works in his own Session.
+		require.Equal(t, g.accountID(t, "bob"), requireGrant(t, g.call(t, g.agent, "stormline", "/orders", newSID(), bob.AccessToken)).AccountID)
+	})
+
+	t.Run("first token of a Session that browsed signed out", func(t *testing.T) {
+		sid := newSID()
+		require.Nil(t, requireGrant(t, g.call(t, g.agent, "stormline", "/browse", sid, "")))
+		require.Equal(t, g.accountID(t, "ada"), requireGrant(t, g.call(t, g.agent, "stormline", "/browse", sid, ada.AccessToken)).AccountID)
+		require.Equal(t, g.accountID(t, "ada"), *g.sessionAccount(t, g.agent, sid))
+	})
+
+	// Last, since it ends ada's tokens.
+	t.Run("revoked", func(t *testing.T) {
+		sid := newSID()
+		requireGrant(t, g.call(t, g.agent, "stormline", "/orders", sid, ada.AccessToken))
+		g.revoke(t, g.agent, ada.RefreshToken)
+		h := requireRefused(t, g.call(t, g.agent, "stormline", "/orders", sid, ada.AccessToken), http.StatusUnauthorized, "invalid_token")
+		require.Contains(t, h, `resource_metadata="`+domainMeta+`"`)
+		// The Session continues signed out (spec 5.5).
+		require.Nil(t, requireGrant(t, g.call(t, g.agent, "stormline", "/browse", sid, "")))
+	})
+}
+
+// TestBindAccountConcurrent races first requests of one Session for two
+// accounts: exactly one account wins.
+func TestBindAccountConcurrent(t *testing.T) {
+	t.Parallel()
+	g := setupRig(t)
+	store := sessions.NewStore(g.env.Pool)
+	ctx := context.Background()
+	// A Session row, started by a signed-out request.
+	sid := newSID()
+	require.Nil(t, requireGrant(t, g.call(t, g.agent, "stormline", "/browse", sid, "")))
+	var company int64
+	require.NoError(t, g.env.Pool.QueryRow(ctx, `SELECT id FROM companies WHERE slug = 'stormline'`).Scan(&company))
+	ada, bob := g.accountID(t, "ada"), g.accountID(t, "bob")
+
+	results := make(chan bool, 20)
+	for i := range 20 {
+		go func() {
+			acct := ada
+			if i%2 == 1 {
+				acct = bob
+			}
+			ok, err := store.BindAccount(ctx, company, g.agent.ClientID, sid, acct)
+			if err != nil {
+				t.Error(err)
+			}
+			results <- ok
+		}()
+	}
+	wins := 0
+	for range 20 {
+		if <-results {
+			wins++
+		}
+	}
+	require.Equal(t, 10, wins, "every request for the first account bound wins, every other loses")
+	bound := *g.sessionAccount(t, g.agent, sid)
+	require.Contains(t, []int64{ada, bob}, bound)
+
+	ok, err := store.BindAccount(ctx, company, g.agent.ClientID, "no-such-sid", ada)
+	require.ErrorIs(t, err, sessions.ErrNotFound)
+	require.False(t, ok)
+}

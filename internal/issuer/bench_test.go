@@ -1,0 +1,235 @@
+package issuer_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/oauth2"
+
+	"github.com/poppyhost/poppyhost/internal/clientauth"
+	"github.com/poppyhost/poppyhost/internal/testkit"
+)
+
+// benchSetup is setup for benchmarks: the same Company, with rate limits
+// high enough that the token endpoint is never answered with 429.
+func benchSetup(b *testing.B) *stormline {
+	b.Helper()
+	env := testkit.Setup(b)
+	env.CreateCompany(b, map[string]any{
+		"slug":         "stormline",
+		"organization": map[string]any{"name": "Stormline Outfitters", "domain": "stormline.test"},
+		"auth": map[string]any{"scopes": map[string]any{
+			"orders:read":  "See your orders",
+			"orders:write": "Change your orders",
+			"addresses":    "See and change your addresses",
+		}},
+		"rate_limits": map[string]any{"per_address": 1_000_000, "per_agent": 1_000_000, "per_session": 1_000_000},
+	})
+	resp := env.Admin(b, http.MethodPost, "/admin/v1/companies/stormline/accounts",
+		map[string]any{"username": testUser, "password": testPassword})
+	require.Equal(b, http.StatusCreated, resp.Status, "%s", resp.Body)
+	agent := env.StartAgent(b, "agent.test")
+	issuer := env.PublicURL("/t/stormline")
+	return &stormline{env: env, agent: agent, issuer: issuer, ctx: context.Background(), conf: &oauth2.Config{
+		ClientID:    agent.ClientID,
+		Endpoint:    oauth2.Endpoint{AuthURL: issuer + "/oauth/authorize", TokenURL: issuer + "/oauth/token"},
+		RedirectURL: agent.URL("/callback"),
+		Scopes:      []string{"orders:read", "orders:write"},
+	}}
+}
+
+// benchGrant runs Direct Sign-In in br and returns the grant's refresh
+// token. br signs in on its first grant only, so further grants cost no
+// password hashing.
+func (s *stormline) benchGrant(b *testing.B, br *testkit.Browser) string {
+	b.Helper()
+	verifier := oauth2.GenerateVerifier()
+	page := br.Get(s.conf.AuthCodeURL("bench", oauth2.S256ChallengeOption(verifier)))
+	require.Equal(b, http.StatusOK, page.Status, page.Body)
+	if strings.Contains(page.Body, `name="password"`) {
+		page = br.Submit(page, "login", map[string][]string{"username": {testUser}, "password": {testPassword}})
+		require.Equal(b, http.StatusOK, page.Status, page.Body)
+	}
+	page = br.Submit(page, "approve", map[string][]string{"scope": s.conf.Scopes})
+	require.Equal(b, http.StatusSeeOther, page.Status, page.Body)
+	back, err := url.Parse(page.Location())
+	require.NoError(b, err)
+	rt, err := s.benchToken(b, url.Values{
+		"grant_type": {"authorization_code"}, "code": {back.Query().Get("code")},
+		"redirect_uri": {s.conf.RedirectURL}, "code_verifier": {verifier},
+	})
+	require.NoError(b, err)
+	return rt
+}
+
+// benchToken posts form to the token endpoint with a new client assertion,
+// as a Personal Agent does, and returns the refresh token it answers with.
+func (s *stormline) benchToken(b *testing.B, form url.Values) (string, error) {
+	form.Set("client_id", s.agent.ClientID)
+	form.Set("client_assertion_type", clientauth.AssertionType)
+	form.Set("client_assertion", s.agent.ClientAssertion(b, s.issuer))
+	resp, err := s.env.Client.PostForm(s.conf.Endpoint.TokenURL, form)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var tok struct {
+		AccessToken  string `json:"access_token"`
+		RefreshToken string `json:"refresh_token"`
+		Error        string `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&tok); err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK || tok.AccessToken == "" || tok.RefreshToken == "" {
+		return "", fmt.Errorf("token endpoint: status %d, error %q", resp.StatusCode, tok.Error)
+	}
+	return tok.RefreshToken, nil
+}
+
+// refresh uses rt once and returns the rotated refresh token.
+func (s *stormline) refresh(b *testing.B, rt string) (string, error) {
+	return s.benchToken(b, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}})
+}
+
+// dbCounters are the test database's committed transactions and written
+// rows, and the CPU time of its server processes.
+type dbCounters struct {
+	xacts, inserted, updated int64
+	cpu                      time.Duration
+}
+
+// counters reads pg_stat_database after waiting for the pool's connections
+// to report (an idle backend flushes its statistics within a second,
+// PostgreSQL 15), and the CPU time of the database's backends from /proc
+// (zero where there is none). The pool keeps its connections open, so the
+// same backends are counted before and after.
+func (s *stormline) counters(b *testing.B) dbCounters {
+	b.Helper()
+	time.Sleep(1500 * time.Millisecond)
+	ctx := context.Background()
+	var c dbCounters
+	var pids []int32
+	require.NoError(b, s.env.Pool.QueryRow(ctx, `
+		SELECT xact_commit + xact_rollback, tup_inserted, tup_updated,
+			(SELECT array_agg(pid) FROM pg_stat_activity WHERE datname = current_database())
+		FROM pg_stat_database WHERE datname = current_database()`).Scan(&c.xacts, &c.inserted, &c.updated, &pids))
+	for _, pid := range pids {
+		c.cpu += processCPU(int(pid))
+	}
+	return c
+}
+
+// processCPU is the user and system time of a process, from
+// /proc/{pid}/stat in clock ticks of 10 ms; zero when it cannot be read.
+func processCPU(pid int) time.Duration {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name, which ends with the last ')':
+	// state is field 3, utime 14 and stime 15.
+	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// cpuTime is the CPU time this process (client and server) has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkRefreshGrant refreshes one grant over and over, one request at
+// a time, end to end: the client signs a client assertion (ES256) and
+// posts grant_type=refresh_token over HTTPS (HTTP/2, one connection); the
+// server looks up the Company, verifies the assertion (warm resolver cache)
+// and records its jti, then fosite loads and rotates the refresh token,
+// signs a new access token and stores both tokens; the client decodes the
+// answer and uses the rotated refresh token next. Besides ns/op it reports
+// per refresh the CPU time of this process (client and server share it)
+// and of the database's PostgreSQL backends, and the transactions and rows
+// written from pg_stat_database.
+func BenchmarkRefreshGrant(b *testing.B) {
+	s := benchSetup(b)
+	rt := s.benchGrant(b, s.env.Browser(b))
+	rt, err := s.refresh(b, rt) // warm-up: keys, connections
+	require.NoError(b, err)
+	before := s.counters(b)
+	cpu := cpuTime()
+
+	n := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		if rt, err = s.refresh(b, rt); err != nil {
+			b.Fatal(err)
+		}
+		n++
+	}
+	cpu = cpuTime() - cpu
+	elapsed := b.Elapsed()
+	after := s.counters(b)
+
+	b.ReportMetric(float64(n)/elapsed.Seconds(), "refreshes/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(n), "go-cpu-µs/op")
+	if after.cpu > 0 {
+		b.ReportMetric(float64((after.cpu-before.cpu).Microseconds())/float64(n), "pg-cpu-µs/op")
+	}
+	b.ReportMetric(float64(after.xacts-before.xacts)/float64(n), "xacts/op")
+	b.ReportMetric(float64(after.inserted-before.inserted)/float64(n), "inserts/op")
+	b.ReportMetric(float64(after.updated-before.updated)/float64(n), "updates/op")
+}
+
+// BenchmarkRefreshGrantParallel is BenchmarkRefreshGrant with
+// 4×GOMAXPROCS clients at once, each refreshing its own grant, over the
+// same HTTP/2 connection: the token endpoint's throughput.
+func BenchmarkRefreshGrantParallel(b *testing.B) {
+	const perProc = 4
+	s := benchSetup(b)
+	br := s.env.Browser(b)
+	grants := make([]string, perProc*runtime.GOMAXPROCS(0))
+	for i := range grants {
+		grants[i] = s.benchGrant(b, br)
+	}
+	var next atomic.Int64
+
+	b.SetParallelism(perProc)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := int(next.Add(1) - 1)
+		if i >= len(grants) {
+			b.Error("more clients than grants")
+			return
+		}
+		rt := grants[i]
+		for pb.Next() {
+			var err error
+			if rt, err = s.refresh(b, rt); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "refreshes/s")
+}
