@@ -37,7 +37,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	c := tenant.FromContext(ctx)
 	if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodPost {
-		w.Header().Set("Allow", "GET, POST")
+		w.Header().Set("Allow", "GET, HEAD, POST")
 		s.messagePage(w, r, http.StatusMethodNotAllowed, "Not allowed", "Use GET or POST.")
 		return
 	}

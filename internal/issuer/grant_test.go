@@ -93,3 +93,18 @@ func TestConnectedSinceIsTheSignIn(t *testing.T) {
 	require.WithinDuration(t, signedIn.Add(-40*24*time.Hour), conns[0].Since, time.Second)
 	require.Equal(t, []string{"orders:read", "orders:write"}, conns[0].Scopes)
 }
+
+// TestPagesAnswerHEAD: the pages answer HEAD like GET, and other methods
+// with 405 and Allow.
+func TestPagesAnswerHEAD(t *testing.T) {
+	s := setup(t)
+	authURL := s.conf.AuthCodeURL("st", oauth2.S256ChallengeOption(oauth2.GenerateVerifier()))
+	for _, u := range []string{authURL, s.issuer + "/device", s.issuer + "/account"} {
+		resp := s.env.Do(t, http.MethodHead, u, nil)
+		require.Equal(t, http.StatusOK, resp.Status, u)
+		require.Empty(t, resp.Body)
+		resp = s.env.Do(t, http.MethodPut, u, nil)
+		require.Equal(t, http.StatusMethodNotAllowed, resp.Status, u)
+		require.Equal(t, "GET, HEAD, POST", resp.Header.Get("Allow"), u)
+	}
+}
