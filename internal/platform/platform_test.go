@@ -50,7 +50,6 @@ func TestPendingEndpoints(t *testing.T) {
 	env.CreateCompany(t, map[string]any{"slug": "plain", "organization": map[string]any{"name": "Plain", "domain": "plain.example"},
 		"auth": map[string]any{"issuer": false}, "conversations": map[string]any{"enabled": false}})
 	for _, u := range []string{
-		env.PublicURL("/t/shop/oauth/token"),
 		env.PublicURL("/t/shop/poppy/conversations/abc/events"),
 		env.URL("shop.example", "/poppy/browser-session"),
 	} {
@@ -68,6 +67,11 @@ func TestPendingEndpoints(t *testing.T) {
 		resp := env.Do(t, http.MethodPost, u, nil)
 		require.Equal(t, http.StatusNotFound, resp.Status, u)
 	}
+	// The issuer's endpoints are live where the Company has an issuer.
+	resp := env.Do(t, http.MethodPost, env.PublicURL("/t/shop/oauth/token"), "grant_type=refresh_token",
+		"Content-Type", "application/x-www-form-urlencoded")
+	require.Equal(t, http.StatusUnauthorized, resp.Status)
+	require.Equal(t, "invalid_client", resp.JSON(t)["error"])
 }
 
 // TestOpsByAddress: probes and scrapers address a pod by IP, so health,
