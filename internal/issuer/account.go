@@ -28,24 +28,9 @@ func (s *Server) accountPage(w http.ResponseWriter, r *http.Request) {
 		action = r.PostForm.Get("action")
 	}
 	r.URL.RawQuery = ""
-	acct, err := s.currentAccount(r)
-	if err != nil {
-		s.failPage(w, r, err)
+	acct, action, ok := s.signedIn(w, r, action, "Sign in to "+c.Settings.Organization.Name+" to see the agents connected to your account.")
+	if !ok {
 		return
-	}
-	if acct == nil {
-		msg := ""
-		if action == "login" {
-			if acct, msg, err = s.login(w, r); err != nil {
-				s.failPage(w, r, err)
-				return
-			}
-		}
-		if acct == nil {
-			s.loginPage(w, r, msg, "Sign in to "+c.Settings.Organization.Name+" to see the agents connected to your account.")
-			return
-		}
-		action = ""
 	}
 	notice := ""
 	switch action {

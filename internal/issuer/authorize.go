@@ -92,28 +92,13 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	acct, err := s.currentAccount(r)
-	if err != nil {
-		s.failPage(w, r, err)
-		return
-	}
 	action := ""
 	if r.Method == http.MethodPost {
 		action = r.PostForm.Get("action")
 	}
-	if acct == nil {
-		msg := ""
-		if action == "login" {
-			if acct, msg, err = s.login(w, r); err != nil {
-				s.failPage(w, r, err)
-				return
-			}
-		}
-		if acct == nil {
-			s.loginPage(w, r, msg, "Sign in to "+c.Settings.Organization.Name+" to continue connecting "+agentName(agent)+".")
-			return
-		}
-		action = ""
+	acct, action, ok := s.signedIn(w, r, action, "Sign in to "+c.Settings.Organization.Name+" to continue connecting "+agentName(agent)+".")
+	if !ok {
+		return
 	}
 	switch action {
 	case "deny":

@@ -218,3 +218,30 @@ func approvedScopes(ticked, requested []string) []string {
 	}
 	return out
 }
+
+// signedIn returns the account this browser is signed in to, signing it
+// in when the form posted is the login form, and the action to take next
+// ("" right after a login). Otherwise it shows the login page with intro
+// and returns false.
+func (s *Server) signedIn(w http.ResponseWriter, r *http.Request, action, intro string) (*accounts.Account, string, bool) {
+	acct, err := s.currentAccount(r)
+	if err != nil {
+		s.failPage(w, r, err)
+		return nil, "", false
+	}
+	if acct != nil {
+		return acct, action, true
+	}
+	msg := ""
+	if action == "login" {
+		if acct, msg, err = s.login(w, r); err != nil {
+			s.failPage(w, r, err)
+			return nil, "", false
+		}
+	}
+	if acct == nil {
+		s.loginPage(w, r, msg, intro)
+		return nil, "", false
+	}
+	return acct, "", true
+}

@@ -115,24 +115,9 @@ func (s *Server) devicePage(w http.ResponseWriter, r *http.Request) {
 	}
 	// Later steps post back with the code in the URL.
 	r.URL.RawQuery = url.Values{"user_code": {DisplayUserCode(code)}}.Encode()
-	acct, err := s.currentAccount(r)
-	if err != nil {
-		s.failPage(w, r, err)
+	acct, action, ok := s.signedIn(w, r, action, "Sign in to "+c.Settings.Organization.Name+" to continue connecting "+agentName(agent)+".")
+	if !ok {
 		return
-	}
-	if acct == nil {
-		msg := ""
-		if action == "login" {
-			if acct, msg, err = s.login(w, r); err != nil {
-				s.failPage(w, r, err)
-				return
-			}
-		}
-		if acct == nil {
-			s.loginPage(w, r, msg, "Sign in to "+c.Settings.Organization.Name+" to continue connecting "+agentName(agent)+".")
-			return
-		}
-		action = ""
 	}
 	var granted []string
 	switch action {
@@ -143,11 +128,11 @@ func (s *Server) devicePage(w http.ResponseWriter, r *http.Request) {
 		s.consentPage(w, r, acct, agent, d.Scopes, DisplayUserCode(code), "")
 		return
 	}
-	ok, err := s.store.decideDevice(ctx, code, acct.ID, granted, s.now())
+	decided, err := s.store.decideDevice(ctx, code, acct.ID, granted, s.now())
 	switch {
 	case err != nil:
 		s.failPage(w, r, err)
-	case !ok:
+	case !decided:
 		s.deviceEntry(w, r, "", "This code is not valid or has expired. Ask your agent for a new one.")
 	case len(granted) == 0:
 		s.messagePage(w, r, http.StatusOK, "Request declined", agentName(agent)+" was not connected to your account. You can close this page.")
