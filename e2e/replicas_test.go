@@ -23,24 +23,8 @@ import (
 // end are shared, and that SIGTERM drains one replica while the other
 // keeps serving (issue 9, "Several replicas").
 func TestTwoReplicas(t *testing.T) {
-	requireBuilt(t)
-	dbURL := testkit.NewEmptyDatabase(t)
-	migrateUp(t, dbURL)
-
-	caDir := t.TempDir()
-	ca, err := devca.Load(caDir)
-	require.NoError(t, err)
-
-	a := startServer(t, "replica A", dbURL, caDir, ca)
-	b := startServer(t, "replica B", dbURL, caDir, ca)
-	var wg sync.WaitGroup
-	for _, s := range []*server{a, b} {
-		wg.Go(func() { s.waitReadyErr(t, 30*time.Second) })
-	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
+	rs := startReplicas(t)
+	a, b, dbURL, ca := rs.a, rs.b, rs.dbURL, rs.ca
 
 	// River's periodic sweep runs on its leader only: with two replicas up,
 	// exactly one sweep job is inserted and completed (RunOnStart, unique
@@ -185,6 +169,37 @@ func TestTwoReplicas(t *testing.T) {
 	resp = b.do(t, req)
 	require.Equal(t, http.StatusAccepted, resp.status, "new Session on B after A stopped: %s", resp.body)
 	require.Equal(t, http.StatusOK, b.probe("/readyz"))
+}
+
+// replicas are two server processes on one database, with what a test
+// needs to start another.
+type replicas struct {
+	a, b  *server
+	dbURL string
+	caDir string
+	ca    *devca.CA
+}
+
+// startReplicas migrates a new database and starts two replicas on it.
+func startReplicas(t *testing.T) *replicas {
+	t.Helper()
+	requireBuilt(t)
+	rs := &replicas{dbURL: testkit.NewEmptyDatabase(t), caDir: t.TempDir()}
+	migrateUp(t, rs.dbURL)
+	var err error
+	rs.ca, err = devca.Load(rs.caDir)
+	require.NoError(t, err)
+	rs.a = startServer(t, "replica A", rs.dbURL, rs.caDir, rs.ca)
+	rs.b = startServer(t, "replica B", rs.dbURL, rs.caDir, rs.ca)
+	var wg sync.WaitGroup
+	for _, s := range []*server{rs.a, rs.b} {
+		wg.Go(func() { s.waitReadyErr(t, 30*time.Second) })
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	return rs
 }
 
 // waitReadyErr is waitReady for use from a goroutine: it records a failure

@@ -22,6 +22,9 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+	// Conversation context names IANA time zones (spec 8.4); the
+	// image may have no zone files.
+	_ "time/tzdata"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -113,6 +116,9 @@ func run(ctx context.Context, env runEnv) error {
 		}
 	}()
 
+	stopHub := p.Hub.Start(context.WithoutCancel(ctx))
+	defer stopHub()
+
 	tlsConfig, err := serverTLS(cfg)
 	if err != nil {
 		return err
@@ -145,7 +151,10 @@ func run(ctx context.Context, env runEnv) error {
 	case <-ctx.Done():
 	}
 
-	// Stop taking new requests and let in-flight ones finish.
+	// Stop taking new requests and let in-flight ones finish. Drain also
+	// ends conversation streams and long-polls, which would otherwise hold
+	// Shutdown for up to their cap: clients reconnect elsewhere with
+	// Last-Event-ID or their cursor (spec 8.5, 8.6).
 	logger.Info("shutting down", slog.Duration("timeout", cfg.ShutdownTimeout))
 	p.Drain()
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)

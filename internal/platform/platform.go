@@ -26,6 +26,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/agentid"
 	"github.com/poppyhost/poppyhost/internal/bearer"
 	"github.com/poppyhost/poppyhost/internal/clientauth"
+	"github.com/poppyhost/poppyhost/internal/conversations"
 	"github.com/poppyhost/poppyhost/internal/coverage"
 	"github.com/poppyhost/poppyhost/internal/discovery"
 	"github.com/poppyhost/poppyhost/internal/httpx"
@@ -59,6 +60,9 @@ type Platform struct {
 	Accounts *accounts.Store
 	Sessions *sessions.Store
 	Issuer   *issuer.Server
+	// Hub wakes conversation readers on this replica; the server starts
+	// it (Hub.Start).
+	Hub *conversations.Hub
 	// Jobs runs background work; the server starts and stops it.
 	Jobs *jobs.Client
 
@@ -111,8 +115,20 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	p.Issuer = oauth
 	periodic = append(periodic, issuer.AddJobs(workers, oauth.Store(), now)...)
 	tokens := bearer.New(keys, oauth.Store(), p.Sessions, opts.URLs, now)
+	p.Hub = conversations.NewHub(opts.Pool, logger)
+	// New events go to the Company Agent's webhook through River.
+	delivery, err := conversations.NewDelivery(conversations.DeliveryOptions{
+		Pool: opts.Pool, Companies: p.Tenants, Keys: keys, URLs: opts.URLs,
+		Client: safehttp.New(opts.Fetch), Logger: logger, Now: now,
+	})
+	if err != nil {
+		return nil, err
+	}
+	convStore := conversations.NewStore(opts.Pool, delivery, now)
+	periodic = append(periodic, conversations.AddJobs(workers, convStore, delivery, p.Tenants, now)...)
+	convs := conversations.NewHandler(convStore, p.Hub, tokens)
+	companyConvs := conversations.NewCompanyHandler(convStore, p.Hub, delivery)
 	jobCfg := jobs.Config{Workers: workers, Periodic: periodic}
-	var err error
 	if p.Jobs, err = jobs.New(opts.Pool, jobCfg, logger); err != nil {
 		return nil, err
 	}
@@ -140,6 +156,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		admin.MountCompanyAPI(r)
 		feedback.MountReports(r)
 		sess.MountEnd(r)
+		companyConvs.Mount(r)
 	})
 	platform.With(tenant.BySlug(p.Tenants)).Get("/.well-known/oauth-authorization-server/t/{slug}", disc.ServeASMetadata)
 	platform.Route("/t/{slug}", func(r chi.Router) {
@@ -155,8 +172,10 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 			r.Get("/oauth/jwks.json", keys.ServeJWKS)
 			oauth.Mount(r, func(grant string) func(http.Handler) http.Handler { return offered(offers(grant)) })
 		})
-		mountPending(r, func(s *tenant.Settings) bool { return s.Conversations.Enabled },
-			"/poppy/conversations", "/poppy/conversations/*")
+		r.Route("/poppy/conversations", func(r chi.Router) {
+			r.Use(offered(func(s *tenant.Settings) bool { return s.Conversations.Enabled }), sess.Require(limits))
+			convs.Mount(r)
+		})
 	})
 
 	company := newRouter()
@@ -213,8 +232,13 @@ func mountPending(r chi.Router, on func(*tenant.Settings) bool, paths ...string)
 func (p *Platform) Handler() http.Handler { return p.handler }
 
 // Drain marks the platform as shutting down: /readyz answers 503 so load
-// balancers stop sending new requests while in-flight ones finish.
-func (p *Platform) Drain() { p.draining.Store(true) }
+// balancers stop sending new requests while in-flight ones finish, and
+// conversation streams and long-polls end so they do not hold the
+// shutdown.
+func (p *Platform) Drain() {
+	p.draining.Store(true)
+	p.Hub.Drain()
+}
 
 func (p *Platform) readyz(w http.ResponseWriter, r *http.Request) {
 	if p.draining.Load() {

@@ -50,7 +50,6 @@ func TestPendingEndpoints(t *testing.T) {
 	env.CreateCompany(t, map[string]any{"slug": "plain", "organization": map[string]any{"name": "Plain", "domain": "plain.example"},
 		"auth": map[string]any{"issuer": false}, "conversations": map[string]any{"enabled": false}})
 	for _, u := range []string{
-		env.PublicURL("/t/shop/poppy/conversations/abc/events"),
 		env.URL("shop.example", "/poppy/browser-session"),
 	} {
 		resp := env.Do(t, http.MethodPost, u, nil)
@@ -67,6 +66,10 @@ func TestPendingEndpoints(t *testing.T) {
 		resp := env.Do(t, http.MethodPost, u, nil)
 		require.Equal(t, http.StatusNotFound, resp.Status, u)
 	}
+	// Conversations are live: without a Session header, invalid_session.
+	resp0 := env.Do(t, http.MethodPost, env.PublicURL("/t/shop/poppy/conversations"), "{}")
+	require.Equal(t, http.StatusBadRequest, resp0.Status)
+	require.Equal(t, "invalid_session", resp0.JSON(t)["error"])
 	// The issuer's endpoints are live where the Company has an issuer.
 	resp := env.Do(t, http.MethodPost, env.PublicURL("/t/shop/oauth/token"), "grant_type=refresh_token",
 		"Content-Type", "application/x-www-form-urlencoded")

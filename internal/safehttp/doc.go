@@ -1,7 +1,8 @@
 // Package safehttp owns outbound HTTP for URLs a stranger gave us: a
 // Personal Agent's client_id and jwks_uri, a Company's discovery and
-// metadata documents, skill artifacts. Every fetch of such a URL in
-// poppyhost goes through Client.Get.
+// metadata documents, skill artifacts, a Company Agent's webhook. Every
+// fetch of such a URL in poppyhost goes through Client.Get, and every POST
+// to one through Client.Post.
 //
 // It implements spec 3 "HTTPS" (only https URLs, also after a redirect) and
 // "Redirects and addresses": no connection to a loopback, private,

@@ -328,7 +328,32 @@ func (c *checker) conversations(s *Settings) {
 	default:
 		c.add("conversations.access", "must be session or signed_in")
 	}
+	cv := &s.Conversations
+	if cv.AgentWebhook != "" {
+		if len(cv.AgentWebhook) > maxWebhookURL {
+			c.add("conversations.agent_webhook", "must be at most %d characters", maxWebhookURL)
+		} else {
+			c.url("conversations.agent_webhook", cv.AgentWebhook)
+		}
+	}
+	c.text("conversations.handoff_unavailable_message", cv.HandoffUnavailableMessage, false, maxDescription)
+	for _, l := range []struct {
+		field     string
+		n, lo, hi int
+		unit      string
+	}{
+		{"conversations.handoff_timeout_seconds", cv.HandoffTimeoutSeconds, 10, 86400, "seconds"},
+		{"conversations.idle_close_seconds", cv.IdleCloseSeconds, 60, 365 * 86400, "seconds"},
+		{"conversations.retention_days", cv.RetentionDays, 1, 3650, "days"},
+	} {
+		if l.n != 0 && (l.n < l.lo || l.n > l.hi) {
+			c.add(l.field, "must be 0 (the default) or from %d to %d %s", l.lo, l.hi, l.unit)
+		}
+	}
 }
+
+// maxWebhookURL bounds conversations.agent_webhook.
+const maxWebhookURL = 2048
 
 // apis validates the listed APIs and returns their URLs by type, for the
 // references of alternatives.

@@ -46,7 +46,15 @@ const fullBody = `{
     "other_authorization_servers": ["https://staff-login.stormline.example"],
     "token_lifetimes": {"access_seconds": 300, "refresh_seconds": 604800}
   },
-  "conversations": {"enabled": true, "access": "signed_in"},
+  "conversations": {
+    "enabled": true,
+    "access": "signed_in",
+    "agent_webhook": "https://agent.stormline.example/poppy/webhook",
+    "handoff_timeout_seconds": 600,
+    "handoff_unavailable_message": "Nobody from our team is free right now. Can I help instead?",
+    "idle_close_seconds": 86400,
+    "retention_days": 30
+  },
   "feedback": {
     "enabled": false,
     "alternatives": [
@@ -263,7 +271,9 @@ func testCreateDefaults(t *testing.T, env *testkit.Env) {
 			base := `{"slug": "` + slug + `", "organization": {"name": "Company ` + slug + `", "domain": "` + domain + `"},
 				"identifier": "` + env.URLs.Public.String() + `/t/` + slug + `",
 				"issuer": "` + env.URLs.Public.String() + `/t/` + slug + `",
-				"conversations": {"enabled": true, "access": "session"}, "feedback": {"enabled": true, "alternatives": []},
+				"conversations": {"enabled": true, "access": "session", "handoff_timeout_seconds": 0, "idle_close_seconds": 0,
+					"retention_days": 0},
+				"feedback": {"enabled": true, "alternatives": []},
 				"excluded_tasks": [], "apis": [], "web": {"browser_join": false}, "extensions": {},
 				"auth": {"token_lifetimes": {"access_seconds": 0, "refresh_seconds": 0}},
 				"agents": {"accept": "all", "client_ids": [], "sign_in_refused": {}}, "sessions": {"idle_timeout_seconds": 2592000},
@@ -380,6 +390,13 @@ func testCreateEdgeCases(t *testing.T, env *testkit.Env) {
 		{"disabled keeps scopes", `{"auth": {"disabled": true, "scopes": {"orders": "Orders"}}}`},
 		{"only device sign-in", `{"auth": {"grant_types": ["urn:ietf:params:oauth:grant-type:device_code"]}}`},
 		{"conversations signed_in", `{"conversations": {"access": "signed_in"}}`},
+		{"agent webhook of 2048 characters with port and query", `{"conversations": {"agent_webhook": "https://agent.acme.example:8443/hook?k=` +
+			strings.Repeat("a", 2048-len("https://agent.acme.example:8443/hook?k=")) + `"}}`},
+		{"conversation limits at their lower edges", `{"conversations": {"handoff_timeout_seconds": 10, "idle_close_seconds": 60, "retention_days": 1}}`},
+		{"conversation limits at their upper edges", `{"conversations": {"handoff_timeout_seconds": 86400, "idle_close_seconds": 31536000, "retention_days": 3650}}`},
+		{"conversation limits 0 are the defaults", `{"conversations": {"handoff_timeout_seconds": 0, "idle_close_seconds": 0, "retention_days": 0}}`},
+		{"handoff message of 1000 characters", `{"conversations": {"handoff_unavailable_message": "` + strings.Repeat("é", 1000) + `"}}`},
+		{"handoff message with newline", `{"conversations": {"handoff_unavailable_message": "Nobody is free.\nTry again later."}}`},
 		{"relative skill urls", `{"skill_index": {"$schema": "` + schema020 + `", "skills": [
 			{"name": "a", "description": "A", "type": "skill-md", "url": "a/SKILL.md", "digest": "` + digestA + `"},
 			{"name": "b", "description": "B", "type": "archive", "url": "/b.tar.gz", "digest": "` + digestA + `"},
@@ -599,6 +616,24 @@ func testCreateValidation(t *testing.T, env *testkit.Env) {
 		{"access unknown", `{"conversations": {"access": "public"}}`, "conversations.access"},
 		{"access signed_in without issuer", `{"auth": {"issuer": false}, "conversations": {"access": "signed_in"}}`, "conversations.access"},
 		{"access signed_in with sign-in disabled", `{"auth": {"disabled": true}, "conversations": {"access": "signed_in"}}`, "conversations.access"},
+		{"agent webhook http", `{"conversations": {"agent_webhook": "http://agent.acme.example/hook"}}`, "conversations.agent_webhook"},
+		{"agent webhook relative", `{"conversations": {"agent_webhook": "/hook"}}`, "conversations.agent_webhook"},
+		{"agent webhook with user info", `{"conversations": {"agent_webhook": "https://u:p@agent.acme.example/hook"}}`, "conversations.agent_webhook"},
+		{"agent webhook with fragment", `{"conversations": {"agent_webhook": "https://agent.acme.example/hook#x"}}`, "conversations.agent_webhook"},
+		{"agent webhook of 2049 characters", `{"conversations": {"agent_webhook": "https://agent.acme.example/` +
+			strings.Repeat("a", 2049-len("https://agent.acme.example/")) + `"}}`, "conversations.agent_webhook"},
+		{"agent webhook not a string", `{"conversations": {"agent_webhook": 1}}`, "conversations.agent_webhook"},
+		{"handoff timeout under 10 seconds", `{"conversations": {"handoff_timeout_seconds": 9}}`, "conversations.handoff_timeout_seconds"},
+		{"handoff timeout over a day", `{"conversations": {"handoff_timeout_seconds": 86401}}`, "conversations.handoff_timeout_seconds"},
+		{"handoff timeout negative", `{"conversations": {"handoff_timeout_seconds": -1}}`, "conversations.handoff_timeout_seconds"},
+		{"handoff timeout a fraction", `{"conversations": {"handoff_timeout_seconds": 30.5}}`, "conversations.handoff_timeout_seconds"},
+		{"idle close under a minute", `{"conversations": {"idle_close_seconds": 59}}`, "conversations.idle_close_seconds"},
+		{"idle close over a year", `{"conversations": {"idle_close_seconds": 31536001}}`, "conversations.idle_close_seconds"},
+		{"retention negative", `{"conversations": {"retention_days": -1}}`, "conversations.retention_days"},
+		{"retention over 10 years", `{"conversations": {"retention_days": 3651}}`, "conversations.retention_days"},
+		{"handoff message too long", `{"conversations": {"handoff_unavailable_message": "` + strings.Repeat("m", 1001) + `"}}`,
+			"conversations.handoff_unavailable_message"},
+		{"handoff message with control", `{"conversations": {"handoff_unavailable_message": "a\u0007b"}}`, "conversations.handoff_unavailable_message"},
 
 		// apis
 		{"api type unknown", `{"apis": [{"type": "graphql", "url": "https://api.acme.example/graphql"}]}`, "apis[0].type"},

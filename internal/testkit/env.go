@@ -106,6 +106,8 @@ func Setup(t testing.TB) *Env {
 	})
 	require.NoError(t, err)
 
+	t.Cleanup(p.Hub.Start(context.Background()))
+
 	srv := httptest.NewUnstartedServer(p.Handler())
 	srv.Listener.Close()
 	srv.Listener = ln

@@ -1,0 +1,568 @@
+package conversations
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Owner is who a Personal Agent request speaks for (spec 8.2).
+type Owner struct {
+	ClientID string
+	UserID   string
+	// AccountID is the account of the request's access token, or 0.
+	AccountID int64
+	// Verified are the request's verified facts for the webhook; not part
+	// of ownership.
+	Verified *Verified
+}
+
+// errSignInNeeded: the conversation used an account, and the request of
+// the same User carries no access token (spec 8.11): a challenge.
+var errSignInNeeded = errors.New("this conversation used the User's account: send an access token for it")
+
+// owns applies the ownership table of spec 8.2: any mismatch looks like a
+// missing conversation, except the same User signed out of the account
+// the conversation used, who gets a challenge.
+func (o Owner) owns(c *Conversation) error {
+	if c == nil || c.ClientID != o.ClientID || c.UserID != o.UserID {
+		return notFound()
+	}
+	switch {
+	case c.AccountID == 0 || c.AccountID == o.AccountID:
+		return nil
+	case o.AccountID == 0:
+		return errSignInNeeded
+	default:
+		return notFound()
+	}
+}
+
+// Reply is the answer to a POST: the conversation and its state.
+type Reply struct {
+	ConversationID string `json:"conversation_id,omitempty"`
+	Status         string `json:"status"`
+	Responder      string `json:"responder"`
+}
+
+func replyOf(c *Conversation) Reply {
+	return Reply{ConversationID: c.ID, Status: c.Status, Responder: c.Responder}
+}
+
+// StartRequest is the body of POST {endpoint} (spec 8.3, 8.10).
+type StartRequest struct {
+	ParentID        string   `json:"parent_conversation_id"`
+	AcceptedEventID string   `json:"user_requested_event_id"`
+	Message         *Message `json:"message"`
+}
+
+// Policy is what the Company's settings decide for the Personal Agent
+// side.
+type Policy struct {
+	// HasAgent: a Company Agent prepares replies, so a new message makes
+	// the conversation working; without one it waits idle for staff.
+	HasAgent bool
+}
+
+func (p Policy) afterMessage(c *Conversation) string {
+	if p.HasAgent && c.Responder == ResponderAgent && c.Status != StatusQueued {
+		return StatusWorking
+	}
+	if c.Status == StatusClosed {
+		return c.Status
+	}
+	if c.Status == "" {
+		return StatusIdle
+	}
+	return c.Status
+}
+
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
+}
+
+// retried runs f again once when it lost a race on a unique key, such as
+// two copies of one first message: the second run finds the first's work.
+func retried(f func() (*Conversation, error)) (*Conversation, error) {
+	c, err := f()
+	if isUniqueViolation(err) {
+		return f()
+	}
+	return c, err
+}
+
+// usedMessage is a message ID the User already used (spec 8.3).
+type usedMessage struct {
+	ConversationID string
+	// Same says the content matches: a retry.
+	Same bool
+	// Reply is the original response.
+	Reply Reply
+}
+
+// findMessage returns what the User's message ID was used for, or nil.
+func findMessage(ctx context.Context, tx pgx.Tx, companyID int64, o Owner, id string, hash []byte) (*usedMessage, error) {
+	var (
+		u      usedMessage
+		stored []byte
+		reply  []byte
+	)
+	err := tx.QueryRow(ctx, `SELECT conversation_id, content_hash, response FROM conversation_message_ids
+		WHERE company_id = $1 AND client_id = $2 AND user_id = $3 AND message_id = $4`,
+		companyID, o.ClientID, o.UserID, id).Scan(&u.ConversationID, &stored, &reply)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	u.Same = bytes.Equal(stored, hash)
+	if err := json.Unmarshal(reply, &u.Reply); err != nil {
+		return nil, err
+	}
+	return &u, nil
+}
+
+// retriedReply is a conversation as a retried message's original
+// response showed it: "it returns the original response" (spec 8.3). A
+// retry with wait reads the current state anyway.
+func retriedReply(c *Conversation, u *usedMessage) *Conversation {
+	out := *c
+	if u.Reply.Status != "" && u.Reply.Responder != "" {
+		out.Status, out.Responder = u.Reply.Status, u.Reply.Responder
+	}
+	return &out
+}
+
+func conflict() error {
+	return &Error{Status: 409, Code: CodeMessageIDConflict, Description: "this message ID was already used with other content (spec 8.3)"}
+}
+
+func rememberMessage(ctx context.Context, tx pgx.Tx, c *Conversation, o Owner, id string, hash []byte) error {
+	reply, _ := json.Marshal(replyOf(c))
+	_, err := tx.Exec(ctx, `INSERT INTO conversation_message_ids
+		(company_id, client_id, user_id, message_id, conversation_id, content_hash, response)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`, c.CompanyID, o.ClientID, o.UserID, id, c.ID, hash, reply)
+	return err
+}
+
+// messageEvent is the event of a Personal Agent message, its data kept as
+// written (numbers are not rounded through float64).
+// agentMessageEvent is a Personal Agent message with the facts verified
+// on its request.
+func agentMessageEvent(m *Message, o Owner) newEvent {
+	e := messageEvent(m)
+	e.Verified = o.Verified
+	return e
+}
+
+func messageEvent(m *Message) newEvent {
+	raw, _ := json.Marshal(m)
+	body, _ := decodeNumbers(raw)
+	return newEvent{Type: EventMessage, Body: map[string]any{"message": body}}
+}
+
+// Start starts a conversation, or a Direct Conversation under a parent
+// (spec 8.3, 8.10). A retried first message returns the conversation it
+// started; a repeated acceptance returns the Direct Conversation it
+// opened.
+func (s *Store) Start(ctx context.Context, companyID int64, o Owner, req StartRequest, p Policy) (*Conversation, error) {
+	return s.start(ctx, companyID, o, req, p, nil)
+}
+
+// precheck refuses a request before it changes anything, given the
+// conversation it would answer with, or nil for a new one: the handler
+// checks the cursor of a POST with wait, so that a bad cursor does not
+// come back after the message was accepted.
+type precheck func(c *Conversation) error
+
+func (f precheck) run(c *Conversation) error {
+	if f == nil {
+		return nil
+	}
+	return f(c)
+}
+
+func (s *Store) start(ctx context.Context, companyID int64, o Owner, req StartRequest, p Policy, check precheck) (*Conversation, error) {
+	if req.Message == nil && (req.ParentID == "" || req.AcceptedEventID == "") {
+		return nil, invalid("message is required, except when accepting a user_requested event (spec 8.10)")
+	}
+	if req.AcceptedEventID != "" && req.ParentID == "" {
+		return nil, invalid("user_requested_event_id needs parent_conversation_id (spec 8.10)")
+	}
+	var hash []byte
+	if req.Message != nil {
+		hash = contentHash(req.Message, "start", req.ParentID, req.AcceptedEventID)
+	}
+	return retried(func() (*Conversation, error) {
+		var out *Conversation
+		err := s.inTx(ctx, func(tx pgx.Tx) error {
+			if req.Message != nil {
+				used, err := findMessage(ctx, tx, companyID, o, req.Message.ID, hash)
+				switch {
+				case err != nil:
+					return err
+				case used != nil && !used.Same:
+					return conflict()
+				case used != nil:
+					c, err := get(ctx, tx, companyID, used.ConversationID, false)
+					if err != nil {
+						return err
+					}
+					if err := o.owns(c); err != nil {
+						return err
+					}
+					if err := check.run(c); err != nil {
+						return err
+					}
+					out = retriedReply(c, used)
+					return nil
+				}
+			}
+			var parent *Conversation
+			if req.ParentID != "" {
+				var err error
+				if parent, err = s.lockParent(ctx, tx, companyID, o, req); err != nil {
+					return err
+				}
+				if req.AcceptedEventID != "" {
+					direct, err := acceptedDirect(ctx, tx, companyID, req)
+					if err != nil {
+						return err
+					}
+					if direct != nil {
+						if err := o.owns(direct); err != nil {
+							return err
+						}
+						if err := check.run(direct); err != nil {
+							return err
+						}
+						out = direct
+						return nil
+					}
+				}
+				if err := checkParentOpen(parent); err != nil {
+					return err
+				}
+			}
+			if err := check.run(nil); err != nil {
+				return err
+			}
+			c, err := s.insert(ctx, tx, companyID, o, req, p)
+			if err != nil {
+				return err
+			}
+			if parent != nil {
+				if _, err := tx.Exec(ctx, `UPDATE conversations SET open_direct_id = $3 WHERE company_id = $1 AND id = $2`,
+					companyID, parent.ID, c.ID); err != nil {
+					return err
+				}
+				if err := s.appendEvents(ctx, tx, parent, parent.Status, parent.Responder,
+					newEvent{Type: EventDirectOpened, Body: map[string]any{"conversation_id": c.ID}}); err != nil {
+					return err
+				}
+			}
+			if req.Message != nil {
+				if err := rememberMessage(ctx, tx, c, o, req.Message.ID, hash); err != nil {
+					return err
+				}
+			}
+			out = c
+			return s.deliver(ctx, tx, c)
+		})
+		return out, err
+	})
+}
+
+// lockParent locks and checks a Direct Conversation's parent (spec 8.10).
+func (s *Store) lockParent(ctx context.Context, tx pgx.Tx, companyID int64, o Owner, req StartRequest) (*Conversation, error) {
+	if !validID(req.ParentID) {
+		return nil, notFound()
+	}
+	parent, err := get(ctx, tx, companyID, req.ParentID, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.owns(parent); err != nil {
+		return nil, err
+	}
+	if parent.ParentID != "" {
+		return nil, notFound()
+	}
+	if req.AcceptedEventID != "" {
+		seq, ok := parseEventID(req.AcceptedEventID)
+		var typ string
+		if ok {
+			err = tx.QueryRow(ctx, `SELECT type FROM conversation_events
+				WHERE company_id = $1 AND conversation_id = $2 AND seq = $3`, companyID, parent.ID, seq).Scan(&typ)
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return nil, err
+			}
+		}
+		if typ != EventUserRequested {
+			return nil, invalid("user_requested_event_id does not name a user_requested event of the parent (spec 8.10)")
+		}
+	}
+	return parent, nil
+}
+
+func acceptedDirect(ctx context.Context, tx pgx.Tx, companyID int64, req StartRequest) (*Conversation, error) {
+	return scanConversation(companyID, tx.QueryRow(ctx, `SELECT `+conversationColumns+` FROM conversations
+		WHERE company_id = $1 AND parent_id = $2 AND user_requested_event_id = $3`,
+		companyID, req.ParentID, req.AcceptedEventID))
+}
+
+func checkParentOpen(parent *Conversation) error {
+	switch {
+	case parent.Status == StatusClosed:
+		return &Error{Status: 409, Code: CodeClosed, Description: "the parent conversation is closed"}
+	case parent.OpenDirectID != "":
+		return &Error{Status: 409, Code: CodeDirectOpen, Description: "the parent already has an open Direct Conversation",
+			ConversationID: parent.OpenDirectID}
+	}
+	return nil
+}
+
+// insert creates the conversation row and its first events.
+func (s *Store) insert(ctx context.Context, tx pgx.Tx, companyID int64, o Owner, req StartRequest, p Policy) (*Conversation, error) {
+	now := s.now()
+	c := &Conversation{CompanyID: companyID, ID: newID(conversationPrefix), ClientID: o.ClientID, UserID: o.UserID,
+		AccountID: o.AccountID, ParentID: req.ParentID, AcceptedID: req.AcceptedEventID, CreatedAt: now}
+	ctxJSON := []byte("{}")
+	if req.Message != nil && req.Message.Context != nil {
+		ctxJSON, _ = json.Marshal(req.Message.Context)
+	}
+	var account *int64
+	if o.AccountID != 0 {
+		account = &o.AccountID
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO conversations (company_id, id, client_id, user_id, account_id, parent_id,
+			user_requested_event_id, status, responder, context, created_at, last_activity_at)
+		VALUES ($1, $2, $3, $4, $5, nullif($6, ''), nullif($7, ''), 'idle', 'agent', $8, $9, $9)`,
+		companyID, c.ID, o.ClientID, o.UserID, account, req.ParentID, req.AcceptedEventID, ctxJSON, now); err != nil {
+		return nil, err
+	}
+	var events []newEvent
+	if req.Message != nil {
+		events = append(events, agentMessageEvent(req.Message, o))
+	}
+	status := StatusIdle
+	if p.HasAgent {
+		// The Company Agent prepares a reply, or the Direct Conversation's
+		// first message (spec 8.10).
+		status = StatusWorking
+	}
+	// A new conversation's first state event says where it starts.
+	events = append(events, stateEvent(status, ResponderAgent))
+	c.Status, c.Responder = status, ResponderAgent
+	return c, s.appendEvents(ctx, tx, c, status, ResponderAgent, events...)
+}
+
+// Send adds a Personal Agent message to a conversation (spec 8.3).
+func (s *Store) Send(ctx context.Context, companyID int64, o Owner, id string, m *Message, p Policy) (*Conversation, error) {
+	return s.send(ctx, companyID, o, id, m, p, nil)
+}
+
+func (s *Store) send(ctx context.Context, companyID int64, o Owner, id string, m *Message, p Policy, check precheck) (*Conversation, error) {
+	if !validID(id) {
+		return nil, notFound()
+	}
+	hash := contentHash(m, "send", id)
+	return retried(func() (*Conversation, error) {
+		var out *Conversation
+		err := s.inTx(ctx, func(tx pgx.Tx) error {
+			c, err := get(ctx, tx, companyID, id, true)
+			if err != nil {
+				return err
+			}
+			if err := o.owns(c); err != nil {
+				return err
+			}
+			if err := check.run(c); err != nil {
+				return err
+			}
+			used, err := findMessage(ctx, tx, companyID, o, m.ID, hash)
+			switch {
+			case err != nil:
+				return err
+			case used != nil && !used.Same:
+				return conflict()
+			case used != nil:
+				out = retriedReply(c, used)
+				return nil
+			}
+			if err := checkOpen(c); err != nil {
+				return err
+			}
+			if err := bindAccount(ctx, tx, c, o); err != nil {
+				return err
+			}
+			if m.Context != nil {
+				// Fields left out keep their values (spec 8.4); the merged
+				// context keeps the per-message limit on fields.
+				merged, _ := json.Marshal(m.Context)
+				tag, err := tx.Exec(ctx, `UPDATE conversations SET context = context || $3::jsonb
+					WHERE company_id = $1 AND id = $2
+					AND (SELECT count(*) FROM jsonb_object_keys(context || $3::jsonb)) <= $4`,
+					companyID, id, merged, maxContextKeys)
+				if err != nil {
+					return err
+				}
+				if tag.RowsAffected() == 0 {
+					return invalid("the conversation's context would have more than %d fields", maxContextKeys)
+				}
+			}
+			if err := s.appendEvents(ctx, tx, c, p.afterMessage(c), c.Responder, agentMessageEvent(m, o)); err != nil {
+				return err
+			}
+			if err := rememberMessage(ctx, tx, c, o, m.ID, hash); err != nil {
+				return err
+			}
+			out = c
+			return s.deliver(ctx, tx, c)
+		})
+		return out, err
+	})
+}
+
+// checkOpen refuses messages and handoffs to a closed conversation or a
+// parent whose Direct Conversation is open (spec 8.10, 8.12).
+func checkOpen(c *Conversation) error {
+	switch {
+	case c.Status == StatusClosed:
+		return &Error{Status: 409, Code: CodeClosed, Description: "the conversation is closed"}
+	case c.OpenDirectID != "":
+		return &Error{Status: 409, Code: CodeDirectOpen, Description: "a Direct Conversation is open; talk there until it closes",
+			ConversationID: c.OpenDirectID}
+	}
+	return nil
+}
+
+// bindAccount makes a signed-in request's account the conversation's
+// (spec 8.2: once it uses the account, the account is part of ownership).
+func bindAccount(ctx context.Context, tx pgx.Tx, c *Conversation, o Owner) error {
+	if o.AccountID == 0 || c.AccountID != 0 {
+		return nil
+	}
+	c.AccountID = o.AccountID
+	_, err := tx.Exec(ctx, `UPDATE conversations SET account_id = $3 WHERE company_id = $1 AND id = $2`,
+		c.CompanyID, c.ID, o.AccountID)
+	return err
+}
+
+// Handoff asks for a person (spec 8.9): queued, unless already queued or
+// with a person, which changes nothing.
+func (s *Store) Handoff(ctx context.Context, companyID int64, o Owner, id string) (*Conversation, error) {
+	if !validID(id) {
+		return nil, notFound()
+	}
+	var out *Conversation
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		c, err := get(ctx, tx, companyID, id, true)
+		if err != nil {
+			return err
+		}
+		if err := o.owns(c); err != nil {
+			return err
+		}
+		if err := checkOpen(c); err != nil {
+			return err
+		}
+		out = c
+		if c.Status == StatusQueued || c.Responder == ResponderHuman {
+			return nil
+		}
+		if err := bindAccount(ctx, tx, c, o); err != nil {
+			return err
+		}
+		if err := s.appendEvents(ctx, tx, c, StatusQueued, ResponderAgent); err != nil {
+			return err
+		}
+		return s.deliver(ctx, tx, c)
+	})
+	return out, err
+}
+
+// Close closes a conversation (spec 8.12), with its open Direct
+// Conversation; closing a Direct Conversation reopens its parent to
+// messages. Closing a closed conversation changes nothing.
+func (s *Store) Close(ctx context.Context, companyID int64, o Owner, id string) (*Conversation, error) {
+	if !validID(id) {
+		return nil, notFound()
+	}
+	var out *Conversation
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		c, err := get(ctx, tx, companyID, id, false)
+		if err != nil {
+			return err
+		}
+		if err := o.owns(c); err != nil {
+			return err
+		}
+		out, err = s.close(ctx, tx, companyID, id)
+		return err
+	})
+	return out, err
+}
+
+// close closes conversation id in tx, locking a parent before its child.
+func (s *Store) close(ctx context.Context, tx pgx.Tx, companyID int64, id string) (*Conversation, error) {
+	c, err := get(ctx, tx, companyID, id, false)
+	if err != nil || c == nil {
+		return c, err
+	}
+	var parent *Conversation
+	if c.ParentID != "" {
+		if parent, err = get(ctx, tx, companyID, c.ParentID, true); err != nil {
+			return nil, err
+		}
+	}
+	if c, err = get(ctx, tx, companyID, id, true); err != nil {
+		return nil, err
+	}
+	if c.Status == StatusClosed {
+		return c, nil
+	}
+	if c.OpenDirectID != "" {
+		direct, err := get(ctx, tx, companyID, c.OpenDirectID, true)
+		if err != nil {
+			return nil, err
+		}
+		if direct != nil && direct.Status != StatusClosed {
+			if err := s.appendEvents(ctx, tx, direct, StatusClosed, direct.Responder); err != nil {
+				return nil, err
+			}
+			if err := s.deliver(ctx, tx, direct); err != nil {
+				return nil, err
+			}
+		}
+		if err := s.appendEvents(ctx, tx, c, c.Status, c.Responder,
+			newEvent{Type: EventDirectClosed, Body: map[string]any{"conversation_id": c.OpenDirectID}}); err != nil {
+			return nil, err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE conversations SET open_direct_id = NULL WHERE company_id = $1 AND id = $2`,
+			companyID, c.ID); err != nil {
+			return nil, err
+		}
+		c.OpenDirectID = ""
+	}
+	if err := s.appendEvents(ctx, tx, c, StatusClosed, c.Responder); err != nil {
+		return nil, err
+	}
+	if parent != nil && parent.OpenDirectID == c.ID {
+		if err := s.appendEvents(ctx, tx, parent, parent.Status, parent.Responder,
+			newEvent{Type: EventDirectClosed, Body: map[string]any{"conversation_id": c.ID}}); err != nil {
+			return nil, err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE conversations SET open_direct_id = NULL WHERE company_id = $1 AND id = $2`,
+			companyID, parent.ID); err != nil {
+			return nil, err
+		}
+	}
+	return c, s.deliver(ctx, tx, c)
+}

@@ -1,0 +1,240 @@
+package conversations
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Channels of PostgreSQL notifications. An event notification carries
+// "{company_id} {conversation_id}"; a text delta carries a JSON Delta,
+// which is never stored (spec 8.6).
+const (
+	eventsChannel = "poppy_conversation_events"
+	deltasChannel = "poppy_conversation_deltas"
+)
+
+// Delta is a piece of a Company message being written (spec 8.6).
+type Delta struct {
+	CompanyID      int64  `json:"company_id"`
+	ConversationID string `json:"conversation_id"`
+	MessageID      string `json:"message_id"`
+	Text           string `json:"text"`
+}
+
+// Hub wakes the readers waiting on a conversation, on every replica: one
+// LISTEN connection per process fans notifications out to them, so a
+// message accepted by one replica wakes a long-poll or stream on another.
+type Hub struct {
+	pool   *pgxpool.Pool
+	logger *slog.Logger
+
+	mu      sync.Mutex
+	waiters map[string]map[*Waiter]struct{}
+
+	drainOnce sync.Once
+	draining  chan struct{}
+}
+
+// NewHub returns a Hub; Run makes it listen.
+func NewHub(pool *pgxpool.Pool, logger *slog.Logger) *Hub {
+	return &Hub{pool: pool, logger: logger, waiters: map[string]map[*Waiter]struct{}{}, draining: make(chan struct{})}
+}
+
+// Drain ends every long-poll (with an empty read) and stream now and from
+// now on, so that a shutting-down server is not held by them: Personal
+// Agents read again, reconnecting to another replica (spec 8.5, 8.6).
+func (h *Hub) Drain() { h.drainOnce.Do(func() { close(h.draining) }) }
+
+// Waiter is one reader's registration. Register it before reading, so a
+// notification for events committed after the read cannot be missed.
+type Waiter struct {
+	// C receives a value when the conversation may have new events, or
+	// when the hub reconnected and could have missed some.
+	C chan struct{}
+	// Deltas receives text deltas; full means the reader is slow and
+	// misses some, which a Personal Agent tolerates (8.6).
+	Deltas chan Delta
+	key    string
+	hub    *Hub
+}
+
+func hubKey(companyID int64, conversationID string) string {
+	return strconv.FormatInt(companyID, 10) + " " + conversationID
+}
+
+// Watch registers a waiter for a conversation.
+func (h *Hub) Watch(companyID int64, conversationID string) *Waiter {
+	w := &Waiter{C: make(chan struct{}, 1), Deltas: make(chan Delta, 64), key: hubKey(companyID, conversationID), hub: h}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	set := h.waiters[w.key]
+	if set == nil {
+		set = map[*Waiter]struct{}{}
+		h.waiters[w.key] = set
+	}
+	set[w] = struct{}{}
+	return w
+}
+
+// Stop unregisters the waiter.
+func (w *Waiter) Stop() {
+	w.hub.mu.Lock()
+	defer w.hub.mu.Unlock()
+	set := w.hub.waiters[w.key]
+	delete(set, w)
+	if len(set) == 0 {
+		delete(w.hub.waiters, w.key)
+	}
+}
+
+func (h *Hub) wake(key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for w := range h.waiters[key] {
+		select {
+		case w.C <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (h *Hub) wakeAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, set := range h.waiters {
+		for w := range set {
+			select {
+			case w.C <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+func (h *Hub) delta(d Delta) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for w := range h.waiters[hubKey(d.CompanyID, d.ConversationID)] {
+		select {
+		case w.Deltas <- d:
+		default:
+		}
+	}
+}
+
+// Start runs the hub in the background until stop is called; stop waits
+// for its connection to close.
+func (h *Hub) Start(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.Run(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// Run listens until ctx ends, reconnecting after failures. After each
+// (re)connection it wakes every waiter, since notifications sent while it
+// was not listening are lost.
+func (h *Hub) Run(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := h.listen(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		h.logger.WarnContext(ctx, "conversation listener lost its connection; reconnecting", slog.Any("err", err))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func (h *Hub) listen(ctx context.Context) error {
+	pooled, err := h.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// The connection will LISTEN: it must never go back to the pool.
+	conn := pooled.Hijack()
+	defer conn.Close(context.WithoutCancel(ctx))
+	for _, ch := range []string{eventsChannel, deltasChannel} {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			return err
+		}
+	}
+	h.wakeAll()
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		switch n.Channel {
+		case eventsChannel:
+			h.wake(n.Payload)
+		case deltasChannel:
+			var d Delta
+			if json.Unmarshal([]byte(n.Payload), &d) == nil {
+				h.delta(d)
+			}
+		}
+	}
+}
+
+// notifyTx tells every replica, when tx commits, that the conversation has
+// new events.
+func notifyTx(ctx context.Context, tx pgx.Tx, companyID int64, conversationID string) error {
+	_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, eventsChannel, hubKey(companyID, conversationID))
+	return err
+}
+
+// maxPayload keeps a notification under PostgreSQL's limit of 8000 bytes.
+const maxPayload = 7900
+
+// PublishDelta sends a text delta to the readers of a conversation on
+// every replica. A delta too long for a notification is cut to fit.
+func PublishDelta(ctx context.Context, pool *pgxpool.Pool, d Delta) error {
+	payload, err := deltaPayload(d)
+	if err != nil {
+		return err
+	}
+	_, err = pool.Exec(ctx, `SELECT pg_notify($1, $2)`, deltasChannel, string(payload))
+	return err
+}
+
+// deltaPayload is d as a notification payload, its text cut to fit.
+func deltaPayload(d Delta) ([]byte, error) {
+	payload, err := json.Marshal(d)
+	if err != nil {
+		return nil, err
+	}
+	// JSON escapes can make the payload up to six times the text: cut the
+	// text in proportion until it fits.
+	for len(payload) > maxPayload && d.Text != "" {
+		keep := len(d.Text) * maxPayload / len(payload) * 9 / 10
+		d.Text = strings.ToValidUTF8(d.Text[:keep], "")
+		if payload, err = json.Marshal(d); err != nil {
+			return nil, err
+		}
+	}
+	if len(payload) > maxPayload {
+		return nil, fmt.Errorf("conversations: text delta for %q is too large to publish", d.ConversationID)
+	}
+	return payload, nil
+}

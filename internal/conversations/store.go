@@ -1,0 +1,212 @@
+package conversations
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Conversation is one conversation's state.
+type Conversation struct {
+	CompanyID    int64
+	ID           string
+	ClientID     string
+	UserID       string
+	AccountID    int64
+	ParentID     string
+	AcceptedID   string
+	OpenDirectID string
+	Status       string
+	Responder    string
+	Context      map[string]json.RawMessage
+	LastSeq      int64
+	FirstSeq     int64
+	CreatedAt    time.Time
+}
+
+// Enqueuer schedules delivery of a conversation's new events to the
+// Company Agent, in the transaction that adds them.
+type Enqueuer interface {
+	Enqueue(ctx context.Context, tx pgx.Tx, companyID int64, conversationID string) error
+}
+
+// Store keeps conversations in PostgreSQL, always filtered by Company.
+type Store struct {
+	pool    *pgxpool.Pool
+	enqueue Enqueuer
+	now     func() time.Time
+}
+
+// NewStore returns a Store. enqueue may be nil: nothing is delivered.
+func NewStore(pool *pgxpool.Pool, enqueue Enqueuer, now func() time.Time) *Store {
+	if now == nil {
+		now = time.Now
+	}
+	return &Store{pool: pool, enqueue: enqueue, now: now}
+}
+
+const conversationColumns = `id, client_id, user_id, coalesce(account_id, 0), coalesce(parent_id, ''),
+	coalesce(user_requested_event_id, ''), coalesce(open_direct_id, ''), status, responder, context,
+	last_seq, first_seq, created_at`
+
+func scanConversation(companyID int64, row pgx.Row) (*Conversation, error) {
+	c := &Conversation{CompanyID: companyID}
+	err := row.Scan(&c.ID, &c.ClientID, &c.UserID, &c.AccountID, &c.ParentID, &c.AcceptedID, &c.OpenDirectID,
+		&c.Status, &c.Responder, &c.Context, &c.LastSeq, &c.FirstSeq, &c.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	return c, err
+}
+
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// get returns a conversation, or nil. forUpdate locks it in tx.
+func get(ctx context.Context, q querier, companyID int64, id string, forUpdate bool) (*Conversation, error) {
+	sql := `SELECT ` + conversationColumns + ` FROM conversations WHERE company_id = $1 AND id = $2`
+	if forUpdate {
+		sql += ` FOR UPDATE`
+	}
+	return scanConversation(companyID, q.QueryRow(ctx, sql, companyID, id))
+}
+
+// Get returns a conversation, or nil.
+func (s *Store) Get(ctx context.Context, companyID int64, id string) (*Conversation, error) {
+	if !validID(id) {
+		return nil, nil
+	}
+	return get(ctx, s.pool, companyID, id, false)
+}
+
+// newEvent is an event to append.
+type newEvent struct {
+	Type string
+	Body map[string]any
+	// Verified are the facts of the request that added the event, for the
+	// Company Agent's webhook; never part of Body, which agents read.
+	Verified *Verified
+}
+
+func stateEvent(status, responder string) newEvent {
+	return newEvent{Type: EventState, Body: map[string]any{"status": status, "responder": responder}}
+}
+
+// appendEvents adds events to a conversation in tx, sets its status and
+// responder, and notifies readers on commit. A change of status or
+// responder adds its state event (spec 8.7).
+func (s *Store) appendEvents(ctx context.Context, tx pgx.Tx, c *Conversation, status, responder string, events ...newEvent) error {
+	if status != c.Status || responder != c.Responder {
+		events = append(events, stateEvent(status, responder))
+	}
+	if len(events) == 0 {
+		return nil
+	}
+	now := s.now()
+	var last int64
+	err := tx.QueryRow(ctx, `UPDATE conversations SET last_seq = last_seq + $3, status = $4, responder = $5,
+			last_activity_at = $6,
+			queued_at = CASE WHEN $4 = 'queued' THEN coalesce(queued_at, $6) ELSE NULL END,
+			closed_at = CASE WHEN $4 = 'closed' THEN coalesce(closed_at, $6) ELSE NULL END
+		WHERE company_id = $1 AND id = $2 RETURNING last_seq`,
+		c.CompanyID, c.ID, len(events), status, responder, now).Scan(&last)
+	if err != nil {
+		return err
+	}
+	first := last - int64(len(events)) + 1
+	rows := make([][]any, len(events))
+	for i, e := range events {
+		body, err := json.Marshal(e.Body)
+		if err != nil {
+			return err
+		}
+		rows[i] = []any{c.CompanyID, c.ID, first + int64(i), e.Type, body, now, e.Verified}
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"conversation_events"},
+		[]string{"company_id", "conversation_id", "seq", "type", "body", "created_at", "verified"}, pgx.CopyFromRows(rows)); err != nil {
+		return err
+	}
+	c.LastSeq, c.Status, c.Responder = last, status, responder
+	return notifyTx(ctx, tx, c.CompanyID, c.ID)
+}
+
+// deliver schedules the Company Agent's webhook for c.
+func (s *Store) deliver(ctx context.Context, tx pgx.Tx, c *Conversation) error {
+	if s.enqueue == nil {
+		return nil
+	}
+	return s.enqueue.Enqueue(ctx, tx, c.CompanyID, c.ID)
+}
+
+// Events returns up to limit events after seq, and whether there are
+// more.
+func (s *Store) Events(ctx context.Context, companyID int64, id string, after int64, limit int) ([]Event, bool, error) {
+	return events(ctx, s.pool, companyID, id, after, limit)
+}
+
+type queryer interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+func events(ctx context.Context, q queryer, companyID int64, id string, after int64, limit int) ([]Event, bool, error) {
+	rows, err := q.Query(ctx, `SELECT seq, type, body, created_at FROM conversation_events
+		WHERE company_id = $1 AND conversation_id = $2 AND seq > $3 ORDER BY seq LIMIT $4`,
+		companyID, id, after, limit+1)
+	if err != nil {
+		return nil, false, err
+	}
+	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Event, error) {
+		var (
+			e    Event
+			body []byte
+		)
+		if err := row.Scan(&e.Seq, &e.Type, &body, &e.CreatedAt); err != nil {
+			return e, err
+		}
+		// Numbers stay as written: data may hold IDs beyond float64.
+		v, err := decodeNumbers(body)
+		if err != nil {
+			return e, err
+		}
+		e.Body, _ = v.(map[string]any)
+		return e, nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	if len(events) > limit {
+		return events[:limit], true, nil
+	}
+	return events, false, nil
+}
+
+// snapshot returns a conversation and up to limit events after seq from
+// one snapshot, so the status and responder of a read are never older
+// than its events; the conversation is nil when it is gone.
+func (s *Store) snapshot(ctx context.Context, companyID int64, id string, after int64, limit int) (*Conversation, []Event, bool, error) {
+	var (
+		c    *Conversation
+		evs  []Event
+		more bool
+	)
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+		func(tx pgx.Tx) error {
+			var err error
+			if c, err = get(ctx, tx, companyID, id, false); err != nil || c == nil {
+				return err
+			}
+			evs, more, err = events(ctx, tx, companyID, id, after, limit)
+			return err
+		})
+	return c, evs, more, err
+}
+
+// inTx runs f in a transaction.
+func (s *Store) inTx(ctx context.Context, f func(tx pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, s.pool, f)
+}

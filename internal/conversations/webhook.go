@@ -1,0 +1,448 @@
+package conversations
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/poppyhost/poppyhost/internal/bearer"
+	"github.com/poppyhost/poppyhost/internal/safehttp"
+	"github.com/poppyhost/poppyhost/internal/sessions"
+	"github.com/poppyhost/poppyhost/internal/tenant"
+)
+
+// The Company Agent's webhook (DESIGN.md, origin contract): every event
+// the Personal Agent side or the platform adds to a conversation is POSTed
+// to conversations.agent_webhook, in order, one request per event, signed
+// the Standard Webhooks way with the Company's webhook secret and carrying
+// Poppy-Verified. River delivers it and retries with backoff. See
+// docs/company-agent.md for what the Company receives and how it checks it.
+
+// VerifiedType is the typ of a Poppy-Verified JWT.
+const VerifiedType = "poppy-verified+jwt"
+
+// Webhook settings.
+const (
+	// WebhookSecretPrefix starts a webhook secret as the Company sees it,
+	// then the secret's 32 bytes in standard base64 (Standard Webhooks).
+	WebhookSecretPrefix = "whsec_"
+	// previousSecretGrace is how long a replaced secret keeps signing
+	// next to the new one.
+	previousSecretGrace = 24 * time.Hour
+	// verifiedLifetime is how long a Poppy-Verified JWT is good for.
+	verifiedLifetime = 5 * time.Minute
+	// maxDeliveryAge: older events are not delivered any more, so a
+	// webhook that comes back, or is set, gets no stale backlog.
+	maxDeliveryAge = 24 * time.Hour
+	// deliveryAttempts and River's backoff (n⁴ seconds after the nth
+	// failure) retry a failing webhook for about 17 hours.
+	deliveryAttempts = 13
+	deliverBatch     = 20
+	secretLen        = 32
+)
+
+// Verified are the facts the platform verified on a Personal Agent's
+// request (spec 5.3, 4.5), stored with the events it added and sent to the
+// Company Agent in Poppy-Verified. The agent acts only within them: a
+// message authorizes nothing by itself (spec 4.7, 8.11).
+type Verified struct {
+	ClientID string `json:"client_id"`
+	SID      string `json:"sid"`
+	UserID   string `json:"user_id"`
+	AgentID  string `json:"agent_id"`
+	// Account is the account of the request's access token, its id in
+	// decimal, or "" signed out.
+	Account string   `json:"account"`
+	Scopes  []string `json:"scopes"`
+	// Extensions the Personal Agent declares, name to version (spec 3.3):
+	// Company messages carry only these.
+	Extensions map[string]string `json:"extensions,omitempty"`
+}
+
+// VerifiedFacts returns the facts of a Personal Agent request: its
+// Session and, signed in, the grant of its access token (nil signed out).
+func VerifiedFacts(sess *sessions.Session, g *bearer.Grant) *Verified {
+	v := &Verified{ClientID: sess.ClientID, SID: sess.SID, UserID: sess.UserID, AgentID: sess.AgentID,
+		Scopes: []string{}, Extensions: sess.Extensions}
+	if g != nil {
+		v.Account = strconv.FormatInt(g.AccountID, 10)
+		v.Scopes = append(v.Scopes, g.Scopes...)
+	}
+	return v
+}
+
+// Signer signs JWTs with a Company's platform key (signing.Keys).
+type Signer interface {
+	Sign(ctx context.Context, companyID int64, typ string, payload []byte) (string, error)
+}
+
+// Companies finds Companies for background work (tenant.Store).
+type Companies interface {
+	Get(ctx context.Context, slug string) (*tenant.Company, error)
+	List(ctx context.Context, after string, limit int) ([]*tenant.Company, error)
+}
+
+// DeliveryOptions configure a Delivery.
+type DeliveryOptions struct {
+	Pool      *pgxpool.Pool
+	Companies Companies
+	// Keys sign Poppy-Verified.
+	Keys Signer
+	URLs tenant.URLs
+	// Client posts to webhooks; its options are the platform's fetch
+	// options (AllowPrivate only in development and tests).
+	Client *safehttp.Client
+	Logger *slog.Logger
+	// Now is the clock [time.Now].
+	Now func() time.Time
+}
+
+// Delivery delivers conversation events to Company Agent webhooks. It is
+// the Store's Enqueuer and the worker of DeliverArgs.
+type Delivery struct {
+	opts     DeliveryOptions
+	inserter *river.Client[pgx.Tx]
+}
+
+// NewDelivery returns a Delivery. It inserts jobs with its own insert-only
+// River client, so the Store can be built before the platform's client.
+func NewDelivery(opts DeliveryOptions) (*Delivery, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	c, err := river.NewClient(riverpgxv5.New(opts.Pool), &river.Config{Logger: opts.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("conversations: %w", err)
+	}
+	return &Delivery{opts: opts, inserter: c}, nil
+}
+
+// DeliverArgs is the job that delivers a conversation's new events. One
+// waits or runs per conversation at a time, which keeps them in order.
+type DeliverArgs struct {
+	CompanyID      int64  `json:"company_id"`
+	ConversationID string `json:"conversation_id"`
+}
+
+// Kind names the job in River.
+func (DeliverArgs) Kind() string { return "conversations_deliver" }
+
+// InsertOpts makes the job unique per conversation while it waits, runs or
+// waits to retry: an event added meanwhile is delivered by that job.
+func (DeliverArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: deliveryAttempts, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
+		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
+		rivertype.JobStateRetryable, rivertype.JobStateScheduled,
+	}}}
+}
+
+// Enqueue schedules delivery of a conversation's new events, in tx, with
+// its parent's when the parent has undelivered events too (a Direct
+// Conversation opening or closing adds an event to its parent).
+func (d *Delivery) Enqueue(ctx context.Context, tx pgx.Tx, companyID int64, conversationID string) error {
+	if _, err := d.inserter.InsertTx(ctx, tx, DeliverArgs{CompanyID: companyID, ConversationID: conversationID}, nil); err != nil {
+		return fmt.Errorf("conversations: enqueue delivery: %w", err)
+	}
+	var parent string
+	err := tx.QueryRow(ctx, `SELECT p.id FROM conversations c JOIN conversations p ON p.company_id = c.company_id AND p.id = c.parent_id
+		WHERE c.company_id = $1 AND c.id = $2 AND p.last_seq > p.delivered_seq`, companyID, conversationID).Scan(&parent)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := d.inserter.InsertTx(ctx, tx, DeliverArgs{CompanyID: companyID, ConversationID: parent}, nil); err != nil {
+		return fmt.Errorf("conversations: enqueue delivery: %w", err)
+	}
+	return nil
+}
+
+type deliverWorker struct {
+	river.WorkerDefaults[DeliverArgs]
+	d *Delivery
+}
+
+// Timeout leaves room for a batch of slow webhooks; each delivered event
+// is recorded at once, so a timeout loses nothing.
+func (w *deliverWorker) Timeout(*river.Job[DeliverArgs]) time.Duration { return 5 * time.Minute }
+
+func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) error {
+	return w.d.work(ctx, job)
+}
+
+// errNoSecret: the Company has a webhook but has not made its secret yet;
+// River retries, so events wait for it.
+var errNoSecret = errors.New("conversations: the Company has an agent webhook but no webhook secret yet " +
+	"(POST /company/v1/conversations/webhook-secret)")
+
+// pendingEvent is an event to deliver.
+type pendingEvent struct {
+	Event
+	verified *Verified
+}
+
+func (d *Delivery) work(ctx context.Context, job *river.Job[DeliverArgs]) error {
+	a := job.Args
+	co, err := d.company(ctx, a.CompanyID)
+	if err != nil || co == nil {
+		return err
+	}
+	url := co.Settings.Conversations.AgentWebhook
+	for {
+		view, events, err := d.pending(ctx, a.CompanyID, a.ConversationID, url != "")
+		if err != nil || view == nil {
+			return err
+		}
+		if len(events) == 0 {
+			done, err := d.finish(ctx, job, url != "")
+			if err != nil || done {
+				return err
+			}
+			continue
+		}
+		secrets, err := d.secrets(ctx, a.CompanyID)
+		if err != nil {
+			return err
+		}
+		if len(secrets) == 0 {
+			return errNoSecret
+		}
+		for _, e := range events {
+			if err := d.post(ctx, co, url, secrets, view, e); err != nil {
+				return fmt.Errorf("conversations: deliver %s of %s to the agent webhook of %s: %w",
+					eventID(e.Seq), view.ID, co.Slug, err)
+			}
+			if _, err := d.opts.Pool.Exec(ctx, `UPDATE conversations SET delivered_seq = $3
+				WHERE company_id = $1 AND id = $2 AND delivered_seq < $3`, a.CompanyID, view.ID, e.Seq); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// company returns the Company with id, or nil when it is gone.
+func (d *Delivery) company(ctx context.Context, id int64) (*tenant.Company, error) {
+	var slug string
+	err := d.opts.Pool.QueryRow(ctx, `SELECT slug FROM companies WHERE id = $1`, id).Scan(&slug)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	co, err := d.opts.Companies.Get(ctx, slug)
+	if errors.Is(err, tenant.ErrNotFound) {
+		return nil, nil
+	}
+	return co, err
+}
+
+// pending returns the conversation and its next events to deliver: not
+// the Company's own, and not older than maxDeliveryAge. Without a webhook
+// there are none. A deleted conversation is nil.
+func (d *Delivery) pending(ctx context.Context, companyID int64, id string, webhook bool) (*ConversationView, []pendingEvent, error) {
+	view, err := loadView(ctx, d.opts.Pool, companyID, id)
+	if err != nil || view == nil || !webhook {
+		return view, nil, err
+	}
+	rows, err := d.opts.Pool.Query(ctx, `SELECT seq, type, body, created_at, verified FROM conversation_events
+		WHERE company_id = $1 AND conversation_id = $2 AND seq > $3 AND origin <> 'company' AND created_at >= $4
+		ORDER BY seq LIMIT $5`, companyID, id, view.deliveredSeq, d.opts.Now().Add(-maxDeliveryAge), deliverBatch)
+	if err != nil {
+		return nil, nil, err
+	}
+	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (pendingEvent, error) {
+		var e pendingEvent
+		err := row.Scan(&e.Seq, &e.Type, &e.Body, &e.CreatedAt, &e.verified)
+		return e, err
+	})
+	return view, events, err
+}
+
+// finish completes the job once nothing is left to deliver, in one
+// transaction with the conversation locked: an event added before sees
+// the check find it, and one added after finds the job completed and
+// inserts another. It reports false when events arrived meanwhile.
+func (d *Delivery) finish(ctx context.Context, job *river.Job[DeliverArgs], webhook bool) (bool, error) {
+	a := job.Args
+	done := false
+	err := pgx.BeginFunc(ctx, d.opts.Pool, func(tx pgx.Tx) error {
+		var delivered int64
+		err := tx.QueryRow(ctx, `SELECT delivered_seq FROM conversations WHERE company_id = $1 AND id = $2 FOR UPDATE`,
+			a.CompanyID, a.ConversationID).Scan(&delivered)
+		if errors.Is(err, pgx.ErrNoRows) {
+			done = true
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if webhook {
+			var more bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM conversation_events
+				WHERE company_id = $1 AND conversation_id = $2 AND seq > $3 AND origin <> 'company' AND created_at >= $4)`,
+				a.CompanyID, a.ConversationID, delivered, d.opts.Now().Add(-maxDeliveryAge)).Scan(&more); err != nil || more {
+				return err
+			}
+		}
+		if _, err := tx.Exec(ctx, `UPDATE conversations SET delivered_seq = last_seq WHERE company_id = $1 AND id = $2`,
+			a.CompanyID, a.ConversationID); err != nil {
+			return err
+		}
+		if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
+			return err
+		}
+		done = true
+		return nil
+	})
+	return done, err
+}
+
+// webhookPayload is the body of a delivery (Standard Webhooks' shape).
+type webhookPayload struct {
+	Type      string      `json:"type"`
+	Timestamp time.Time   `json:"timestamp"`
+	Data      webhookData `json:"data"`
+}
+
+type webhookData struct {
+	// Conversation is the conversation's state now, which may be later
+	// than the event's.
+	Conversation *ConversationView `json:"conversation"`
+	Event        Event             `json:"event"`
+}
+
+// verifiedClaims are the claims of Poppy-Verified: the facts, bound to
+// the webhook (aud) and to the event they come with.
+type verifiedClaims struct {
+	Issuer         string   `json:"iss"`
+	Audience       string   `json:"aud"`
+	IssuedAt       int64    `json:"iat"`
+	Expires        int64    `json:"exp"`
+	ID             string   `json:"jti"`
+	ClientID       string   `json:"client_id"`
+	SID            string   `json:"sid"`
+	UserID         string   `json:"user_id"`
+	AgentID        string   `json:"agent_id"`
+	Account        string   `json:"account"`
+	Scopes         []string `json:"scopes"`
+	ConversationID string   `json:"conversation_id"`
+	EventID        string   `json:"event_id"`
+}
+
+// post delivers one event.
+func (d *Delivery) post(ctx context.Context, co *tenant.Company, url string, secrets [][]byte, view *ConversationView, e pendingEvent) error {
+	body, err := json.Marshal(webhookPayload{Type: "conversation.event", Timestamp: e.CreatedAt.UTC(),
+		Data: webhookData{Conversation: view, Event: e.Event}})
+	if err != nil {
+		return err
+	}
+	now := d.opts.Now()
+	// Facts stored with the event, or else only what the conversation
+	// itself proves: its owner, with no Session, account or scopes.
+	v := e.verified
+	if v == nil {
+		v = &Verified{ClientID: view.Owner.ClientID, UserID: view.Owner.UserID}
+	}
+	claims := verifiedClaims{Issuer: d.opts.URLs.Identifier(co), Audience: url, IssuedAt: now.Unix(),
+		Expires: now.Add(verifiedLifetime).Unix(), ID: rand.Text(),
+		ClientID: v.ClientID, SID: v.SID, UserID: v.UserID, AgentID: v.AgentID, Account: v.Account,
+		Scopes: v.Scopes, ConversationID: view.ID, EventID: eventID(e.Seq)}
+	if claims.Scopes == nil {
+		claims.Scopes = []string{}
+	}
+	payload, err := json.Marshal(claims)
+	if err != nil {
+		return err
+	}
+	jwt, err := d.opts.Keys.Sign(ctx, co.ID, VerifiedType, payload)
+	if err != nil {
+		return err
+	}
+	msgID := view.ID + "." + eventID(e.Seq)
+	ts := strconv.FormatInt(now.Unix(), 10)
+	header := http.Header{}
+	header.Set("Content-Type", "application/json")
+	header.Set("webhook-id", msgID)
+	header.Set("webhook-timestamp", ts)
+	header.Set("webhook-signature", Signature(secrets, msgID, ts, body))
+	header.Set("Poppy-Verified", jwt)
+	_, err = d.opts.Client.Post(ctx, safehttp.PostRequest{URL: url, Header: header, Body: body})
+	return err
+}
+
+// Signature is the webhook-signature header of Standard Webhooks: for
+// each secret, "v1," and the base64 HMAC-SHA256 of "{id}.{timestamp}.{body}",
+// separated by spaces.
+func Signature(secrets [][]byte, msgID, timestamp string, body []byte) string {
+	out := ""
+	for i, s := range secrets {
+		mac := hmac.New(sha256.New, s)
+		mac.Write([]byte(msgID + "." + timestamp + "."))
+		mac.Write(body)
+		if i > 0 {
+			out += " "
+		}
+		out += "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+	}
+	return out
+}
+
+// secrets returns the Company's webhook secrets that sign now: the current
+// one, and the one it replaced during its grace period.
+func (d *Delivery) secrets(ctx context.Context, companyID int64) ([][]byte, error) {
+	var (
+		cur, prev []byte
+		until     *time.Time
+	)
+	err := d.opts.Pool.QueryRow(ctx, `SELECT secret, previous_secret, previous_until FROM conversation_webhook_secrets
+		WHERE company_id = $1`, companyID).Scan(&cur, &prev, &until)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := [][]byte{cur}
+	if prev != nil && until != nil && d.opts.Now().Before(*until) {
+		out = append(out, prev)
+	}
+	return out, nil
+}
+
+// RotateSecret makes the Company a new webhook secret and returns it, as
+// "whsec_" and its base64, with when it was made. The secret it replaces
+// keeps signing next to it for a day.
+func (d *Delivery) RotateSecret(ctx context.Context, companyID int64) (string, time.Time, error) {
+	secret := make([]byte, secretLen)
+	_, _ = rand.Read(secret) // never fails (crypto/rand)
+	now := d.opts.Now()
+	_, err := d.opts.Pool.Exec(ctx, `INSERT INTO conversation_webhook_secrets (company_id, secret, created_at)
+		VALUES ($1, $2, $3)
+		ON CONFLICT (company_id) DO UPDATE SET secret = EXCLUDED.secret, created_at = EXCLUDED.created_at,
+			previous_secret = conversation_webhook_secrets.secret, previous_until = $4`,
+		companyID, secret, now, now.Add(previousSecretGrace))
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	return WebhookSecretPrefix + base64.StdEncoding.EncodeToString(secret), now, nil
+}

@@ -1,0 +1,430 @@
+package conversations_test
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lestrrat-go/jwx/v2/jwk"
+	"github.com/lestrrat-go/jwx/v2/jws"
+	"github.com/riverqueue/river"
+	"github.com/stretchr/testify/require"
+
+	"github.com/poppyhost/poppyhost/internal/conversations"
+	"github.com/poppyhost/poppyhost/internal/safehttp"
+	"github.com/poppyhost/poppyhost/internal/signing"
+	"github.com/poppyhost/poppyhost/internal/tenant"
+	"github.com/poppyhost/poppyhost/internal/testkit"
+)
+
+// hookServer is a Company Agent's webhook: a real HTTPS server under
+// hooks.test that records every delivery and can fail or stall.
+type hookServer struct {
+	URL string
+
+	mu    sync.Mutex
+	got   []hookDelivery
+	fails int           // answer 500 to this many more requests
+	delay time.Duration // before answering
+}
+
+// hookDelivery is one request the webhook received, and its answer.
+type hookDelivery struct {
+	Header http.Header
+	Body   []byte
+	Status int
+}
+
+func startHook(t *testing.T, env *testkit.Env) *hookServer {
+	t.Helper()
+	h := &hookServer{}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(h.serve))
+	srv.TLS = env.CA.ServerTLSConfig()
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	_, port, err := net.SplitHostPort(srv.Listener.Addr().String())
+	require.NoError(t, err)
+	env.Hosts.Add("hooks.test")
+	h.URL = "https://hooks.test:" + port + "/poppy/webhook"
+	return h
+}
+
+func (h *hookServer) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	h.mu.Lock()
+	delay := h.delay
+	status := http.StatusNoContent
+	if r.Method != http.MethodPost || r.URL.Path != "/poppy/webhook" {
+		status = http.StatusNotFound
+	} else if h.fails > 0 {
+		h.fails--
+		status = http.StatusInternalServerError
+	}
+	h.got = append(h.got, hookDelivery{Header: r.Header.Clone(), Body: body, Status: status})
+	h.mu.Unlock()
+	time.Sleep(delay)
+	w.WriteHeader(status)
+}
+
+func (h *hookServer) set(fails int, delay time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.fails, h.delay = fails, delay
+}
+
+// wait returns the deliveries once n were answered 2xx.
+func (h *hookServer) wait(t *testing.T, n int) []hookDelivery {
+	t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		h.mu.Lock()
+		got := append([]hookDelivery(nil), h.got...)
+		h.mu.Unlock()
+		ok := 0
+		for _, d := range got {
+			if d.Status < 300 {
+				ok++
+			}
+		}
+		if ok >= n {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d deliveries arrived", ok, n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// count is how many requests arrived.
+func (h *hookServer) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.got)
+}
+
+// succeeded keeps the deliveries answered 2xx.
+func succeeded(ds []hookDelivery) []hookDelivery {
+	var out []hookDelivery
+	for _, d := range ds {
+		if d.Status < 300 {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// verifyWebhook checks a delivery as docs/company-agent.md tells a
+// Company to: a signature by the secret over id, timestamp and body, and a
+// timestamp within five minutes.
+func verifyWebhook(secret string, h http.Header, body []byte, now time.Time) error {
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	if err != nil {
+		return err
+	}
+	id, ts := h.Get("webhook-id"), h.Get("webhook-timestamp")
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return err
+	}
+	if d := now.Sub(time.Unix(sec, 0)); d > 5*time.Minute || d < -5*time.Minute {
+		return errors.New("timestamp too far from now")
+	}
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(id + "." + ts + "."))
+	mac.Write(body)
+	want := "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+	for _, sig := range strings.Fields(h.Get("webhook-signature")) {
+		if hmac.Equal([]byte(sig), []byte(want)) {
+			return nil
+		}
+	}
+	return errors.New("no signature matches")
+}
+
+func decodeSecret(t *testing.T, secret string) []byte {
+	t.Helper()
+	require.True(t, strings.HasPrefix(secret, "whsec_"), secret)
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	require.NoError(t, err)
+	return raw
+}
+
+// verifiedClaims checks a Poppy-Verified JWT against the Company's key
+// set at {issuer}/oauth/jwks.json, as the Company would, and returns its
+// claims.
+func verifiedClaims(t *testing.T, cs *companySide, token string) map[string]any {
+	t.Helper()
+	issuer := cs.env.PublicURL("/t/" + coSlug)
+	resp := cs.env.Do(t, http.MethodGet, issuer+"/oauth/jwks.json", nil)
+	require.Equal(t, http.StatusOK, resp.Status)
+	set, err := jwk.Parse(resp.Body)
+	require.NoError(t, err)
+	payload, err := jws.Verify([]byte(token), jws.WithKeySet(set))
+	require.NoError(t, err)
+	msg, err := jws.Parse([]byte(token))
+	require.NoError(t, err)
+	require.Equal(t, "poppy-verified+jwt", msg.Signatures()[0].ProtectedHeaders().Type())
+	var claims map[string]any
+	require.NoError(t, json.Unmarshal(payload, &claims))
+	require.Equal(t, issuer, claims["iss"])
+	require.Equal(t, cs.hook.URL, claims["aud"], "bound to the webhook")
+	iat, exp := int64(claims["iat"].(float64)), int64(claims["exp"].(float64))
+	require.Equal(t, int64(300), exp-iat, "five minutes")
+	require.WithinDuration(t, time.Now(), time.Unix(iat, 0), time.Minute)
+	require.NotEmpty(t, claims["jti"])
+	return claims
+}
+
+// startJobs runs the platform's River client until the test ends.
+func startJobs(t *testing.T, env *testkit.Env) {
+	t.Helper()
+	require.NoError(t, env.Platform.Jobs.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = env.Platform.Jobs.Stop(ctx)
+	})
+}
+
+// payloadOf decodes a delivery's body.
+func payloadOf(t *testing.T, d hookDelivery) (conv, event map[string]any) {
+	t.Helper()
+	var p struct {
+		Type      string `json:"type"`
+		Timestamp string `json:"timestamp"`
+		Data      struct {
+			Conversation map[string]any `json:"conversation"`
+			Event        map[string]any `json:"event"`
+		} `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal(d.Body, &p), "%s", d.Body)
+	require.Equal(t, "conversation.event", p.Type)
+	require.Equal(t, p.Data.Event["created_at"], p.Timestamp)
+	return p.Data.Conversation, p.Data.Event
+}
+
+// hookIDs lists the webhook-id of each delivery.
+func hookIDs(ds []hookDelivery) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.Header.Get("webhook-id")
+	}
+	return out
+}
+
+func TestWebhookDelivers(t *testing.T) {
+	t.Parallel()
+	cs := newCompanySide(t, companyOptions{webhook: true})
+	secret := cs.api(t, http.MethodPost, "/webhook-secret", nil).JSON(t)["secret"].(string)
+
+	// A new conversation is working: the Company Agent prepares a reply.
+	id := cs.paStart(t, "msg_1", "Can I return the jacket?")
+	require.Equal(t, "working", cs.api(t, http.MethodGet, "/"+id, nil).JSON(t)["status"])
+	setVerified(t, cs, id, 1, map[string]any{"client_id": cs.agent.ClientID, "sid": "sid_1", "user_id": "usr_test",
+		"agent_id": "agt_1", "account": "42", "scopes": []string{"orders:read"}})
+	startJobs(t, cs.env)
+
+	ds := cs.hook.wait(t, 2)
+	require.Equal(t, []string{id + ".evt_1", id + ".evt_2"}, hookIDs(ds))
+	for _, d := range ds {
+		require.NoError(t, verifyWebhook(secret, d.Header, d.Body, time.Now()))
+		require.Equal(t, "application/json", d.Header.Get("Content-Type"))
+		require.Error(t, verifyWebhook("whsec_"+base64.StdEncoding.EncodeToString(make([]byte, 32)), d.Header, d.Body, time.Now()))
+		require.Error(t, verifyWebhook(secret, d.Header, append(d.Body, ' '), time.Now()), "the body is signed")
+		require.Error(t, verifyWebhook(secret, d.Header, d.Body, time.Now().Add(10*time.Minute)), "a late replay")
+	}
+	conv, event := payloadOf(t, ds[0])
+	require.Equal(t, id, conv["id"])
+	require.Equal(t, map[string]any{"client_id": cs.agent.ClientID, "user_id": "usr_test", "account": ""}, conv["owner"])
+	require.Equal(t, map[string]any{"locale": "en-US", "user_available": true}, conv["context"])
+	require.Equal(t, "evt_1", event["id"])
+	require.Equal(t, "message", event["type"])
+	require.Equal(t, "Can I return the jacket?", event["message"].(map[string]any)["text"])
+	_, event = payloadOf(t, ds[1])
+	require.Equal(t, map[string]any{"type": "state", "status": "working", "responder": "agent"}, withoutMeta(event))
+
+	// Poppy-Verified: the facts verified on that message, else only the
+	// owner, never more.
+	claims := verifiedClaims(t, cs, ds[0].Header.Get("Poppy-Verified"))
+	for k, want := range map[string]any{"client_id": cs.agent.ClientID, "sid": "sid_1", "user_id": "usr_test", "agent_id": "agt_1",
+		"account": "42", "scopes": []any{"orders:read"}, "conversation_id": id, "event_id": "evt_1"} {
+		require.Equal(t, want, claims[k], k)
+	}
+	claims = verifiedClaims(t, cs, ds[1].Header.Get("Poppy-Verified"))
+	for k, want := range map[string]any{"client_id": cs.agent.ClientID, "sid": "", "user_id": "usr_test", "agent_id": "",
+		"account": "", "scopes": []any{}, "event_id": "evt_2"} {
+		require.Equal(t, want, claims[k], k)
+	}
+
+	// The Company's own changes do not come back; the Personal Agent's
+	// next message does. A rotated secret signs next to the old one.
+	resp := cs.api(t, http.MethodPost, "/"+id+"/messages", map[string]any{"message": map[string]any{
+		"author": map[string]any{"type": "agent"}, "text": "Yes, within 30 days."}})
+	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
+	newSecret := cs.api(t, http.MethodPost, "/webhook-secret", nil).JSON(t)["secret"].(string)
+	sent := cs.pa(t, http.MethodPost, "/"+id+"/messages", map[string]any{"message": map[string]any{
+		"id": "msg_2", "author": map[string]any{"type": "human"}, "text": "Great, thanks"}})
+	require.Equal(t, http.StatusAccepted, sent.Status, "%s", sent.Body)
+	ds = cs.hook.wait(t, 4)
+	require.Equal(t, []string{id + ".evt_1", id + ".evt_2", id + ".evt_5", id + ".evt_6"}, hookIDs(ds))
+	require.Len(t, strings.Fields(ds[2].Header.Get("webhook-signature")), 2)
+	require.NoError(t, verifyWebhook(secret, ds[2].Header, ds[2].Body, time.Now()))
+	require.NoError(t, verifyWebhook(newSecret, ds[2].Header, ds[2].Body, time.Now()))
+	conv, _ = payloadOf(t, ds[3])
+	require.Equal(t, "evt_6", conv["cursor"])
+
+	// A Direct Conversation: its events, and the parent's direct_opened.
+	require.Equal(t, http.StatusCreated, cs.api(t, http.MethodPost, "/"+id+"/user-requested", map[string]any{"reason": "r"}).Status)
+	direct := cs.pa(t, http.MethodPost, "", map[string]any{"parent_conversation_id": id, "user_requested_event_id": "evt_7"})
+	require.Equal(t, http.StatusCreated, direct.Status, "%s", direct.Body)
+	directID := direct.JSON(t)["conversation_id"].(string)
+	ds = succeeded(cs.hook.wait(t, 6))
+	require.ElementsMatch(t, []string{directID + ".evt_1", id + ".evt_8"}, hookIDs(ds[4:]))
+	for _, d := range ds[4:] {
+		if _, event := payloadOf(t, d); event["type"] == "direct_opened" {
+			require.Equal(t, directID, event["conversation_id"])
+		}
+	}
+
+	// Everything delivered is recorded.
+	require.Eventually(t, func() bool {
+		var pending int
+		require.NoError(t, cs.env.Pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM conversations WHERE delivered_seq <> last_seq`).Scan(&pending))
+		return pending == 0
+	}, 10*time.Second, 50*time.Millisecond)
+}
+
+func TestWebhookRetriesInOrder(t *testing.T) {
+	t.Parallel()
+	cs := newCompanySide(t, companyOptions{webhook: true})
+	secret := cs.api(t, http.MethodPost, "/webhook-secret", nil).JSON(t)["secret"].(string)
+	a := cs.paStart(t, "msg_a1", "First")
+	b := cs.paStart(t, "msg_b1", "Other")
+	for i := 2; i <= 3; i++ {
+		resp := cs.pa(t, http.MethodPost, "/"+a+"/messages", map[string]any{"message": map[string]any{
+			"id": "msg_a" + strconv.Itoa(i), "author": map[string]any{"type": "agent"}, "text": "More " + strconv.Itoa(i)}})
+		require.Equal(t, http.StatusAccepted, resp.Status, "%s", resp.Body)
+	}
+	// The webhook fails once, then answers slowly while messages keep
+	// coming.
+	cs.hook.set(1, 0)
+	startJobs(t, cs.env)
+	cs.hook.wait(t, 1)
+	cs.hook.set(0, 30*time.Millisecond)
+	for i := 4; i <= 7; i++ {
+		resp := cs.pa(t, http.MethodPost, "/"+a+"/messages", map[string]any{"message": map[string]any{
+			"id": "msg_a" + strconv.Itoa(i), "author": map[string]any{"type": "agent"}, "text": "More"}})
+		require.Equal(t, http.StatusAccepted, resp.Status, "%s", resp.Body)
+	}
+	var last int64
+	require.NoError(t, cs.env.Pool.QueryRow(context.Background(),
+		`SELECT last_seq FROM conversations WHERE id = $1`, a).Scan(&last))
+	require.Equal(t, int64(8), last, "7 messages and the state that set working")
+
+	all := cs.hook.wait(t, 10)
+	require.Equal(t, http.StatusInternalServerError, all[0].Status)
+	failedConv, failedEvt, _ := strings.Cut(all[0].Header.Get("webhook-id"), ".")
+	require.Equal(t, "evt_1", failedEvt)
+	var perConv = map[string][]string{}
+	for _, d := range succeeded(all) {
+		require.NoError(t, verifyWebhook(secret, d.Header, d.Body, time.Now()))
+		conv, evt, _ := strings.Cut(d.Header.Get("webhook-id"), ".")
+		perConv[conv] = append(perConv[conv], evt)
+	}
+	// A retry keeps the webhook-id, so the Company can drop a repeat.
+	require.Equal(t, "evt_1", perConv[failedConv][0])
+	var want []string
+	for i := 1; i <= 8; i++ {
+		want = append(want, "evt_"+strconv.Itoa(i))
+	}
+	require.Equal(t, want, perConv[a], "every event once, in order")
+	require.Equal(t, []string{"evt_1", "evt_2"}, perConv[b])
+	require.Len(t, all, 11)
+}
+
+func TestWebhookWaitsForItsSecret(t *testing.T) {
+	t.Parallel()
+	cs := newCompanySide(t, companyOptions{webhook: true})
+	id := cs.paStart(t, "msg_1", "Hello")
+	startJobs(t, cs.env)
+	// Without a secret nothing is sent; the job waits to retry.
+	require.Eventually(t, func() bool {
+		var state string
+		err := cs.env.Pool.QueryRow(context.Background(), `SELECT state FROM river_job
+			WHERE kind = 'conversations_deliver' AND args->>'conversation_id' = $1`, id).Scan(&state)
+		return err == nil && state == "retryable"
+	}, 20*time.Second, 50*time.Millisecond)
+	require.Zero(t, cs.hook.count())
+	secret := cs.api(t, http.MethodPost, "/webhook-secret", nil).JSON(t)["secret"].(string)
+	ds := cs.hook.wait(t, 2)
+	require.Equal(t, []string{id + ".evt_1", id + ".evt_2"}, hookIDs(ds))
+	require.NoError(t, verifyWebhook(secret, ds[0].Header, ds[0].Body, time.Now()))
+}
+
+// deliveryWorkers returns workers with the delivery worker, built as the
+// platform builds it.
+func deliveryWorkers(t *testing.T, env *testkit.Env, store *conversations.Store) *river.Workers {
+	t.Helper()
+	d, err := conversations.NewDelivery(conversations.DeliveryOptions{
+		Pool: env.Pool, Companies: tenant.NewStore(env.Pool), Keys: signing.NewKeys(env.Pool, signing.Options{}), URLs: env.URLs,
+		Client: safehttp.New(safehttp.Options{AllowPrivate: true, RootCAs: env.CA.Pool(), Resolver: env.Hosts}),
+	})
+	require.NoError(t, err)
+	workers := river.NewWorkers()
+	conversations.AddJobs(workers, store, d, tenant.NewStore(env.Pool), nil)
+	return workers
+}
+
+func TestDeliveryWithoutWebhookSkips(t *testing.T) {
+	t.Parallel()
+	cs := newCompanySide(t, companyOptions{})
+	id := cs.paStart(t, "msg_1", "Hello")
+	workers := deliveryWorkers(t, cs.env, conversations.NewStore(cs.env.Pool, nil, nil))
+	testkit.RunJob(t, cs.env.Pool, workers, conversations.DeliverArgs{CompanyID: cs.id, ConversationID: id})
+	var delivered int64
+	require.NoError(t, cs.env.Pool.QueryRow(context.Background(),
+		`SELECT delivered_seq FROM conversations WHERE id = $1`, id).Scan(&delivered))
+	require.Equal(t, int64(2), delivered, "nothing to send them to: marked done")
+	// A job for a conversation or Company that is gone completes too.
+	testkit.RunJob(t, cs.env.Pool, workers, conversations.DeliverArgs{CompanyID: cs.id, ConversationID: "cnv_gone"})
+	testkit.RunJob(t, cs.env.Pool, workers, conversations.DeliverArgs{CompanyID: 1 << 40, ConversationID: id})
+}
+
+func TestDeliveryJobSendsThroughRunJob(t *testing.T) {
+	t.Parallel()
+	cs := newCompanySide(t, companyOptions{webhook: true})
+	secret := cs.api(t, http.MethodPost, "/webhook-secret", nil).JSON(t)["secret"].(string)
+	id := cs.paStart(t, "msg_1", "Hello")
+	workers := deliveryWorkers(t, cs.env, conversations.NewStore(cs.env.Pool, nil, nil))
+	testkit.RunJob(t, cs.env.Pool, workers, conversations.DeliverArgs{CompanyID: cs.id, ConversationID: id})
+	ds := cs.hook.wait(t, 2)
+	require.Equal(t, []string{id + ".evt_1", id + ".evt_2"}, hookIDs(ds))
+	require.NoError(t, verifyWebhook(secret, ds[1].Header, ds[1].Body, time.Now()))
+	verifiedClaims(t, cs, ds[1].Header.Get("Poppy-Verified"))
+
+	// Events older than a day are not sent any more: no stale backlog.
+	old := cs.paStart(t, "msg_2", "Yesterday")
+	_, err := cs.env.Pool.Exec(context.Background(), `UPDATE conversation_events SET created_at = created_at - interval '25 hours'
+		WHERE conversation_id = $1`, old)
+	require.NoError(t, err)
+	testkit.RunJob(t, cs.env.Pool, workers, conversations.DeliverArgs{CompanyID: cs.id, ConversationID: old})
+	require.Equal(t, 2, cs.hook.count())
+	var delivered, last int64
+	require.NoError(t, cs.env.Pool.QueryRow(context.Background(),
+		`SELECT delivered_seq, last_seq FROM conversations WHERE id = $1`, old).Scan(&delivered, &last))
+	require.Equal(t, last, delivered)
+}
