@@ -318,14 +318,7 @@ func acceptedDirect(ctx context.Context, tx pgx.Tx, companyID int64, req StartRe
 }
 
 func checkParentOpen(parent *Conversation) error {
-	switch {
-	case parent.Status == StatusClosed:
-		return &Error{Status: 409, Code: CodeClosed, Description: "the parent conversation is closed"}
-	case parent.OpenDirectID != "":
-		return &Error{Status: 409, Code: CodeDirectOpen, Description: "the parent already has an open Direct Conversation",
-			ConversationID: parent.OpenDirectID}
-	}
-	return nil
+	return refuseClosedOrDirect(parent, "the parent conversation is closed", "the parent already has an open Direct Conversation")
 }
 
 // insert creates the conversation row and its first events.
@@ -369,38 +362,26 @@ func (s *Store) Send(ctx context.Context, companyID int64, o Owner, id string, m
 }
 
 func (s *Store) send(ctx context.Context, companyID int64, o Owner, id string, m *Message, p Policy, check precheck) (*Conversation, error) {
-	if !validID(id) {
-		return nil, notFound()
-	}
 	hash := contentHash(m, "send", id)
 	return retried(func() (*Conversation, error) {
-		var out *Conversation
-		err := s.inTx(ctx, func(tx pgx.Tx) error {
-			c, err := get(ctx, tx, companyID, id, true)
-			if err != nil {
-				return err
-			}
-			if err := o.owns(c); err != nil {
-				return err
-			}
+		return s.ownedTx(ctx, companyID, o, id, true, func(tx pgx.Tx, c *Conversation) (*Conversation, error) {
 			if err := check.run(c); err != nil {
-				return err
+				return nil, err
 			}
 			used, err := findMessage(ctx, tx, companyID, o, m.ID, hash)
 			switch {
 			case err != nil:
-				return err
+				return nil, err
 			case used != nil && !used.Same:
-				return conflict()
+				return nil, conflict()
 			case used != nil:
-				out = retriedReply(c, used)
-				return nil
+				return retriedReply(c, used), nil
 			}
 			if err := checkOpen(c); err != nil {
-				return err
+				return nil, err
 			}
 			if err := bindAccount(ctx, tx, c, o); err != nil {
-				return err
+				return nil, err
 			}
 			if m.Context != nil {
 				// Fields left out keep their values (spec 8.4); the merged
@@ -411,34 +392,70 @@ func (s *Store) send(ctx context.Context, companyID int64, o Owner, id string, m
 					AND (SELECT count(*) FROM jsonb_object_keys(context || $3::jsonb)) <= $4`,
 					companyID, id, merged, maxContextKeys)
 				if err != nil {
-					return err
+					return nil, err
 				}
 				if tag.RowsAffected() == 0 {
-					return invalid("the conversation's context would have more than %d fields", maxContextKeys)
+					return nil, invalid("the conversation's context would have more than %d fields", maxContextKeys)
 				}
 			}
 			if err := s.appendEvents(ctx, tx, c, p.afterMessage(c), c.Responder, agentMessageEvent(m, o)); err != nil {
-				return err
+				return nil, err
 			}
 			if err := rememberMessage(ctx, tx, c, o, m.ID, hash); err != nil {
-				return err
+				return nil, err
 			}
-			out = c
-			return s.deliver(ctx, tx, c)
+			return c, s.deliver(ctx, tx, c)
 		})
-		return out, err
 	})
+}
+
+// onConversation runs f in a transaction on the Company's conversation id,
+// read with its row locked when lock is set; c is nil when there is no
+// such conversation.
+func (s *Store) onConversation(ctx context.Context, companyID int64, id string, lock bool, f func(tx pgx.Tx, c *Conversation) error) error {
+	if !validID(id) {
+		return notFound()
+	}
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		c, err := get(ctx, tx, companyID, id, lock)
+		if err != nil {
+			return err
+		}
+		return f(tx, c)
+	})
+}
+
+// ownedTx runs f on conversation id once o owns it (spec 8.2), in a
+// transaction, with its row locked when lock is set; f's conversation is
+// the answer.
+func (s *Store) ownedTx(ctx context.Context, companyID int64, o Owner, id string, lock bool, f func(tx pgx.Tx, c *Conversation) (*Conversation, error)) (*Conversation, error) {
+	var out *Conversation
+	err := s.onConversation(ctx, companyID, id, lock, func(tx pgx.Tx, c *Conversation) error {
+		if err := o.owns(c); err != nil {
+			return err
+		}
+		var err error
+		out, err = f(tx, c)
+		return err
+	})
+	return out, err
 }
 
 // checkOpen refuses messages and handoffs to a closed conversation or a
 // parent whose Direct Conversation is open (spec 8.10, 8.12).
 func checkOpen(c *Conversation) error {
+	return refuseClosedOrDirect(c, "the conversation is closed", "a Direct Conversation is open; talk there until it closes")
+}
+
+// refuseClosedOrDirect refuses c when it is closed, or when its Direct
+// Conversation is open, which the error names; closed and directOpen say
+// why.
+func refuseClosedOrDirect(c *Conversation, closed, directOpen string) error {
 	switch {
 	case c.Status == StatusClosed:
-		return &Error{Status: 409, Code: CodeClosed, Description: "the conversation is closed"}
+		return &Error{Status: 409, Code: CodeClosed, Description: closed}
 	case c.OpenDirectID != "":
-		return &Error{Status: 409, Code: CodeDirectOpen, Description: "a Direct Conversation is open; talk there until it closes",
-			ConversationID: c.OpenDirectID}
+		return &Error{Status: 409, Code: CodeDirectOpen, Description: directOpen, ConversationID: c.OpenDirectID}
 	}
 	return nil
 }
@@ -458,56 +475,31 @@ func bindAccount(ctx context.Context, tx pgx.Tx, c *Conversation, o Owner) error
 // Handoff asks for a person (spec 8.9): queued, unless already queued or
 // with a person, which changes nothing.
 func (s *Store) Handoff(ctx context.Context, companyID int64, o Owner, id string) (*Conversation, error) {
-	if !validID(id) {
-		return nil, notFound()
-	}
-	var out *Conversation
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		c, err := get(ctx, tx, companyID, id, true)
-		if err != nil {
-			return err
-		}
-		if err := o.owns(c); err != nil {
-			return err
-		}
+	return s.ownedTx(ctx, companyID, o, id, true, func(tx pgx.Tx, c *Conversation) (*Conversation, error) {
 		if err := checkOpen(c); err != nil {
-			return err
+			return nil, err
 		}
-		out = c
 		if c.Status == StatusQueued || c.Responder == ResponderHuman {
-			return nil
+			return c, nil
 		}
 		if err := bindAccount(ctx, tx, c, o); err != nil {
-			return err
+			return nil, err
 		}
 		if err := s.appendEvents(ctx, tx, c, StatusQueued, ResponderAgent); err != nil {
-			return err
+			return nil, err
 		}
-		return s.deliver(ctx, tx, c)
+		return c, s.deliver(ctx, tx, c)
 	})
-	return out, err
 }
 
 // Close closes a conversation (spec 8.12), with its open Direct
 // Conversation; closing a Direct Conversation reopens its parent to
 // messages. Closing a closed conversation changes nothing.
 func (s *Store) Close(ctx context.Context, companyID int64, o Owner, id string) (*Conversation, error) {
-	if !validID(id) {
-		return nil, notFound()
-	}
-	var out *Conversation
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		c, err := get(ctx, tx, companyID, id, false)
-		if err != nil {
-			return err
-		}
-		if err := o.owns(c); err != nil {
-			return err
-		}
-		out, err = s.close(ctx, tx, companyID, id)
-		return err
+	// close locks a parent before its child, so nothing is locked here.
+	return s.ownedTx(ctx, companyID, o, id, false, func(tx pgx.Tx, _ *Conversation) (*Conversation, error) {
+		return s.close(ctx, tx, companyID, id)
 	})
-	return out, err
 }
 
 // close closes conversation id in tx, locking a parent before its child.
@@ -541,28 +533,32 @@ func (s *Store) close(ctx context.Context, tx pgx.Tx, companyID int64, id string
 				return nil, err
 			}
 		}
-		if err := s.appendEvents(ctx, tx, c, c.Status, c.Responder,
-			newEvent{Type: EventDirectClosed, Body: map[string]any{"conversation_id": c.OpenDirectID}}); err != nil {
+		if err := s.directClosed(ctx, tx, c, c.OpenDirectID); err != nil {
 			return nil, err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE conversations SET open_direct_id = NULL WHERE company_id = $1 AND id = $2`,
-			companyID, c.ID); err != nil {
-			return nil, err
-		}
-		c.OpenDirectID = ""
 	}
 	if err := s.appendEvents(ctx, tx, c, StatusClosed, c.Responder); err != nil {
 		return nil, err
 	}
 	if parent != nil && parent.OpenDirectID == c.ID {
-		if err := s.appendEvents(ctx, tx, parent, parent.Status, parent.Responder,
-			newEvent{Type: EventDirectClosed, Body: map[string]any{"conversation_id": c.ID}}); err != nil {
-			return nil, err
-		}
-		if _, err := tx.Exec(ctx, `UPDATE conversations SET open_direct_id = NULL WHERE company_id = $1 AND id = $2`,
-			companyID, parent.ID); err != nil {
+		if err := s.directClosed(ctx, tx, parent, c.ID); err != nil {
 			return nil, err
 		}
 	}
 	return c, s.deliver(ctx, tx, c)
+}
+
+// directClosed tells parent that its Direct Conversation directID closed,
+// and opens parent to messages again (spec 8.10).
+func (s *Store) directClosed(ctx context.Context, tx pgx.Tx, parent *Conversation, directID string) error {
+	if err := s.appendEvents(ctx, tx, parent, parent.Status, parent.Responder,
+		newEvent{Type: EventDirectClosed, Body: map[string]any{"conversation_id": directID}}); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE conversations SET open_direct_id = NULL WHERE company_id = $1 AND id = $2`,
+		parent.CompanyID, parent.ID); err != nil {
+		return err
+	}
+	parent.OpenDirectID = ""
+	return nil
 }

@@ -163,31 +163,46 @@ func asOrigin(ctx context.Context, tx pgx.Tx, origin string) error {
 	return err
 }
 
-// companyTx runs f on the Company's conversation id, locked, in a
-// transaction whose events are the Company's.
-func (s *Store) companyTx(ctx context.Context, companyID int64, id string, f func(tx pgx.Tx, c *Conversation) error) (*Conversation, error) {
-	if !validID(id) {
-		return nil, notFound()
-	}
-	var out *Conversation
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+// companyTx runs f on the Company's conversation id, locked and not
+// closed, in a transaction whose events are the Company's; f's answer is
+// the answer.
+func (s *Store) companyTx(ctx context.Context, companyID int64, id string, f func(tx pgx.Tx, c *Conversation) (*Posted, error)) (*Posted, error) {
+	var out *Posted
+	err := s.onConversation(ctx, companyID, id, true, func(tx pgx.Tx, c *Conversation) error {
+		switch {
+		case c == nil:
+			return notFound()
+		case c.Status == StatusClosed:
+			return closedError()
+		}
+		// The setting holds for the rest of tx, so for every event f adds.
 		if err := asOrigin(ctx, tx, originCompany); err != nil {
 			return err
 		}
-		c, err := get(ctx, tx, companyID, id, true)
-		if err != nil {
-			return err
-		}
-		if c == nil {
-			return notFound()
-		}
-		if err := f(tx, c); err != nil {
-			return err
-		}
-		out = c
-		return nil
+		var err error
+		out, err = f(tx, c)
+		return err
 	})
 	return out, err
+}
+
+// post appends events to c, with status and responder after them, and
+// answers with the state and the first event's ID (none without events).
+func (s *Store) post(ctx context.Context, tx pgx.Tx, c *Conversation, status, responder string, events ...newEvent) (*Posted, error) {
+	var seq int64
+	if len(events) > 0 {
+		seq = c.LastSeq + 1
+	}
+	if err := s.appendEvents(ctx, tx, c, status, responder, events...); err != nil {
+		return nil, err
+	}
+	return postedOf(c, seq), nil
+}
+
+// with returns p with the message it added.
+func (p *Posted) with(m *Message) *Posted {
+	p.Message = m
+	return p
 }
 
 func closedError() *Error {
@@ -387,32 +402,28 @@ func (s *Store) CompanyPost(ctx context.Context, co *tenant.Company, id string, 
 			return nil, err
 		}
 	}
-	var out *Posted
-	_, err = s.companyTx(ctx, co.ID, id, func(tx pgx.Tx, c *Conversation) error {
-		if c.Status == StatusClosed {
-			return closedError()
-		}
+	return s.companyTx(ctx, co.ID, id, func(tx pgx.Tx, c *Conversation) (*Posted, error) {
 		declared, err := agentExtensions(ctx, tx, c)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		dropUndeclared(m, co, declared)
 		if m.Text == nil && len(m.Data) == 0 && m.Extensions == nil {
-			return invalid("the Personal Agent lists none of the message's extensions with the Company's version, and " +
+			return nil, invalid("the Personal Agent lists none of the message's extensions with the Company's version, and " +
 				"a message needs text, data or extensions (spec 8.4)")
 		}
 		if cm.ID != "" {
 			seq, stored, err := findCompanyMessage(ctx, tx, c, m.ID)
 			switch {
 			case err != nil:
-				return err
+				return nil, err
 			case seq > 0 && !sameMessage(stored, m):
-				return &Error{Status: http.StatusConflict, Code: CodeMessageIDConflict,
+				return nil, &Error{Status: http.StatusConflict, Code: CodeMessageIDConflict,
 					Description: "this message ID was already used in the conversation with other content"}
 			case seq > 0:
-				out = postedOf(c, seq)
-				out.Message, out.replayed = m, true
-				return nil
+				out := postedOf(c, seq).with(m)
+				out.replayed = true
+				return out, nil
 			}
 		}
 		next, responder := status, c.Responder
@@ -422,15 +433,12 @@ func (s *Store) CompanyPost(ctx context.Context, co *tenant.Company, id string, 
 		if m.Author.Type == ResponderHuman {
 			responder = ResponderHuman
 		}
-		seq := c.LastSeq + 1
-		if err := s.appendEvents(ctx, tx, c, next, responder, messageEvent(m)); err != nil {
-			return err
+		out, err := s.post(ctx, tx, c, next, responder, messageEvent(m))
+		if err != nil {
+			return nil, err
 		}
-		out = postedOf(c, seq)
-		out.Message = m
-		return nil
+		return out.with(m), nil
 	})
-	return out, err
 }
 
 // CompanyStatus sets the status (spec 8.7): working while the Company
@@ -440,16 +448,9 @@ func (s *Store) CompanyStatus(ctx context.Context, companyID int64, id, status s
 	if err := checkCompanyStatus(status); err != nil {
 		return nil, err
 	}
-	c, err := s.companyTx(ctx, companyID, id, func(tx pgx.Tx, c *Conversation) error {
-		if c.Status == StatusClosed {
-			return closedError()
-		}
-		return s.appendEvents(ctx, tx, c, status, c.Responder)
+	return s.companyTx(ctx, companyID, id, func(tx pgx.Tx, c *Conversation) (*Posted, error) {
+		return s.post(ctx, tx, c, status, c.Responder)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return postedOf(c, 0), nil
 }
 
 // CompanyJoin makes a person the responder (spec 8.7, 8.9): idle with
@@ -474,27 +475,17 @@ func (s *Store) CompanyJoin(ctx context.Context, companyID int64, id string, aut
 		}
 		m = &Message{ID: newID(companyMessagePrefix), Role: "company", Author: a, Text: text}
 	}
-	var out *Posted
-	_, err := s.companyTx(ctx, companyID, id, func(tx pgx.Tx, c *Conversation) error {
-		if c.Status == StatusClosed {
-			return closedError()
+	return s.companyTx(ctx, companyID, id, func(tx pgx.Tx, c *Conversation) (*Posted, error) {
+		out, err := s.post(ctx, tx, c, StatusIdle, ResponderHuman)
+		if err != nil || m == nil {
+			return out, err
 		}
-		if err := s.appendEvents(ctx, tx, c, StatusIdle, ResponderHuman); err != nil {
-			return err
+		// The message follows the state event that says a person answers.
+		if out, err = s.post(ctx, tx, c, StatusIdle, ResponderHuman, messageEvent(m)); err != nil {
+			return nil, err
 		}
-		out = postedOf(c, 0)
-		if m == nil {
-			return nil
-		}
-		seq := c.LastSeq + 1
-		if err := s.appendEvents(ctx, tx, c, StatusIdle, ResponderHuman, messageEvent(m)); err != nil {
-			return err
-		}
-		out = postedOf(c, seq)
-		out.Message = m
-		return nil
+		return out.with(m), nil
 	})
-	return out, err
 }
 
 // defaultHandoffUnavailable is said when a handoff finds nobody and the
@@ -526,23 +517,16 @@ func (s *Store) CompanyHandoffUnavailable(ctx context.Context, co *tenant.Compan
 	if err := checkText("text", text, maxReasonLen); err != nil {
 		return nil, err
 	}
-	var out *Posted
-	_, err := s.companyTx(ctx, co.ID, id, func(tx pgx.Tx, c *Conversation) error {
-		switch {
-		case c.Status == StatusClosed:
-			return closedError()
-		case c.Status != StatusQueued:
-			return httpx.Errorf(httpx.CodeConflict, "the conversation is %s, not queued: there is no handoff to end", c.Status)
+	return s.companyTx(ctx, co.ID, id, func(tx pgx.Tx, c *Conversation) (*Posted, error) {
+		if c.Status != StatusQueued {
+			return nil, httpx.Errorf(httpx.CodeConflict, "the conversation is %s, not queued: there is no handoff to end", c.Status)
 		}
 		seq, m, err := s.endHandoff(ctx, tx, c, text)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		out = postedOf(c, seq)
-		out.Message = m
-		return nil
+		return postedOf(c, seq).with(m), nil
 	})
-	return out, err
 }
 
 // CompanyUserRequested asks to talk with the User (spec 8.10): a
@@ -556,22 +540,13 @@ func (s *Store) CompanyUserRequested(ctx context.Context, companyID int64, id, r
 	if err := checkText("reason", reason, maxReasonLen); err != nil {
 		return nil, err
 	}
-	var seq int64
-	c, err := s.companyTx(ctx, companyID, id, func(tx pgx.Tx, c *Conversation) error {
-		switch {
-		case c.Status == StatusClosed:
-			return closedError()
-		case c.ParentID != "":
-			return invalid("this is a Direct Conversation: the User is already in it (spec 8.10)")
+	return s.companyTx(ctx, companyID, id, func(tx pgx.Tx, c *Conversation) (*Posted, error) {
+		if c.ParentID != "" {
+			return nil, invalid("this is a Direct Conversation: the User is already in it (spec 8.10)")
 		}
-		seq = c.LastSeq + 1
-		return s.appendEvents(ctx, tx, c, c.Status, c.Responder,
+		return s.post(ctx, tx, c, c.Status, c.Responder,
 			newEvent{Type: EventUserRequested, Body: map[string]any{"reason": reason}})
 	})
-	if err != nil {
-		return nil, err
-	}
-	return postedOf(c, seq), nil
 }
 
 // CompanyAuthorization says the Company Agent needs the User's account
@@ -595,19 +570,10 @@ func (s *Store) CompanyAuthorization(ctx context.Context, co *tenant.Company, id
 		}
 		seen[sc] = true
 	}
-	var seq int64
-	c, err := s.companyTx(ctx, co.ID, id, func(tx pgx.Tx, c *Conversation) error {
-		if c.Status == StatusClosed {
-			return closedError()
-		}
-		seq = c.LastSeq + 1
-		return s.appendEvents(ctx, tx, c, c.Status, c.Responder, newEvent{Type: EventAuthorization,
+	return s.companyTx(ctx, co.ID, id, func(tx pgx.Tx, c *Conversation) (*Posted, error) {
+		return s.post(ctx, tx, c, c.Status, c.Responder, newEvent{Type: EventAuthorization,
 			Body: map[string]any{"error": "insufficient_scope", "scope": strings.Join(scopes, " ")}})
 	})
-	if err != nil {
-		return nil, err
-	}
-	return postedOf(c, seq), nil
 }
 
 // CompanyClose closes a conversation (spec 8.12), with its open Direct
@@ -699,23 +665,24 @@ func (h *CompanyHandler) Mount(r chi.Router) {
 func writeCompanyError(w http.ResponseWriter, r *http.Request, err error) {
 	var ce *Error
 	if errors.As(err, &ce) {
-		body := map[string]string{"error": ce.Code, "error_description": ce.Description}
-		if ce.ConversationID != "" {
-			body["conversation_id"] = ce.ConversationID
-		}
-		httpx.WriteJSON(w, ce.Status, body)
+		ce.write(w)
 		return
 	}
 	httpx.WriteError(w, r, err)
 }
 
-// decodeStrict reads our own API's body: unknown fields are errors.
-func decodeStrict(w http.ResponseWriter, r *http.Request, dst any) bool {
-	return decodeBody(w, r, dst, false)
+// write answers with e's status and code, on either side.
+func (e *Error) write(w http.ResponseWriter) {
+	body := map[string]string{"error": e.Code, "error_description": e.Description}
+	if e.ConversationID != "" {
+		body["conversation_id"] = e.ConversationID
+	}
+	httpx.WriteJSON(w, e.Status, body)
 }
 
-// decodeBody is decodeStrict; optional accepts an empty body, for routes
-// whose body has nothing required.
+// decodeBody reads our own API's body: unknown fields are errors.
+// optional accepts an empty body, for routes whose body has nothing
+// required.
 func decodeBody(w http.ResponseWriter, r *http.Request, dst any, optional bool) bool {
 	if optional && r.ContentLength == 0 {
 		return true
@@ -728,6 +695,39 @@ func decodeBody(w http.ResponseWriter, r *http.Request, dst any, optional bool) 
 }
 
 func companyOf(r *http.Request) *tenant.Company { return tenant.FromContext(r.Context()) }
+
+// found is a lookup's error, or not_found when it found nothing.
+func found[T any](v *T, err error) error {
+	if err == nil && v == nil {
+		return notFound()
+	}
+	return err
+}
+
+// companyAction is what a Company API change does to the conversation
+// in the path, once its body is read.
+type companyAction func(ctx context.Context, co *tenant.Company, id string) (*Posted, error)
+
+// act answers a Company API change: it reads the body into req (an empty
+// body is accepted when optional), runs do and answers with status. A
+// retry that added nothing answers 200; an action with nothing to say,
+// 204.
+func (h *CompanyHandler) act(w http.ResponseWriter, r *http.Request, req any, optional bool, status int, do companyAction) {
+	if !decodeBody(w, r, req, optional) {
+		return
+	}
+	p, err := do(r.Context(), companyOf(r), chi.URLParam(r, "id"))
+	switch {
+	case err != nil:
+		writeCompanyError(w, r, err)
+	case p == nil:
+		w.WriteHeader(http.StatusNoContent)
+	case p.replayed:
+		httpx.WriteJSON(w, http.StatusOK, p)
+	default:
+		httpx.WriteJSON(w, status, p)
+	}
+}
 
 func (h *CompanyHandler) list(w http.ResponseWriter, r *http.Request) {
 	limit, err := httpx.QueryInt(r, "limit", defaultListLimit, 1, maxListLimit)
@@ -759,10 +759,7 @@ func (h *CompanyHandler) list(w http.ResponseWriter, r *http.Request) {
 
 func (h *CompanyHandler) get(w http.ResponseWriter, r *http.Request) {
 	v, err := h.store.CompanyGet(r.Context(), companyOf(r).ID, chi.URLParam(r, "id"))
-	if err == nil && v == nil {
-		err = notFound()
-	}
-	if err != nil {
+	if err = found(v, err); err != nil {
 		writeCompanyError(w, r, err)
 		return
 	}
@@ -773,31 +770,13 @@ func (h *CompanyHandler) get(w http.ResponseWriter, r *http.Request) {
 // wait, Last-Event-ID and server-sent events with text deltas.
 func (h *CompanyHandler) events(w http.ResponseWriter, r *http.Request) {
 	c, err := h.store.Get(r.Context(), companyOf(r).ID, chi.URLParam(r, "id"))
-	if err == nil && c == nil {
-		err = notFound()
-	}
-	if err != nil {
+	if err = found(c, err); err != nil {
 		writeCompanyError(w, r, err)
 		return
 	}
-	p, err := h.reads.parseRead(r)
-	if err == nil {
-		err = checkCursor(c, p)
-	}
-	if err != nil {
-		writeCompanyError(w, r, err)
-		return
-	}
-	if p.sse {
-		h.reads.stream(w, r, c, p)
-		return
-	}
-	rd, err := h.reads.read(r.Context(), c, p)
-	if err != nil {
-		writeCompanyError(w, r, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, rd)
+	h.reads.serveEvents(w, r, c, writeCompanyError, func(w http.ResponseWriter, _ *http.Request, status int, rd *Read) {
+		httpx.WriteJSON(w, status, rd)
+	})
 }
 
 func (h *CompanyHandler) message(w http.ResponseWriter, r *http.Request) {
@@ -805,23 +784,12 @@ func (h *CompanyHandler) message(w http.ResponseWriter, r *http.Request) {
 		Message *CompanyMessage `json:"message"`
 		Status  string          `json:"status"`
 	}
-	if !decodeStrict(w, r, &req) {
-		return
-	}
-	if req.Message == nil {
-		writeCompanyError(w, r, invalid("message is required"))
-		return
-	}
-	p, err := h.store.CompanyPost(r.Context(), companyOf(r), chi.URLParam(r, "id"), req.Message, req.Status)
-	if err != nil {
-		writeCompanyError(w, r, err)
-		return
-	}
-	status := http.StatusCreated
-	if p.replayed {
-		status = http.StatusOK
-	}
-	httpx.WriteJSON(w, status, p)
+	h.act(w, r, &req, false, http.StatusCreated, func(ctx context.Context, co *tenant.Company, id string) (*Posted, error) {
+		if req.Message == nil {
+			return nil, invalid("message is required")
+		}
+		return h.store.CompanyPost(ctx, co, id, req.Message, req.Status)
+	})
 }
 
 func (h *CompanyHandler) delta(w http.ResponseWriter, r *http.Request) {
@@ -829,29 +797,18 @@ func (h *CompanyHandler) delta(w http.ResponseWriter, r *http.Request) {
 		MessageID string `json:"message_id"`
 		Text      string `json:"text"`
 	}
-	if !decodeStrict(w, r, &req) {
-		return
-	}
-	if err := h.store.CompanyDelta(r.Context(), companyOf(r).ID, chi.URLParam(r, "id"), req.MessageID, req.Text); err != nil {
-		writeCompanyError(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	h.act(w, r, &req, false, http.StatusNoContent, func(ctx context.Context, co *tenant.Company, id string) (*Posted, error) {
+		return nil, h.store.CompanyDelta(ctx, co.ID, id, req.MessageID, req.Text)
+	})
 }
 
 func (h *CompanyHandler) status(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Status string `json:"status"`
 	}
-	if !decodeStrict(w, r, &req) {
-		return
-	}
-	p, err := h.store.CompanyStatus(r.Context(), companyOf(r).ID, chi.URLParam(r, "id"), req.Status)
-	if err != nil {
-		writeCompanyError(w, r, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, p)
+	h.act(w, r, &req, false, http.StatusOK, func(ctx context.Context, co *tenant.Company, id string) (*Posted, error) {
+		return h.store.CompanyStatus(ctx, co.ID, id, req.Status)
+	})
 }
 
 func (h *CompanyHandler) join(w http.ResponseWriter, r *http.Request) {
@@ -859,73 +816,43 @@ func (h *CompanyHandler) join(w http.ResponseWriter, r *http.Request) {
 		Author *Author `json:"author"`
 		Text   *string `json:"text"`
 	}
-	if !decodeBody(w, r, &req, true) {
-		return
-	}
-	p, err := h.store.CompanyJoin(r.Context(), companyOf(r).ID, chi.URLParam(r, "id"), req.Author, req.Text)
-	if err != nil {
-		writeCompanyError(w, r, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, p)
+	h.act(w, r, &req, true, http.StatusOK, func(ctx context.Context, co *tenant.Company, id string) (*Posted, error) {
+		return h.store.CompanyJoin(ctx, co.ID, id, req.Author, req.Text)
+	})
 }
 
 func (h *CompanyHandler) handoffUnavailable(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Text string `json:"text"`
 	}
-	if !decodeBody(w, r, &req, true) {
-		return
-	}
-	p, err := h.store.CompanyHandoffUnavailable(r.Context(), companyOf(r), chi.URLParam(r, "id"), req.Text)
-	if err != nil {
-		writeCompanyError(w, r, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, p)
+	h.act(w, r, &req, true, http.StatusOK, func(ctx context.Context, co *tenant.Company, id string) (*Posted, error) {
+		return h.store.CompanyHandoffUnavailable(ctx, co, id, req.Text)
+	})
 }
 
 func (h *CompanyHandler) userRequested(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Reason string `json:"reason"`
 	}
-	if !decodeStrict(w, r, &req) {
-		return
-	}
-	p, err := h.store.CompanyUserRequested(r.Context(), companyOf(r).ID, chi.URLParam(r, "id"), req.Reason)
-	if err != nil {
-		writeCompanyError(w, r, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusCreated, p)
+	h.act(w, r, &req, false, http.StatusCreated, func(ctx context.Context, co *tenant.Company, id string) (*Posted, error) {
+		return h.store.CompanyUserRequested(ctx, co.ID, id, req.Reason)
+	})
 }
 
 func (h *CompanyHandler) authorization(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Scope string `json:"scope"`
 	}
-	if !decodeStrict(w, r, &req) {
-		return
-	}
-	p, err := h.store.CompanyAuthorization(r.Context(), companyOf(r), chi.URLParam(r, "id"), req.Scope)
-	if err != nil {
-		writeCompanyError(w, r, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusCreated, p)
+	h.act(w, r, &req, false, http.StatusCreated, func(ctx context.Context, co *tenant.Company, id string) (*Posted, error) {
+		return h.store.CompanyAuthorization(ctx, co, id, req.Scope)
+	})
 }
 
 func (h *CompanyHandler) close(w http.ResponseWriter, r *http.Request) {
 	var req struct{}
-	if !decodeBody(w, r, &req, true) {
-		return
-	}
-	p, err := h.store.CompanyClose(r.Context(), companyOf(r).ID, chi.URLParam(r, "id"))
-	if err != nil {
-		writeCompanyError(w, r, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, p)
+	h.act(w, r, &req, true, http.StatusOK, func(ctx context.Context, co *tenant.Company, id string) (*Posted, error) {
+		return h.store.CompanyClose(ctx, co.ID, id)
+	})
 }
 
 func (h *CompanyHandler) rotateSecret(w http.ResponseWriter, r *http.Request) {

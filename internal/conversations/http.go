@@ -40,8 +40,8 @@ func (h *Handler) Mount(r chi.Router) {
 	r.Post("/", h.start)
 	r.Post("/{id}/messages", h.send)
 	r.Get("/{id}/events", h.events)
-	r.Post("/{id}/handoff", h.handoff)
-	r.Post("/{id}/close", h.close)
+	r.Post("/{id}/handoff", h.act(http.StatusAccepted, h.store.Handoff))
+	r.Post("/{id}/close", h.act(http.StatusOK, h.store.Close))
 }
 
 // owner authorizes the request's access token, if any, and returns who it
@@ -78,11 +78,7 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 		c := tenant.FromContext(r.Context())
 		(&bearer.Challenge{Description: err.Error(), ResourceMetadata: h.tokens.MetadataURL(c, bearer.Resource{})}).Write(w, r)
 	case errors.As(err, &ce):
-		body := map[string]string{"error": ce.Code, "error_description": ce.Description}
-		if ce.ConversationID != "" {
-			body["conversation_id"] = ce.ConversationID
-		}
-		httpx.WriteJSON(w, ce.Status, body)
+		ce.write(w)
 	case errors.As(err, &he) && (he.Code == httpx.CodeRequestTooLarge || he.Code == httpx.CodeUnsupportedMediaType):
 		// Every bad body is invalid_request here (spec 8.13).
 		httpx.WriteError(w, r, &httpx.Error{Code: httpx.CodeInvalidRequest, Description: he.Description})
@@ -299,24 +295,21 @@ func checkMessage(r *http.Request, m *Message) error {
 	return checkAgentMessage(m, extensionsOf(tenant.FromContext(r.Context())))
 }
 
-func (h *Handler) start(w http.ResponseWriter, r *http.Request) {
+// postMessage answers a POST that carries a message (spec 8.3): it reads
+// the body into req, checks it with valid and the message m returns, reads
+// cursor and wait, and has do accept the message; the answer is the state,
+// or with wait a read, with status.
+func (h *Handler) postMessage(w http.ResponseWriter, r *http.Request, req any, valid func() (*Message, error), status int,
+	do func(ctx context.Context, co *tenant.Company, o Owner, check precheck) (*Conversation, error)) {
 	o, ok := h.owner(w, r)
-	if !ok {
+	if !ok || !h.decode(w, r, req) {
 		return
 	}
-	var req StartRequest
-	if !h.decode(w, r, &req) {
-		return
+	m, err := valid()
+	if err == nil {
+		err = checkMessage(r, m)
 	}
-	if req.ParentID != "" && !validID(req.ParentID) {
-		h.writeError(w, r, notFound())
-		return
-	}
-	if req.AcceptedEventID != "" && !validID(req.AcceptedEventID) {
-		h.writeError(w, r, invalid("user_requested_event_id must be an event ID (spec 8.2)"))
-		return
-	}
-	if err := checkMessage(r, req.Message); err != nil {
+	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
@@ -326,80 +319,64 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.sse = false
-	co := tenant.FromContext(r.Context())
-	c, err := h.store.start(r.Context(), co.ID, o, req, policy(co), postCheck(p))
+	c, err := do(r.Context(), tenant.FromContext(r.Context()), o, postCheck(p))
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	h.reply(w, r, http.StatusCreated, c, p)
+	h.reply(w, r, status, c, p)
+}
+
+func (h *Handler) start(w http.ResponseWriter, r *http.Request) {
+	var req StartRequest
+	valid := func() (*Message, error) {
+		if req.ParentID != "" && !validID(req.ParentID) {
+			return nil, notFound()
+		}
+		if req.AcceptedEventID != "" && !validID(req.AcceptedEventID) {
+			return nil, invalid("user_requested_event_id must be an event ID (spec 8.2)")
+		}
+		return req.Message, nil
+	}
+	h.postMessage(w, r, &req, valid, http.StatusCreated,
+		func(ctx context.Context, co *tenant.Company, o Owner, check precheck) (*Conversation, error) {
+			return h.store.start(ctx, co.ID, o, req, policy(co), check)
+		})
 }
 
 func (h *Handler) send(w http.ResponseWriter, r *http.Request) {
-	o, ok := h.owner(w, r)
-	if !ok {
-		return
-	}
 	var req struct {
 		Message *Message `json:"message"`
 	}
-	if !h.decode(w, r, &req) {
-		return
+	valid := func() (*Message, error) {
+		if req.Message == nil {
+			return nil, invalid("message is required (spec 8.3)")
+		}
+		return req.Message, nil
 	}
-	if req.Message == nil {
-		h.writeError(w, r, invalid("message is required (spec 8.3)"))
-		return
-	}
-	if err := checkMessage(r, req.Message); err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	p, err := h.parseRead(r)
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	p.sse = false
-	co := tenant.FromContext(r.Context())
-	c, err := h.store.send(r.Context(), co.ID, o, chi.URLParam(r, "id"), req.Message, policy(co), postCheck(p))
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	h.reply(w, r, http.StatusAccepted, c, p)
+	h.postMessage(w, r, &req, valid, http.StatusAccepted,
+		func(ctx context.Context, co *tenant.Company, o Owner, check precheck) (*Conversation, error) {
+			return h.store.send(ctx, co.ID, o, chi.URLParam(r, "id"), req.Message, policy(co), check)
+		})
 }
 
-// emptyBody reads the {} body of handoff and close; unknown members are
-// ignored (spec 3.3).
-func (h *Handler) emptyBody(w http.ResponseWriter, r *http.Request) bool {
-	var body map[string]json.RawMessage
-	return h.decode(w, r, &body)
-}
-
-func (h *Handler) handoff(w http.ResponseWriter, r *http.Request) {
-	o, ok := h.owner(w, r)
-	if !ok || !h.emptyBody(w, r) {
-		return
+// act answers handoff and close: their {} body, whose unknown members are
+// ignored (spec 3.3), then do on the conversation in the path, then its
+// state with status.
+func (h *Handler) act(status int, do func(ctx context.Context, companyID int64, o Owner, id string) (*Conversation, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		o, ok := h.owner(w, r)
+		var body map[string]json.RawMessage
+		if !ok || !h.decode(w, r, &body) {
+			return
+		}
+		c, err := do(r.Context(), tenant.FromContext(r.Context()).ID, o, chi.URLParam(r, "id"))
+		if err != nil {
+			h.writeError(w, r, err)
+			return
+		}
+		httpx.WriteJSON(w, status, Reply{Status: c.Status, Responder: c.Responder})
 	}
-	c, err := h.store.Handoff(r.Context(), tenant.FromContext(r.Context()).ID, o, chi.URLParam(r, "id"))
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusAccepted, Reply{Status: c.Status, Responder: c.Responder})
-}
-
-func (h *Handler) close(w http.ResponseWriter, r *http.Request) {
-	o, ok := h.owner(w, r)
-	if !ok || !h.emptyBody(w, r) {
-		return
-	}
-	c, err := h.store.Close(r.Context(), tenant.FromContext(r.Context()).ID, o, chi.URLParam(r, "id"))
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, Reply{Status: c.Status, Responder: c.Responder})
 }
 
 func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
@@ -416,12 +393,20 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
+	h.serveEvents(w, r, c, h.writeError, h.writeRead)
+}
+
+// serveEvents answers a read of c for either side (spec 8.5, 8.6): a
+// stream when asked for, else events as JSON, waiting up to wait. fail
+// writes the side's errors, write its reads.
+func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, c *Conversation,
+	fail func(http.ResponseWriter, *http.Request, error), write func(http.ResponseWriter, *http.Request, int, *Read)) {
 	p, err := h.parseRead(r)
 	if err == nil {
 		err = checkCursor(c, p)
 	}
 	if err != nil {
-		h.writeError(w, r, err)
+		fail(w, r, err)
 		return
 	}
 	if p.sse {
@@ -430,8 +415,8 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 	}
 	rd, err := h.read(r.Context(), c, p)
 	if err != nil {
-		h.writeError(w, r, err)
+		fail(w, r, err)
 		return
 	}
-	h.writeRead(w, r, http.StatusOK, rd)
+	write(w, r, http.StatusOK, rd)
 }
