@@ -3,11 +3,16 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +22,8 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/accounts"
 	"github.com/poppyhost/poppyhost/internal/config"
+	"github.com/poppyhost/poppyhost/internal/demoagent"
+	"github.com/poppyhost/poppyhost/internal/devca"
 	"github.com/poppyhost/poppyhost/internal/pglocal"
 	"github.com/poppyhost/poppyhost/internal/platform"
 	"github.com/poppyhost/poppyhost/internal/tenant"
@@ -28,6 +35,10 @@ const (
 	demoDomain   = "stormline.localhost"
 	demoUsername = "demo"
 	devDatabase  = "poppyhost"
+	// The demo Company Agent (internal/demoagent): its host name, and the
+	// name of the API key dev mode makes for it at each start.
+	demoAgentHost    = "agent." + demoDomain
+	demoAgentKeyName = "demo Company Agent (dev mode)"
 )
 
 // devSetup is what dev mode prepared before the platform starts.
@@ -198,4 +209,138 @@ func (d *devSetup) rel(path string) string {
 		return r
 	}
 	return path
+}
+
+// startAgent serves the demo Company Agent on a loopback HTTPS listener
+// with a dev CA certificate for demoAgentHost, gives it a new Company API
+// key (revoking the one of the last start) and a new webhook secret, and
+// makes it the demo Company's agent webhook. The platform must be serving
+// on platformAddr: the secret is made through the Company API. It returns
+// what stops the agent.
+func (d *devSetup) startAgent(ctx context.Context, cfg config.Config, p *platform.Platform, urls tenant.URLs,
+	platformAddr net.Addr, logger *slog.Logger, out io.Writer) (stop func(), err error) {
+	if cfg.DevCADir == "" {
+		logger.Info("dev mode: no dev CA, so no demo Company Agent")
+		return func() {}, nil
+	}
+	ca, err := devca.Load(cfg.DevCADir)
+	if err != nil {
+		return nil, err
+	}
+	c, err := p.Tenants.Get(ctx, demoSlug)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := p.Tenants.ListAPIKeys(ctx, c.ID)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range keys {
+		if k.Name == demoAgentKeyName && k.RevokedAt == nil {
+			if err := p.Tenants.RevokeAPIKey(ctx, c.ID, k.ID); err != nil {
+				return nil, err
+			}
+		}
+	}
+	_, key, err := p.Tenants.CreateAPIKey(ctx, c.ID, demoAgentKeyName)
+	if err != nil {
+		return nil, err
+	}
+
+	// The agent reaches the platform on its listener, whatever the public
+	// URL's name resolves to.
+	target := loopback(platformAddr)
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12},
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var dl net.Dialer
+			return dl.DialContext(ctx, network, target)
+		},
+	}}
+	secret, err := newWebhookSecret(ctx, client, urls.Public.String(), key)
+	if err != nil {
+		return nil, fmt.Errorf("webhook secret: %w", err)
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	agent := demoagent.New(demoagent.Options{Secret: secret, APIKey: key, BaseURL: urls.Public.String(),
+		Client: client, Logger: logger})
+	mux := http.NewServeMux()
+	mux.Handle("POST /poppy/webhook", agent)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(tls.NewListener(ln, ca.ServerTLSConfig())) }()
+	stop = func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		agent.Close()
+	}
+
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	hook := "https://" + demoAgentHost + ":" + port + "/poppy/webhook"
+	s := c.Settings
+	s.Conversations.AgentWebhook = hook
+	if err := tenant.Validate(demoSlug, &s, urls.Public.Hostname()); err != nil {
+		stop()
+		return nil, err
+	}
+	if _, err := p.Tenants.Update(ctx, c, s); err != nil {
+		stop()
+		return nil, err
+	}
+	fmt.Fprintf(out, "The demo Company Agent answers conversations at %s (say return, jacket, order or specialist; hand off and Alex joins).\n\n", hook)
+	return stop, nil
+}
+
+// newWebhookSecret makes the demo Company's webhook secret through the
+// Company API, as docs/company-agent.md section 1 tells a Company to.
+func newWebhookSecret(ctx context.Context, client *http.Client, base, key string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/company/v1/conversations/webhook-secret", nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Secret string `json:"secret"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&body); err != nil || resp.StatusCode != http.StatusCreated {
+		return "", fmt.Errorf("%s (%v)", resp.Status, err)
+	}
+	return body.Secret, nil
+}
+
+// loopback is addr with an unspecified IP (a listener on all interfaces)
+// replaced by 127.0.0.1.
+func loopback(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return addr.String()
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// localhostResolver resolves localhost and every name under .localhost to
+// 127.0.0.1 (RFC 6761 section 6.3), which the system resolver may not, so
+// dev mode's outbound fetches reach the demo Company Agent and Personal
+// Agents served on this machine as *.localhost. Other names go to the
+// system resolver.
+type localhostResolver struct{}
+
+func (localhostResolver) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+	}
+	return net.DefaultResolver.LookupNetIP(ctx, network, host)
 }

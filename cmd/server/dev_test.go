@@ -81,6 +81,7 @@ func TestDevMode(t *testing.T) {
 		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
 		require.Contains(t, string(body), `"name":"Stormline Outfitters"`)
 		require.Contains(t, string(body), `"orders:write"`)
+		demoAgentRefusesUnsigned(t, pool, out.String())
 		if round == 0 {
 			signInDemo(t, client, out.String(), filepath.Join(dir, "demo-password"))
 		}
@@ -95,6 +96,26 @@ func TestDevMode(t *testing.T) {
 		_, err = os.Stat(filepath.Join(dir, "postgres", "poppyhost-port"))
 		require.True(t, os.IsNotExist(err), "the private PostgreSQL stops with the server")
 	}
+}
+
+// demoAgentRefusesUnsigned finds the demo Company Agent's webhook in the
+// dev output and checks it serves HTTPS with a dev CA certificate for its
+// name and refuses an unsigned delivery.
+func demoAgentRefusesUnsigned(t *testing.T, roots *x509.CertPool, printed string) {
+	t.Helper()
+	m := regexp.MustCompile(`Company Agent answers conversations at (https://agent\.stormline\.localhost:(\d+)/poppy/webhook)`).FindStringSubmatch(printed)
+	require.NotNil(t, m, "the dev server prints the demo Company Agent: %s", printed)
+	client := &http.Client{Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: roots},
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, "127.0.0.1:"+m[2])
+		},
+	}}
+	resp, err := client.Post(m[1], "application/json", strings.NewReader(`{}`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 }
 
 // signInDemo signs in as the demo account on the issuer's account page,
@@ -123,4 +144,15 @@ func signInDemo(t *testing.T, client *http.Client, printed, passwordFile string)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", page)
 	require.Contains(t, string(page), "demo", "the account page names the signed-in account")
 	require.Contains(t, string(page), `value="signout"`)
+}
+
+// TestLocalhostResolver: dev mode's fetches reach *.localhost on this
+// machine (RFC 6761), such as the demo Company Agent's webhook.
+func TestLocalhostResolver(t *testing.T) {
+	t.Parallel()
+	for _, host := range []string{"localhost", "agent.stormline.localhost", "Agent.Stormline.Localhost."} {
+		ips, err := localhostResolver{}.LookupNetIP(context.Background(), "ip", host)
+		require.NoError(t, err, host)
+		require.Equal(t, "127.0.0.1", ips[0].String(), host)
+	}
 }

@@ -139,12 +139,22 @@ func run(ctx context.Context, env runEnv) error {
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 	logger.Info("listening", slog.String("addr", ln.Addr().String()), slog.String("public_url", cfg.PublicURL.String()))
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	if dev != nil {
+		// The demo Company Agent uses the Company API, so it starts once
+		// the server serves.
+		stopAgent, err := dev.startAgent(ctx, cfg, p, urls, ln.Addr(), logger, env.stdout)
+		if err != nil {
+			srv.Close()
+			return fmt.Errorf("dev mode: the demo Company Agent: %w", err)
+		}
+		defer stopAgent()
+	}
 	if env.onListen != nil {
 		env.onListen(ln.Addr())
 	}
 
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
 	select {
 	case err := <-served:
 		return fmt.Errorf("serve: %w", err)
@@ -192,6 +202,9 @@ func checkSchema(ctx context.Context, pool *pgxpool.Pool, dev bool, logger *slog
 // certificates on this machine can be reached.
 func fetchOptions(cfg config.Config) (safehttp.Options, error) {
 	opts := safehttp.Options{AllowPrivate: cfg.AllowPrivateFetch}
+	if cfg.Dev {
+		opts.Resolver = localhostResolver{}
+	}
 	if cfg.DevCADir == "" {
 		return opts, nil
 	}
