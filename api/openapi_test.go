@@ -1360,6 +1360,9 @@ func TestContract(t *testing.T) {
 		// conversations but no issuer.
 		feature := func(path string) string {
 			switch {
+			case path == "/t/{slug}/oauth/jwks.json":
+				// Every Company has keys: they sign Poppy-Verified.
+				return "keys"
 			case path == "/t/{slug}/oauth/authorize":
 				return "direct sign-in"
 			case path == "/t/{slug}/oauth/device_authorization", path == "/t/{slug}/device":
@@ -1375,9 +1378,9 @@ func TestContract(t *testing.T) {
 		}
 		pending := map[string]bool{"browser join": true}
 		offers := map[string]map[string]bool{
-			"acme":    {"issuer": true, "direct sign-in": true, "device sign-in": true, "conversations": true, "browser join": true},
-			"minimal": {"issuer": true, "direct sign-in": true, "device sign-in": true, "conversations": true},
-			"corner":  {"conversations": true},
+			"acme":    {"keys": true, "issuer": true, "direct sign-in": true, "device sign-in": true, "conversations": true, "browser join": true},
+			"minimal": {"keys": true, "issuer": true, "direct sign-in": true, "device sign-in": true, "conversations": true},
+			"corner":  {"keys": true, "conversations": true},
 			"nosuch":  {},
 		}
 		check := func(t *testing.T, slug string) {
@@ -1414,15 +1417,15 @@ func TestContract(t *testing.T) {
 			body: `{"web":{"browser_join":true},"conversations":{"enabled":false},"auth":{"grant_types":["authorization_code"]}}`})
 		c.do(t, call{method: patch, path: "/admin/v1/companies/corner", token: admin, want: 200,
 			body: `{"conversations":{"enabled":false}}`})
-		offers["minimal"] = map[string]bool{"issuer": true, "direct sign-in": true, "browser join": true}
-		offers["corner"] = map[string]bool{}
+		offers["minimal"] = map[string]bool{"keys": true, "issuer": true, "direct sign-in": true, "browser join": true}
+		offers["corner"] = map[string]bool{"keys": true}
 		check(t, "minimal")
 		check(t, "corner")
 		c.do(t, call{method: patch, path: "/admin/v1/companies/minimal", token: admin, want: 200,
 			body: `{"web":null,"conversations":null,"auth":{"grant_types":null}}`})
 		c.do(t, call{method: patch, path: "/admin/v1/companies/minimal", token: admin, want: 200,
 			body: `{"auth":{"issuer":false}}`})
-		offers["minimal"] = map[string]bool{"conversations": true}
+		offers["minimal"] = map[string]bool{"keys": true, "conversations": true}
 		check(t, "minimal")
 	})
 

@@ -167,9 +167,11 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		r.With(offered(func(s *tenant.Settings) bool { return s.Feedback.Enabled }), sess.Require(limits),
 			tokens.Require(bearer.Resource{})).
 			Post("/poppy/feedback", feedback.ServeFeedback)
+		// Every Company has signing keys: they sign Poppy-Verified for its
+		// origin and agent webhook even without an issuer.
+		r.Get("/oauth/jwks.json", keys.ServeJWKS)
 		r.Group(func(r chi.Router) {
 			r.Use(offered(func(s *tenant.Settings) bool { return s.Auth.Issuer }))
-			r.Get("/oauth/jwks.json", keys.ServeJWKS)
 			oauth.Mount(r, func(grant string) func(http.Handler) http.Handler { return offered(offers(grant)) })
 		})
 		r.Route("/poppy/conversations", func(r chi.Router) {

@@ -70,6 +70,11 @@ func TestPendingEndpoints(t *testing.T) {
 	resp0 := env.Do(t, http.MethodPost, env.PublicURL("/t/shop/poppy/conversations"), "{}")
 	require.Equal(t, http.StatusBadRequest, resp0.Status)
 	require.Equal(t, "invalid_session", resp0.JSON(t)["error"])
+	// A Company without an issuer still publishes the keys that sign
+	// Poppy-Verified.
+	jwks := env.Do(t, http.MethodGet, env.PublicURL("/t/plain/oauth/jwks.json"), nil)
+	require.Equal(t, http.StatusOK, jwks.Status)
+	require.NotEmpty(t, jwks.JSON(t)["keys"])
 	// The issuer's endpoints are live where the Company has an issuer.
 	resp := env.Do(t, http.MethodPost, env.PublicURL("/t/shop/oauth/token"), "grant_type=refresh_token",
 		"Content-Type", "application/x-www-form-urlencoded")
