@@ -161,17 +161,41 @@ func (c *benchCompany) send(b testing.TB, id string) {
 	}
 }
 
+// warmUp sends two messages to each conversation, all at once, so that
+// the pool has opened the connections a parallel run uses (a new
+// PostgreSQL backend spends its first queries loading its caches).
+func (c *benchCompany) warmUp(b *testing.B, ids []string) {
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Go(func() {
+			c.send(b, id)
+			c.send(b, id)
+		})
+	}
+	wg.Wait() // a failed send ended only its goroutine
+	if b.Failed() {
+		b.FailNow()
+	}
+}
+
 func benchRandom() string { return strings.ToLower(rand.Text()) }
+
+// stacks is a reused buffer for runtime.Stack: polling for a parked
+// reader must not make garbage, or the collections it causes would fall
+// into the measured latencies.
+var stacks = make([]byte, 1<<20)
 
 // parkedIn counts this process's goroutines blocked in a select directly
 // in fn, a function of this package: readers waiting for the hub.
 func parkedIn(fn string) int {
-	var buf bytes.Buffer
-	_ = pprof.Lookup("goroutine").WriteTo(&buf, 2)
+	all := stacks[:runtime.Stack(stacks, true)]
+	frame := []byte(benchPkg + fn + "(")
 	n := 0
-	for g := range strings.SplitSeq(buf.String(), "\n\n") {
-		head, rest, _ := strings.Cut(g, "\n")
-		if strings.Contains(head, "[select") && strings.HasPrefix(rest, benchPkg+fn+"(") {
+	for len(all) > 0 {
+		var g []byte
+		g, all, _ = bytes.Cut(all, []byte("\n\n"))
+		head, rest, _ := bytes.Cut(g, []byte("\n"))
+		if bytes.Contains(head, []byte("[select")) && bytes.HasPrefix(rest, frame) {
 			n++
 		}
 	}
@@ -352,7 +376,7 @@ func BenchmarkSendMessage(b *testing.B) {
 			for i := range ids {
 				ids[i] = c.start(b)
 			}
-			c.send(b, ids[0]) // warm-up
+			c.warmUp(b, ids)
 			if bc.complete {
 				defer completeJobs(b, env)()
 			}
@@ -410,6 +434,7 @@ func BenchmarkStoreSend(b *testing.B) {
 			for i := range ids {
 				ids[i] = c.start(b)
 			}
+			c.warmUp(b, ids)
 			if bc.complete {
 				defer completeJobs(b, env)()
 			}
@@ -600,7 +625,10 @@ func benchConversations(b *testing.B, c *benchCompany, ids []string, n int) []st
 			}
 		})
 	}
-	wg.Wait()
+	wg.Wait() // a failed start ended only its goroutine
+	if b.Failed() {
+		b.FailNow()
+	}
 	return append(ids, more...)
 }
 
