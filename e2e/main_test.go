@@ -17,7 +17,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +24,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/devca"
+
+	"github.com/poppyhost/poppyhost/internal/testkit"
 )
 
 const (
@@ -107,31 +108,12 @@ func migrateUp(t *testing.T, dbURL string) {
 	require.Contains(t, string(out), "is up to date")
 }
 
-// syncBuffer is a bytes.Buffer safe for a process writing while the test
-// reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // server is one running process of the built server binary.
 type server struct {
 	name   string
 	port   string
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *testkit.SyncBuffer
 	done   chan struct{} // closed when the process has exited
 	err    error         // Wait's result, set before done closes
 
@@ -144,7 +126,7 @@ type server struct {
 // caDir, killed when the test ends; its stderr is printed if the test fails.
 func startServer(t *testing.T, name, dbURL, caDir string, ca *devca.CA) *server {
 	t.Helper()
-	s := &server{name: name, port: freePort(t), stderr: &syncBuffer{}, done: make(chan struct{})}
+	s := &server{name: name, port: freePort(t), stderr: &testkit.SyncBuffer{}, done: make(chan struct{})}
 	s.cmd = exec.Command(serverBin)
 	s.cmd.Env = childEnv(map[string]string{
 		"POPPYHOST_PUBLIC_URL":          publicURL,

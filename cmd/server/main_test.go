@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,28 +23,10 @@ import (
 
 const testToken = "server-test-admin-token"
 
-// syncBuffer collects the server's log lines safely.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type server struct {
 	addr   string
 	client *http.Client
-	logs   *syncBuffer
+	logs   *testkit.SyncBuffer
 	stop   context.CancelFunc
 	done   chan error
 }
@@ -54,7 +35,7 @@ type server struct {
 func start(t *testing.T, settings map[string]string) *server {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &server{logs: &syncBuffer{}, stop: cancel, done: make(chan error, 1)}
+	s := &server{logs: &testkit.SyncBuffer{}, stop: cancel, done: make(chan error, 1)}
 	listening := make(chan net.Addr, 1)
 	go func() {
 		s.done <- run(ctx, runEnv{

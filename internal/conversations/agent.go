@@ -72,12 +72,6 @@ func (p Policy) afterMessage(c *Conversation) string {
 	if p.HasAgent && c.Responder == ResponderAgent && c.Status != StatusQueued {
 		return StatusWorking
 	}
-	if c.Status == StatusClosed {
-		return c.Status
-	}
-	if c.Status == "" {
-		return StatusIdle
-	}
 	return c.Status
 }
 
