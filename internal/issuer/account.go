@@ -15,9 +15,7 @@ import (
 func (s *Server) accountPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	c := tenant.FromContext(ctx)
-	if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodPost {
-		w.Header().Set("Allow", "GET, HEAD, POST")
-		s.messagePage(w, r, http.StatusMethodNotAllowed, "Not allowed", "Use GET or POST.")
+	if !s.pageMethod(w, r) {
 		return
 	}
 	action := ""

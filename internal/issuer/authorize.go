@@ -36,9 +36,7 @@ var authorizeParams = []string{"response_type", "client_id", "redirect_uri", "sc
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	c := tenant.FromContext(ctx)
-	if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodPost {
-		w.Header().Set("Allow", "GET, HEAD, POST")
-		s.messagePage(w, r, http.StatusMethodNotAllowed, "Not allowed", "Use GET or POST.")
+	if !s.pageMethod(w, r) {
 		return
 	}
 	if r.Method == http.MethodPost && !s.parsePageForm(w, r) {

@@ -245,3 +245,15 @@ func (s *Server) signedIn(w http.ResponseWriter, r *http.Request, action, intro 
 	}
 	return acct, "", true
 }
+
+// pageMethod answers a method the pages do not take (GET, HEAD and POST)
+// with a 405 page, and reports whether the request may go on.
+func (s *Server) pageMethod(w http.ResponseWriter, r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodPost:
+		return true
+	}
+	w.Header().Set("Allow", "GET, HEAD, POST")
+	s.messagePage(w, r, http.StatusMethodNotAllowed, "Not allowed", "Use GET or POST.")
+	return false
+}
