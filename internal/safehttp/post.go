@@ -32,15 +32,9 @@ type PostRequest struct {
 // another URL: a 3xx is ErrRedirect. Any other status outside 2xx is
 // ErrStatus.
 func (c *Client) Post(ctx context.Context, req PostRequest) (*Response, error) {
-	u, err := url.Parse(req.URL)
+	u, err := target(http.MethodPost, req.URL)
 	if err != nil {
-		if ue, ok := errors.AsType[*url.Error](err); ok {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("%w: %w", ErrNotHTTPS, err)
-	}
-	if err := checkURL(u); err != nil {
-		return nil, fmt.Errorf("POST %s: %w", redact(u), err)
+		return nil, err
 	}
 	limit := req.MaxBytes
 	if limit <= 0 {

@@ -157,16 +157,9 @@ type Response struct {
 // so nothing secret can follow a redirect (spec 3). It fails on anything
 // but a 2xx response whose type and size match req.
 func (c *Client) Get(ctx context.Context, req Request) (*Response, error) {
-	u, err := url.Parse(req.URL)
+	u, err := target(http.MethodGet, req.URL)
 	if err != nil {
-		// url.Error would repeat the whole URL, query and password too.
-		if ue, ok := errors.AsType[*url.Error](err); ok {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("%w: %w", ErrNotHTTPS, err)
-	}
-	if err := checkURL(u); err != nil {
-		return nil, fmt.Errorf("GET %s: %w", redact(u), err)
+		return nil, err
 	}
 	limit := req.MaxBytes
 	if limit <= 0 {
@@ -301,4 +294,20 @@ func checkContentType(contentType string, accept []string) error {
 		}
 	}
 	return fmt.Errorf("%w: %q, want %s", ErrContentType, contentType, strings.Join(accept, " or "))
+}
+
+// target parses and checks the URL a request is sent to.
+func target(method, raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		// url.Error would repeat the whole URL, query and password too.
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("%w: %w", ErrNotHTTPS, err)
+	}
+	if err := checkURL(u); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, redact(u), err)
+	}
+	return u, nil
 }
