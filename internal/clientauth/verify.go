@@ -125,14 +125,6 @@ func NewVerifier(r Resolver, opts Options) *Verifier {
 	return &Verifier{resolver: r, opts: opts}
 }
 
-type header struct {
-	Alg  *string         `json:"alg"`
-	Kid  *string         `json:"kid"`
-	Typ  *string         `json:"typ"`
-	Crit json.RawMessage `json:"crit"`
-	B64  json.RawMessage `json:"b64"`
-}
-
 type claims struct {
 	Iss *string         `json:"iss"`
 	Sub *string         `json:"sub"`
@@ -170,12 +162,11 @@ func (v *Verifier) Verify(ctx context.Context, issuer string, form url.Values) (
 		hasClientID = true
 	}
 
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
+	parts, hdr, err := jose.Split(token)
+	switch {
+	case errors.Is(err, jose.ErrNotCompact):
 		return nil, fail("client_assertion is not a signed JWT in compact form")
-	}
-	var hdr header
-	if err := jose.DecodeSegment(parts[0], &hdr); err != nil {
+	case err != nil:
 		return nil, fail("the client assertion's header is malformed")
 	}
 	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
@@ -195,9 +186,7 @@ func (v *Verifier) Verify(ctx context.Context, issuer string, form url.Values) (
 	if hdr.Typ != nil && isPoppyType(*hdr.Typ) {
 		return nil, fail("the client assertion's typ must not be %s: Poppy tokens are not client assertions (RFC 8725 §3.11)", *hdr.Typ)
 	}
-	// We understand no header extensions; b64 would change what is signed
-	// (RFC 7797) and jwx honours it even without crit.
-	if hdr.Crit != nil || hdr.B64 != nil {
+	if hdr.Extended() {
 		return nil, fail("the client assertion's header must not carry crit or b64")
 	}
 	if hdr.Kid == nil || *hdr.Kid == "" || len(*hdr.Kid) > maxKID {

@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/lestrrat-go/jwx/v2/jwa"
@@ -89,4 +90,36 @@ func HasPrivateMembers(jwk map[string]json.RawMessage) bool {
 		}
 	}
 	return false
+}
+
+// Header holds the JWS header members our verifiers read.
+type Header struct {
+	Alg    *string         `json:"alg"`
+	Kid    *string         `json:"kid"`
+	Typ    *string         `json:"typ"`
+	PapDlg *string         `json:"pap_dlg"`
+	Crit   json.RawMessage `json:"crit"`
+	B64    json.RawMessage `json:"b64"`
+}
+
+// Extended reports whether the header uses crit or b64. We understand no
+// header extension, and b64 would change what is signed (RFC 7797): jwx
+// honours it even without crit, so a token using either is refused.
+func (h *Header) Extended() bool { return h.Crit != nil || h.B64 != nil }
+
+// ErrNotCompact means a token is not three dot-separated segments.
+var ErrNotCompact = errors.New("not a compact JWS")
+
+// Split splits a compact JWS into its segments and decodes its header.
+// Errors are ErrNotCompact, or a malformed header.
+func Split(token string) ([]string, Header, error) {
+	var h Header
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return nil, h, ErrNotCompact
+	}
+	if err := DecodeSegment(parts[0], &h); err != nil {
+		return nil, h, err
+	}
+	return parts, h, nil
 }

@@ -203,6 +203,11 @@ func checkRows() []checkRow {
 		{name: "typ pap-delegation+jwt", sign: mutateHeader(func(h map[string]any) { h["typ"] = "pap-delegation+jwt" }), status: invalid, desc: "typ must be poppy-session+jwt"},
 		{name: "typ JWT", sign: mutateHeader(func(h map[string]any) { h["typ"] = "JWT" }), status: invalid, desc: "typ must be poppy-session+jwt"},
 		{name: "typ missing", sign: mutateHeader(func(h map[string]any) { delete(h, "typ") }), status: invalid, desc: "typ must be poppy-session+jwt"},
+		// No header extensions: b64 would change what is signed (RFC 7797).
+		{name: "header crit", sign: mutateHeader(func(h map[string]any) { h["crit"] = []string{"exp"} }), status: invalid, desc: "crit or b64"},
+		{name: "header b64", sign: mutateHeader(func(h map[string]any) { h["b64"] = true }), status: invalid, desc: "crit or b64"},
+		{name: "delegation crit", sign: mutateDelegationHeader(func(h map[string]any) { h["crit"] = []string{"exp"} }), status: invalid, desc: "crit or b64"},
+		{name: "delegation b64", sign: mutateDelegationHeader(func(h map[string]any) { h["b64"] = true }), status: invalid, desc: "crit or b64"},
 		{name: "typ not a string", sign: mutateHeader(func(h map[string]any) { h["typ"] = 1 }), status: invalid, desc: "header is malformed"},
 		{name: "alg ES384", sign: mutateHeader(func(h map[string]any) { h["alg"] = "ES384" }), status: invalid, desc: "alg must be ES256"},
 		{name: "alg none", sign: mutateHeader(func(h map[string]any) { h["alg"] = "none" }), status: invalid, desc: "alg must be ES256"},

@@ -107,13 +107,6 @@ type Request struct {
 	AccessToken string
 }
 
-type jwtHeader struct {
-	Typ    *string `json:"typ"`
-	Alg    *string `json:"alg"`
-	Kid    *string `json:"kid"`
-	PapDlg *string `json:"pap_dlg"`
-}
-
 type sessionClaims struct {
 	Iss     *string         `json:"iss"`
 	Aud     json.RawMessage `json:"aud"`
@@ -138,13 +131,14 @@ func (v *Verifier) Verify(ctx context.Context, token string, req Request) (*Clai
 	if len(token) > maxJWT {
 		return nil, fail("the Session JWT is too large")
 	}
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
+	parts, hdr, err := jose.Split(token)
+	switch {
+	case errors.Is(err, jose.ErrNotCompact):
 		return nil, fail("the Session JWT is not a compact JWS")
-	}
-	var hdr jwtHeader
-	if err := jose.DecodeSegment(parts[0], &hdr); err != nil {
+	case err != nil:
 		return nil, fail("the Session JWT's header is malformed")
+	case hdr.Extended():
+		return nil, fail("the Session JWT's header must not carry crit or b64")
 	}
 	var cl sessionClaims
 	if err := jose.DecodeSegment(parts[1], &cl); err != nil {
@@ -296,12 +290,6 @@ type verifiedDelegation struct {
 	cacheUntil time.Time
 }
 
-type delegationHeader struct {
-	Typ *string `json:"typ"`
-	Alg *string `json:"alg"`
-	Kid *string `json:"kid"`
-}
-
 type delegationClaims struct {
 	Iss *string         `json:"iss"`
 	Iat json.RawMessage `json:"iat"`
@@ -325,13 +313,14 @@ func (v *Verifier) delegation(ctx context.Context, client *agentid.Client, compa
 		}
 		return d, nil
 	}
-	parts := strings.Split(compact, ".")
-	if len(parts) != 3 {
+	parts, hdr, err := jose.Split(compact)
+	switch {
+	case errors.Is(err, jose.ErrNotCompact):
 		return nil, fail("the delegation is not a compact JWS")
-	}
-	var hdr delegationHeader
-	if err := jose.DecodeSegment(parts[0], &hdr); err != nil {
+	case err != nil:
 		return nil, fail("the delegation's header is malformed")
+	case hdr.Extended():
+		return nil, fail("the delegation's header must not carry crit or b64")
 	}
 	var cl delegationClaims
 	if err := jose.DecodeSegment(parts[1], &cl); err != nil {
