@@ -30,10 +30,10 @@ type enqueued struct {
 	ids []string
 }
 
-func (e *enqueued) Enqueue(_ context.Context, _ pgx.Tx, _ int64, id string) error {
+func (e *enqueued) EnqueueConversation(_ context.Context, _ pgx.Tx, c *conversations.Conversation) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.ids = append(e.ids, id)
+	e.ids = append(e.ids, c.ID)
 	return nil
 }
 

@@ -31,7 +31,7 @@ type Conversation struct {
 // Enqueuer schedules delivery of a conversation's new events to the
 // Company Agent, in the transaction that adds them.
 type Enqueuer interface {
-	Enqueue(ctx context.Context, tx pgx.Tx, companyID int64, conversationID string) error
+	EnqueueConversation(ctx context.Context, tx pgx.Tx, c *Conversation) error
 }
 
 // Store keeps conversations in PostgreSQL, always filtered by Company.
@@ -140,7 +140,7 @@ func (s *Store) deliver(ctx context.Context, tx pgx.Tx, c *Conversation) error {
 	if s.enqueue == nil {
 		return nil
 	}
-	return s.enqueue.Enqueue(ctx, tx, c.CompanyID, c.ID)
+	return s.enqueue.EnqueueConversation(ctx, tx, c)
 }
 
 // Events returns up to limit events after seq, and whether there are

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -154,23 +155,38 @@ func (DeliverArgs) InsertOpts() river.InsertOpts {
 	}}}
 }
 
-// Enqueue schedules delivery of a conversation's new events, in tx, with
-// its parent's when the parent has undelivered events too (a Direct
+// EnqueueConversation schedules delivery of c's new events, in tx, with
+// its parent's when c has a parent with undelivered events too (a Direct
 // Conversation opening or closing adds an event to its parent).
-func (d *Delivery) Enqueue(ctx context.Context, tx pgx.Tx, companyID int64, conversationID string) error {
+func (d *Delivery) EnqueueConversation(ctx context.Context, tx pgx.Tx, c *Conversation) error {
+	return d.enqueue(ctx, tx, c.CompanyID, c.ID, c.ParentID != "")
+}
+
+func (d *Delivery) enqueue(ctx context.Context, tx pgx.Tx, companyID int64, conversationID string, parent bool) error {
+	// A request's Company is at hand: without a webhook there is nothing
+	// to deliver (Personal Agent messages are the hot path). Events are
+	// then left undelivered, and a webhook set later gets at most
+	// maxDeliveryAge of them. Platform jobs have no Company in ctx and
+	// enqueue as before.
+	if co := tenant.FromContext(ctx); co != nil && co.ID == companyID && co.Settings.Conversations.AgentWebhook == "" {
+		return nil
+	}
 	if _, err := d.inserter.InsertTx(ctx, tx, DeliverArgs{CompanyID: companyID, ConversationID: conversationID}, nil); err != nil {
 		return fmt.Errorf("conversations: enqueue delivery: %w", err)
 	}
-	var parent string
+	if !parent {
+		return nil
+	}
+	var parentID string
 	err := tx.QueryRow(ctx, `SELECT p.id FROM conversations c JOIN conversations p ON p.company_id = c.company_id AND p.id = c.parent_id
-		WHERE c.company_id = $1 AND c.id = $2 AND p.last_seq > p.delivered_seq`, companyID, conversationID).Scan(&parent)
+		WHERE c.company_id = $1 AND c.id = $2 AND p.last_seq > p.delivered_seq`, companyID, conversationID).Scan(&parentID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	if _, err := d.inserter.InsertTx(ctx, tx, DeliverArgs{CompanyID: companyID, ConversationID: parent}, nil); err != nil {
+	if _, err := d.inserter.InsertTx(ctx, tx, DeliverArgs{CompanyID: companyID, ConversationID: parentID}, nil); err != nil {
 		return fmt.Errorf("conversations: enqueue delivery: %w", err)
 	}
 	return nil
@@ -394,17 +410,60 @@ func (d *Delivery) post(ctx context.Context, co *tenant.Company, url string, sec
 // each secret, "v1," and the base64 HMAC-SHA256 of "{id}.{timestamp}.{body}",
 // separated by spaces.
 func Signature(secrets [][]byte, msgID, timestamp string, body []byte) string {
-	out := ""
+	sigs := make([]string, len(secrets))
 	for i, s := range secrets {
-		mac := hmac.New(sha256.New, s)
-		mac.Write([]byte(msgID + "." + timestamp + "."))
-		mac.Write(body)
-		if i > 0 {
-			out += " "
-		}
-		out += "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+		sigs[i] = webhookSignature(s, msgID, timestamp, body)
 	}
-	return out
+	return strings.Join(sigs, " ")
+}
+
+// webhookSignature is one secret's signature in webhook-signature.
+func webhookSignature(secret []byte, msgID, timestamp string, body []byte) string {
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte(msgID + "." + timestamp + "."))
+	mac.Write(body)
+	return "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// WebhookTolerance is how far from now a delivery's webhook-timestamp may
+// be (Standard Webhooks' recommendation, docs/company-agent.md section 3).
+const WebhookTolerance = 5 * time.Minute
+
+// ErrWebhookSignature: a delivery is not signed by the secret, or its
+// timestamp is missing or too far from now.
+var ErrWebhookSignature = errors.New("conversations: webhook signature does not verify")
+
+// DecodeWebhookSecret returns the bytes of a webhook secret as the Company
+// sees it ("whsec_" and base64).
+func DecodeWebhookSecret(s string) ([]byte, error) {
+	raw, ok := strings.CutPrefix(s, WebhookSecretPrefix)
+	if !ok {
+		return nil, errors.New("conversations: a webhook secret starts with " + WebhookSecretPrefix)
+	}
+	return base64.StdEncoding.DecodeString(raw)
+}
+
+// VerifyWebhook checks a delivery as a Company Agent does (Standard
+// Webhooks, docs/company-agent.md section 3): one of webhook-signature's
+// signatures is secret's over id, timestamp and body, and the timestamp is
+// within tolerance of now. During a rotation a delivery carries a
+// signature per secret, so either secret verifies it.
+func VerifyWebhook(secret []byte, h http.Header, body []byte, now time.Time, tolerance time.Duration) error {
+	id, ts := h.Get("webhook-id"), h.Get("webhook-timestamp")
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || id == "" {
+		return ErrWebhookSignature
+	}
+	if d := now.Sub(time.Unix(sec, 0)); d > tolerance || d < -tolerance {
+		return fmt.Errorf("%w: timestamp too far from now", ErrWebhookSignature)
+	}
+	want := []byte(webhookSignature(secret, id, ts, body))
+	for _, sig := range strings.Fields(h.Get("webhook-signature")) {
+		if hmac.Equal([]byte(sig), want) {
+			return nil
+		}
+	}
+	return ErrWebhookSignature
 }
 
 // secrets returns the Company's webhook secrets that sign now: the current

@@ -2,11 +2,8 @@ package conversations_test
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -127,31 +124,13 @@ func succeeded(ds []hookDelivery) []hookDelivery {
 }
 
 // verifyWebhook checks a delivery as docs/company-agent.md tells a
-// Company to: a signature by the secret over id, timestamp and body, and a
-// timestamp within five minutes.
+// Company to.
 func verifyWebhook(secret string, h http.Header, body []byte, now time.Time) error {
-	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	key, err := conversations.DecodeWebhookSecret(secret)
 	if err != nil {
 		return err
 	}
-	id, ts := h.Get("webhook-id"), h.Get("webhook-timestamp")
-	sec, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil {
-		return err
-	}
-	if d := now.Sub(time.Unix(sec, 0)); d > 5*time.Minute || d < -5*time.Minute {
-		return errors.New("timestamp too far from now")
-	}
-	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte(id + "." + ts + "."))
-	mac.Write(body)
-	want := "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
-	for _, sig := range strings.Fields(h.Get("webhook-signature")) {
-		if hmac.Equal([]byte(sig), []byte(want)) {
-			return nil
-		}
-	}
-	return errors.New("no signature matches")
+	return conversations.VerifyWebhook(key, h, body, now, conversations.WebhookTolerance)
 }
 
 func decodeSecret(t *testing.T, secret string) []byte {
@@ -427,4 +406,46 @@ func TestDeliveryJobSendsThroughRunJob(t *testing.T) {
 	require.NoError(t, cs.env.Pool.QueryRow(context.Background(),
 		`SELECT delivered_seq, last_seq FROM conversations WHERE id = $1`, old).Scan(&delivered, &last))
 	require.Equal(t, last, delivered)
+}
+
+func TestVerifyWebhook(t *testing.T) {
+	t.Parallel()
+	cur, prev, other := []byte("current-secret-32-bytes-long...."), []byte("previous-secret-32-bytes-long..."), []byte("another")
+	now := time.Unix(1_700_000_000, 0)
+	body := []byte(`{"type":"conversation.event"}`)
+	ts := strconv.FormatInt(now.Unix(), 10)
+	header := func(ts string, secrets ...[]byte) http.Header {
+		h := http.Header{}
+		h.Set("webhook-id", "cnv_1.evt_1")
+		h.Set("webhook-timestamp", ts)
+		h.Set("webhook-signature", conversations.Signature(secrets, "cnv_1.evt_1", ts, body))
+		return h
+	}
+	tol := conversations.WebhookTolerance
+	require.NoError(t, conversations.VerifyWebhook(cur, header(ts, cur), body, now, tol))
+	// During a rotation both secrets sign: either verifies.
+	require.NoError(t, conversations.VerifyWebhook(cur, header(ts, cur, prev), body, now, tol))
+	require.NoError(t, conversations.VerifyWebhook(prev, header(ts, cur, prev), body, now, tol))
+	require.NoError(t, conversations.VerifyWebhook(cur, header(ts, cur), body, now.Add(tol), tol))
+
+	for name, err := range map[string]error{
+		"tampered body": conversations.VerifyWebhook(cur, header(ts, cur), []byte(`{"type":"other"}`), now, tol),
+		"wrong secret":  conversations.VerifyWebhook(other, header(ts, cur, prev), body, now, tol),
+		"stale":         conversations.VerifyWebhook(cur, header(ts, cur), body, now.Add(tol+time.Second), tol),
+		"future":        conversations.VerifyWebhook(cur, header(ts, cur), body, now.Add(-tol-time.Second), tol),
+		"no timestamp":  conversations.VerifyWebhook(cur, header("", cur), body, now, tol),
+		"unsigned":      conversations.VerifyWebhook(cur, http.Header{"Webhook-Id": {"x"}, "Webhook-Timestamp": {ts}}, body, now, tol),
+	} {
+		require.ErrorIs(t, err, conversations.ErrWebhookSignature, name)
+	}
+	// The timestamp is signed: moving it breaks the signature.
+	h := header(ts, cur)
+	h.Set("webhook-timestamp", strconv.FormatInt(now.Unix()+1, 10))
+	require.ErrorIs(t, conversations.VerifyWebhook(cur, h, body, now, tol), conversations.ErrWebhookSignature)
+
+	key, err := conversations.DecodeWebhookSecret(conversations.WebhookSecretPrefix + base64.StdEncoding.EncodeToString(cur))
+	require.NoError(t, err)
+	require.Equal(t, cur, key)
+	_, err = conversations.DecodeWebhookSecret(base64.StdEncoding.EncodeToString(cur))
+	require.Error(t, err)
 }

@@ -37,22 +37,20 @@ package demoagent
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 	"unicode"
+
+	"github.com/poppyhost/poppyhost/internal/conversations"
 )
 
 // The texts and data the rules answer with.
@@ -288,30 +286,13 @@ func (a *Agent) post(ctx context.Context, conv, path string, body any) error {
 }
 
 // Verify checks a delivery's Standard Webhooks signature as
-// docs/company-agent.md section 3 shows.
+// docs/company-agent.md section 3 shows, with the platform's own verifier.
 func Verify(secret string, h http.Header, body []byte, now time.Time) error {
-	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	key, err := conversations.DecodeWebhookSecret(secret)
 	if err != nil {
 		return err
 	}
-	id, ts := h.Get("webhook-id"), h.Get("webhook-timestamp")
-	sec, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil {
-		return err
-	}
-	if d := now.Sub(time.Unix(sec, 0)); d > 5*time.Minute || d < -5*time.Minute {
-		return errors.New("timestamp too far from now")
-	}
-	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte(id + "." + ts + "."))
-	mac.Write(body)
-	want := "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
-	for _, sig := range strings.Fields(h.Get("webhook-signature")) {
-		if hmac.Equal([]byte(sig), []byte(want)) {
-			return nil
-		}
-	}
-	return errors.New("no signature matches")
+	return conversations.VerifyWebhook(key, h, body, now, conversations.WebhookTolerance)
 }
 
 // readFacts reads Poppy-Verified's claims, unchecked (see the package
