@@ -687,7 +687,11 @@ func decodeBody(w http.ResponseWriter, r *http.Request, dst any, optional bool) 
 	if optional && r.ContentLength == 0 {
 		return true
 	}
-	if err := httpx.DecodeJSON(w, r, dst, httpx.DecodeOptions{MaxBytes: maxBodyBytes, Strict: true}); err != nil {
+	err := httpx.DecodeJSON(w, r, dst, httpx.DecodeOptions{MaxBytes: maxBodyBytes, Strict: true})
+	if err == nil {
+		err = checkStorable(dst)
+	}
+	if err != nil {
 		writeCompanyError(w, r, err)
 		return false
 	}

@@ -243,7 +243,11 @@ func (h *Handler) writeRead(w http.ResponseWriter, r *http.Request, status int, 
 }
 
 func (h *Handler) decode(w http.ResponseWriter, r *http.Request, dst any) bool {
-	if err := httpx.DecodeJSON(w, r, dst, httpx.DecodeOptions{MaxBytes: maxBodyBytes}); err != nil {
+	err := httpx.DecodeJSON(w, r, dst, httpx.DecodeOptions{MaxBytes: maxBodyBytes})
+	if err == nil {
+		err = checkStorable(dst)
+	}
+	if err != nil {
 		h.writeError(w, r, err)
 		return false
 	}

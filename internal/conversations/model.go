@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -227,4 +229,52 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	m["type"] = e.Type
 	m["created_at"] = e.CreatedAt.UTC().Format(time.RFC3339Nano)
 	return json.Marshal(m)
+}
+
+// checkStorable refuses a decoded body that PostgreSQL cannot store:
+// jsonb and text refuse U+0000 (a JSON "\u0000"), and jsonb refuses
+// numbers beyond numeric's range. Such a body is the client's error, not
+// a 500 from the INSERT.
+func checkStorable(v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return invalid("the body is not valid JSON")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return invalid("the body is not valid JSON")
+		}
+		switch t := tok.(type) {
+		case string:
+			if strings.ContainsRune(t, 0) {
+				return invalid("strings must not contain U+0000")
+			}
+		case json.Number:
+			if !storableNumber(string(t)) {
+				return invalid("a number is out of range")
+			}
+		}
+	}
+}
+
+// storableNumber keeps numbers well inside numeric's input limits
+// (exponent within ±1000, scale at most 16383) and float64's range.
+func storableNumber(n string) bool {
+	if len(n) > 1000 {
+		return false
+	}
+	if _, err := strconv.ParseFloat(n, 64); err != nil {
+		return false
+	}
+	if i := strings.IndexAny(n, "eE"); i >= 0 {
+		exp, err := strconv.Atoi(n[i+1:])
+		return err == nil && exp >= -1000 && exp <= 1000
+	}
+	return true
 }

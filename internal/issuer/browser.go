@@ -11,7 +11,9 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -150,7 +152,12 @@ func (s *Server) currentAccount(r *http.Request) (*accounts.Account, error) {
 // username and password was wrong.
 func (s *Server) login(w http.ResponseWriter, r *http.Request) (*accounts.Account, string, error) {
 	c := tenant.FromContext(r.Context())
-	a, err := s.accounts.Authenticate(r.Context(), c.ID, r.PostForm.Get("username"), r.PostForm.Get("password"))
+	username := r.PostForm.Get("username")
+	if !storableText(username) {
+		// PostgreSQL text refuses it, and no account has it.
+		return nil, "The username or password is not right.", nil
+	}
+	a, err := s.accounts.Authenticate(r.Context(), c.ID, username, r.PostForm.Get("password"))
 	var throttled *accounts.ThrottledError
 	switch {
 	case errors.As(err, &throttled):
@@ -256,4 +263,10 @@ func (s *Server) pageMethod(w http.ResponseWriter, r *http.Request) bool {
 	w.Header().Set("Allow", "GET, HEAD, POST")
 	s.messagePage(w, r, http.StatusMethodNotAllowed, "Not allowed", "Use GET or POST.")
 	return false
+}
+
+// storableText says whether PostgreSQL text can hold v: valid UTF-8
+// without U+0000.
+func storableText(v string) bool {
+	return utf8.ValidString(v) && !strings.ContainsRune(v, 0)
 }
