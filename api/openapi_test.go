@@ -11,13 +11,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -26,7 +29,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/html"
-	"golang.org/x/oauth2"
 
 	"github.com/poppyhost/poppyhost/internal/testkit"
 )
@@ -51,11 +53,21 @@ var operations = []string{
 	"GET /admin/v1/companies/{slug}/feedback",
 	"POST /admin/v1/companies/{slug}/sessions/end",
 	"POST /admin/v1/companies/{slug}/keys/rotate",
+	"GET /admin/v1/companies/{slug}/apis",
+	"PUT /admin/v1/companies/{slug}/apis/{name}",
+	"GET /admin/v1/companies/{slug}/apis/{name}",
+	"DELETE /admin/v1/companies/{slug}/apis/{name}",
+	"GET /admin/v1/companies/{slug}/tools",
+	"PUT /admin/v1/companies/{slug}/tools/{name}",
+	"GET /admin/v1/companies/{slug}/tools/{name}",
+	"DELETE /admin/v1/companies/{slug}/tools/{name}",
 	"POST /admin/v1/operator-tokens",
 	"DELETE /admin/v1/operator-tokens/{id}",
 	"GET /company/v1/company",
 	"GET /company/v1/feedback",
 	"POST /company/v1/sessions/end",
+	"POST /company/v1/web-sessions/introspect",
+	"POST /company/v1/web-sessions/end",
 	"GET /company/v1/conversations",
 	"POST /company/v1/conversations/webhook-secret",
 	"GET /company/v1/conversations/{conversation_id}",
@@ -68,6 +80,14 @@ var operations = []string{
 	"POST /company/v1/conversations/{conversation_id}/user-requested",
 	"POST /company/v1/conversations/{conversation_id}/authorization",
 	"POST /company/v1/conversations/{conversation_id}/close",
+	"GET /company/v1/apis",
+	"PUT /company/v1/apis/{name}",
+	"GET /company/v1/apis/{name}",
+	"DELETE /company/v1/apis/{name}",
+	"GET /company/v1/tools",
+	"PUT /company/v1/tools/{name}",
+	"GET /company/v1/tools/{name}",
+	"DELETE /company/v1/tools/{name}",
 	"GET /.well-known/oauth-authorization-server/t/{slug}",
 	"GET /t/{slug}/poppy/excluded-tasks.json",
 	"GET /t/{slug}/oauth/authorize",
@@ -87,6 +107,14 @@ var operations = []string{
 	"GET /t/{slug}/poppy/conversations/{conversation_id}/events",
 	"POST /t/{slug}/poppy/conversations/{conversation_id}/handoff",
 	"POST /t/{slug}/poppy/conversations/{conversation_id}/close",
+	"GET /t/{slug}/api/{name}/{path}",
+	"POST /t/{slug}/api/{name}/{path}",
+	"PUT /t/{slug}/api/{name}/{path}",
+	"PATCH /t/{slug}/api/{name}/{path}",
+	"DELETE /t/{slug}/api/{name}/{path}",
+	"GET /t/{slug}/openapi/{name}.json",
+	"POST /t/{slug}/mcp",
+	"GET /.well-known/oauth-protected-resource/t/{slug}/mcp",
 	"GET /.well-known/poppy.json",
 	"GET /.well-known/oauth-protected-resource",
 	"GET /poppy/browser-session",
@@ -176,9 +204,15 @@ func TestDocument(t *testing.T) {
 				assert.Equal(t, openapi3.SecurityRequirements{{"operatorToken": {}}}, *op.Security, name)
 			case strings.HasPrefix(path, "/company/v1/"), path == "/t/{slug}/oauth/introspect":
 				assert.Equal(t, openapi3.SecurityRequirements{{"companyAPIKey": {}}}, *op.Security, name)
-			case strings.HasPrefix(path, "/t/{slug}/poppy/conversations"):
-				// Signed out or signed in (spec 8.2).
+			case strings.HasPrefix(path, "/t/{slug}/poppy/conversations"), strings.HasPrefix(path, "/t/{slug}/api/"),
+				path == "/poppy/browser-session/authorize":
+				// Signed out or signed in (spec 8.2, 6 step 2); at the
+				// gateway the API's own description decides which (spec 7).
 				assert.Equal(t, openapi3.SecurityRequirements{{}, {"agentAccessToken": {}}}, *op.Security, name)
+			case path == "/t/{slug}/mcp":
+				// Signed out where mcp.signed_out allows it, else a token
+				// issued for the server (spec 7).
+				assert.Equal(t, openapi3.SecurityRequirements{{}, {"mcpAccessToken": {}}}, *op.Security, name)
 			default:
 				assert.Nil(t, op.Security, name)
 			}
@@ -396,7 +430,13 @@ func (c *contract) do(t testing.TB, k call) *testkit.Response {
 	if c.seen[op] == nil {
 		c.seen[op] = map[string]bool{}
 	}
-	c.seen[op][strconv.Itoa(resp.Status)] = true
+	code := strconv.Itoa(resp.Status)
+	if route.Operation.Responses.Value(code) == nil && route.Operation.Responses.Default() != nil {
+		// A status the operation leaves to someone else, such as the
+		// gateway's Company origin.
+		code = "default"
+	}
+	c.seen[op][code] = true
 	return resp
 }
 
@@ -513,7 +553,13 @@ func fullCompany() map[string]any {
 			map[string]any{"type": "openapi", "url": "https://api.acme.example/openapi.json", "description": "Orders and returns"},
 			map[string]any{"type": "mcp", "url": "https://mcp.acme.example/mcp"},
 		},
-		"web": map[string]any{"browser_join": true, "origin": "https://www.acme.example"},
+		"mcp": map[string]any{"signed_out": false, "description": "Order tools"},
+		"web": map[string]any{"browser_join": true, "origin": "https://www.acme.example",
+			"cookie_name": "acme_poppy", "cookie_domain": "acme.example", "landing_path": "/welcome",
+			"scope_rules": []any{
+				map[string]any{"path": "/orders", "scopes": []string{"orders:read"}},
+				map[string]any{"path": "/orders", "methods": []string{"POST", "DELETE"}, "scopes": []string{"orders:read", "orders:write"}},
+			}},
 		"extensions": map[string]any{
 			"acme.example/gift-wrap": map[string]any{"version": "1", "endpoint": "https://api.acme.example/poppy/gift-wrap"},
 			"mediated-sign-in":       map[string]any{"version": "1"},
@@ -602,6 +648,7 @@ func TestContract(t *testing.T) {
 		get   = http.MethodGet
 		post  = http.MethodPost
 		patch = http.MethodPatch
+		put   = http.MethodPut
 		del   = http.MethodDelete
 	)
 	issuer := env.PublicURL("/t/acme")
@@ -611,23 +658,7 @@ func TestContract(t *testing.T) {
 	// 4.2) and returns agent's access token for it.
 	signIn := func(t *testing.T, username, password string) string {
 		t.Helper()
-		conf := oauth2.Config{ClientID: agent.ClientID, RedirectURL: agent.URL("/callback"), Scopes: []string{"orders:read"},
-			Endpoint: oauth2.Endpoint{AuthURL: issuer + "/oauth/authorize", TokenURL: issuer + "/oauth/token", AuthStyle: oauth2.AuthStyleInParams}}
-		verifier := oauth2.GenerateVerifier()
-		b := env.Browser(t)
-		page := b.Get(conf.AuthCodeURL("st4te", oauth2.S256ChallengeOption(verifier)))
-		require.Equal(t, http.StatusOK, page.Status, page.Body)
-		page = b.Submit(page, "login", map[string][]string{"username": {username}, "password": {password}})
-		require.Equal(t, http.StatusOK, page.Status, page.Body)
-		page = b.Submit(page, "approve", map[string][]string{"scope": conf.Scopes})
-		require.Equal(t, http.StatusSeeOther, page.Status, page.Body)
-		back, err := url.Parse(page.Location())
-		require.NoError(t, err)
-		ctx := context.WithValue(context.Background(), oauth2.HTTPClient,
-			&http.Client{Transport: agent.AssertionTransport(t, env.Client.Transport, issuer)})
-		tok, err := conf.Exchange(ctx, back.Query().Get("code"), oauth2.VerifierOption(verifier))
-		require.NoError(t, err)
-		return tok.AccessToken
+		return env.SignIn(t, agent, issuer, username, password, []string{"orders:read"}, "").AccessToken
 	}
 
 	t.Run("operations", func(t *testing.T) {
@@ -669,6 +700,7 @@ func TestContract(t *testing.T) {
 		assert.Equal(t, map[string]any{"accept": "all", "client_ids": []any{}, "sign_in_refused": map[string]any{}}, m["agents"])
 		assert.Equal(t, map[string]any{"idle_timeout_seconds": float64(2592000)}, m["sessions"])
 		assert.Equal(t, map[string]any{"per_agent": float64(6000), "per_session": float64(600), "per_address": float64(1200)}, m["rate_limits"])
+		assert.Equal(t, map[string]any{"signed_out": false}, m["mcp"])
 		assert.NotContains(t, m, "skill_index")
 
 		// Without an issuer the Company is identified by its domain.
@@ -728,6 +760,8 @@ func TestContract(t *testing.T) {
 			`"auth":{"token_lifetimes":{"refresh_seconds":31536001}}`,
 			`"agents":{"sign_in_refused":{"http://agent.example/agent.json":[]}}`,
 			`"agents":{"sign_in_refused":{"https://agent.example/agent.json":["password"]}}`,
+			`"mcp":{"signed_out":"yes"}`,
+			`"mcp":{"description":"` + strings.Repeat("d", 1001) + `"}`,
 		} {
 			c.do(t, call{method: post, path: path, token: admin, want: 400, docRejects: true,
 				body: `{"slug":"fresh","organization":{"name":"Fresh","domain":"fresh.example"},` + bad + `}`})
@@ -1349,15 +1383,13 @@ func TestContract(t *testing.T) {
 		c.do(t, call{method: post, path: path, token: bogus, want: 401})
 	})
 
-	t.Run("not available yet", func(t *testing.T) {
-		// Browser join has not landed: it answers 501 for a Company whose
-		// settings offer it, and 404 otherwise, as it will once built. The
-		// issuer's routes and conversations are served: they answer 404
-		// without the feature they belong to (an issuer, its sign-in type,
-		// conversations.enabled), and the issuer and conversations tests
-		// drive them otherwise. acme offers everything; minimal has an
-		// issuer and conversations but no browser join; corner has
-		// conversations but no issuer.
+	t.Run("features that are off", func(t *testing.T) {
+		// A route answers 404 for a Company whose settings do not offer the
+		// feature it belongs to (an issuer, its sign-in type,
+		// conversations.enabled, web.browser_join); the issuer,
+		// conversations and browser join tests drive them otherwise. acme
+		// offers everything; minimal has an issuer and conversations but no
+		// browser join; corner has conversations but no issuer.
 		feature := func(path string) string {
 			switch {
 			case path == "/t/{slug}/oauth/jwks.json":
@@ -1376,7 +1408,6 @@ func TestContract(t *testing.T) {
 			}
 			return ""
 		}
-		pending := map[string]bool{"browser join": true}
 		offers := map[string]map[string]bool{
 			"acme":    {"keys": true, "issuer": true, "direct sign-in": true, "device sign-in": true, "conversations": true, "browser join": true},
 			"minimal": {"keys": true, "issuer": true, "direct sign-in": true, "device sign-in": true, "conversations": true},
@@ -1388,7 +1419,7 @@ func TestContract(t *testing.T) {
 			for _, op := range operations {
 				method, path, _ := strings.Cut(op, " ")
 				f := feature(path)
-				if f == "" || offers[slug][f] && !pending[f] {
+				if f == "" || offers[slug][f] {
 					continue
 				}
 				k := call{method: method, want: 404, docRejects: c.incomplete(method, path),
@@ -1396,16 +1427,8 @@ func TestContract(t *testing.T) {
 				if !strings.HasPrefix(path, "/t/") {
 					k.host = slug + ".example"
 				}
-				if offers[slug][f] {
-					k.want = 501
-				}
 				r := c.do(t, k)
-				if k.want == 501 {
-					assert.Equal(t, "not_implemented", r.JSON(t)["error"])
-					assert.NotEmpty(t, r.JSON(t)["request_id"])
-				} else {
-					assert.Equal(t, "not_found", r.JSON(t)["error"], op)
-				}
+				assert.Equal(t, "not_found", r.JSON(t)["error"], op)
 			}
 		}
 		for slug := range offers {
@@ -1419,6 +1442,7 @@ func TestContract(t *testing.T) {
 			body: `{"conversations":{"enabled":false}}`})
 		offers["minimal"] = map[string]bool{"keys": true, "issuer": true, "direct sign-in": true, "browser join": true}
 		offers["corner"] = map[string]bool{"keys": true}
+		c.do(t, call{method: get, host: "minimal.example", path: "/poppy/browser-session", want: 200})
 		check(t, "minimal")
 		check(t, "corner")
 		c.do(t, call{method: patch, path: "/admin/v1/companies/minimal", token: admin, want: 200,
@@ -1688,6 +1712,234 @@ func TestContract(t *testing.T) {
 		r = c.do(t, call{method: post, path: companyPath, body: end("contract-acme"), want: 401, docRejects: true})
 		assert.Equal(t, `Bearer realm="poppyhost-company"`, r.Header.Get("WWW-Authenticate"))
 		c.do(t, call{method: post, path: companyPath, token: admin, body: end("contract-acme"), want: 401})
+	})
+
+	t.Run("browser join", func(t *testing.T) {
+		// A browser joins a Session of acme over HTTP as a Personal Agent's
+		// browser does (spec 6): the page sets the join cookie, the agent
+		// authorizes the page's code, the form brings the Session cookie.
+		// acme names it acme_poppy, for every host of acme.example, and
+		// sends joined browsers to /welcome.
+		const (
+			host       = "acme.example"
+			page       = "/poppy/browser-session"
+			authorize  = page + "/authorize"
+			form       = "application/x-www-form-urlencoded"
+			introspect = "/company/v1/web-sessions/introspect"
+			end        = "/company/v1/web-sessions/end"
+		)
+		in := func(sid, token string) func(*http.Request) {
+			return func(req *http.Request) {
+				agent.Sign(t, req, testkit.SessionClaims{Aud: issuer, SID: sid, AccessToken: token}, testkit.SessionOptions{})
+			}
+		}
+		// browser is a new browser of the Personal Agent: it keeps cookies
+		// and does not follow redirects.
+		browser := func() *http.Client {
+			jar, err := cookiejar.New(nil)
+			require.NoError(t, err)
+			return &http.Client{Transport: env.Client.Transport, Jar: jar,
+				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		}
+		// open is step 1 in b; it returns the page's code.
+		open := func(t *testing.T, b *http.Client) string {
+			t.Helper()
+			r := c.do(t, call{method: get, host: host, path: page, client: b, want: 200})
+			code := formField(t, r.Body, "code")
+			require.True(t, strings.HasPrefix(code, "bc_"), "%s", r.Body)
+			return code
+		}
+		authorizeCode := func(t *testing.T, code, sid, token string, want int) *testkit.Response {
+			t.Helper()
+			return c.do(t, call{method: post, host: host, path: authorize, session: in(sid, token),
+				body: map[string]string{"code": code}, want: want})
+		}
+		submit := func(t *testing.T, b *http.Client, code string, want int) *testkit.Response {
+			t.Helper()
+			return c.do(t, call{method: post, host: host, path: page, client: b, ctype: form,
+				body: url.Values{"code": {code}}.Encode(), want: want})
+		}
+		// cookies parses the response's Set-Cookie headers by name.
+		cookies := func(t *testing.T, r *testkit.Response) map[string]*http.Cookie {
+			t.Helper()
+			out := map[string]*http.Cookie{}
+			for _, line := range r.Header.Values("Set-Cookie") {
+				ck, err := http.ParseSetCookie(line)
+				require.NoError(t, err, line)
+				out[ck.Name] = ck
+			}
+			return out
+		}
+		// join runs the three steps in b for Session sid, signed in with
+		// token unless it is "", and returns the Session cookie's value.
+		join := func(t *testing.T, b *http.Client, sid, token string) string {
+			t.Helper()
+			code := open(t, b)
+			authorizeCode(t, code, sid, token, 204)
+			r := submit(t, b, code, 303)
+			ck := cookies(t, r)["acme_poppy"]
+			require.NotNil(t, ck, "%v", r.Header)
+			return ck.Value
+		}
+		lookup := func(t *testing.T, value string) map[string]any {
+			t.Helper()
+			return c.do(t, call{method: post, path: introspect, token: acmeKey, body: map[string]string{"cookie": value}, want: 200}).JSON(t)
+		}
+		inactive := map[string]any{"active": false}
+
+		// A signed-in join. The page is never stored, framed or kept by
+		// its opener, and its cookie is __Host- and SameSite=Strict.
+		token := signIn(t, "alice", "correct horse")
+		b := browser()
+		r := c.do(t, call{method: get, host: host, path: page, client: b, want: 200})
+		assert.Equal(t, "no-store", r.Header.Get("Cache-Control"))
+		assert.Equal(t, "DENY", r.Header.Get("X-Frame-Options"))
+		assert.Equal(t, "same-origin", r.Header.Get("Cross-Origin-Opener-Policy"))
+		assert.Contains(t, string(r.Body), "Acme Outfitters")
+		joinCookie := cookies(t, r)["__Host-poppy_join"]
+		require.NotNil(t, joinCookie)
+		assert.Equal(t, http.SameSiteStrictMode, joinCookie.SameSite)
+		code := formField(t, r.Body, "code")
+		authorizeCode(t, code, "join-1", token, 204)
+		r = authorizeCode(t, code, "join-1", token, 400)
+		assert.Equal(t, "invalid_request", r.JSON(t)["error"], "a code is authorized once")
+		r = submit(t, b, code, 303)
+		assert.Equal(t, "/welcome", r.Header.Get("Location"))
+		assert.Equal(t, "no-store", r.Header.Get("Cache-Control"))
+		set := cookies(t, r)
+		session := set["acme_poppy"]
+		require.NotNil(t, session)
+		assert.Equal(t, []any{"/", "acme.example", 86400, true, true, http.SameSiteLaxMode},
+			[]any{session.Path, session.Domain, session.MaxAge, session.Secure, session.HttpOnly, session.SameSite},
+			"the Session cookie lives as long as an idle Session, on every host of cookie_domain")
+		require.NotNil(t, set["__Host-poppy_join"])
+		assert.Equal(t, -1, set["__Host-poppy_join"].MaxAge, "the join cookie is cleared")
+		r = submit(t, b, code, 400)
+		assert.Contains(t, string(r.Body), "was already used")
+		assert.Empty(t, r.Header.Values("Set-Cookie"))
+		first := session.Value
+		ws := lookup(t, first)
+		assert.Equal(t, true, ws["active"])
+		assert.Equal(t, []any{agent.ClientID, "join-1", []any{"orders:read"}},
+			[]any{ws["client_id"], ws["sid"], ws["scopes"]})
+		assert.Regexp(t, `^[1-9][0-9]*$`, ws["account"])
+		assert.NotEmpty(t, ws["expires_at"])
+
+		// Step 4 through the website proxy: the origin gets the web
+		// session's facts, never the cookie, and the scope rules hold.
+		site := env.StartOrigin(t, "web.test", issuer, issuer)
+		c.do(t, call{method: patch, path: "/admin/v1/companies/acme", token: admin, want: 200,
+			body: map[string]any{"web": map[string]any{"origin": site.BaseURL()}}})
+		resp, _ := c.send(t, call{method: get, host: host, path: "/welcome", client: b,
+			header: map[string]string{"Cookie": "theme=dark"}})
+		require.Equal(t, 200, resp.Status, "%s", resp.Body)
+		got := site.Last()
+		require.NoError(t, got.VerifyErr)
+		assert.Equal(t, []any{site.BaseURL(), issuer, "join-1", ws["account"], []string{"orders:read"}},
+			[]any{got.Claims.Audience, got.Claims.Issuer, got.Claims.SID, got.Claims.Account, got.Claims.Scopes})
+		assert.NotContains(t, got.Header.Get("Cookie"), "acme_poppy")
+		assert.Contains(t, got.Header.Get("Cookie"), "theme=dark", "the website's own cookies pass")
+		resp, _ = c.send(t, call{method: post, host: host, path: "/orders", client: b, body: "{}"})
+		assert.Equal(t, 403, resp.Status, "POST /orders needs orders:write")
+		assert.Contains(t, string(resp.Body), "orders:write")
+
+		// A later join replaces the cookie; a signed-out join acts for the
+		// Session alone.
+		second := join(t, b, "join-2", "")
+		assert.Equal(t, inactive, lookup(t, first))
+		ws = lookup(t, second)
+		assert.Equal(t, []any{true, "join-2", "", []any{}}, []any{ws["active"], ws["sid"], ws["account"], ws["scopes"]})
+
+		// The website signs the browser out with Poppy-Web-Session: end.
+		site.Handle(get, "/signout", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Poppy-Web-Session", "end")
+			w.WriteHeader(http.StatusNoContent)
+		})
+		resp, _ = c.send(t, call{method: get, host: host, path: "/signout", client: b})
+		assert.Equal(t, 204, resp.Status)
+		assert.Empty(t, resp.Header.Get("Poppy-Web-Session"))
+		assert.Equal(t, inactive, lookup(t, second))
+		c.do(t, call{method: patch, path: "/admin/v1/companies/acme", token: admin, want: 200,
+			body: `{"web":{"origin":"https://www.acme.example"}}`})
+
+		// A website of its own signs the browser out through the Company
+		// API, at once; ending it again is fine.
+		third := join(t, browser(), "join-3", "")
+		assert.Equal(t, true, lookup(t, third)["active"])
+		c.do(t, call{method: post, path: end, token: acmeKey, body: map[string]string{"cookie": third}, want: 204})
+		c.do(t, call{method: post, path: end, token: acmeKey, body: map[string]string{"cookie": third}, want: 204})
+		assert.Equal(t, inactive, lookup(t, third))
+		assert.Equal(t, inactive, lookup(t, "no-such-cookie"))
+
+		// A web session ends with its Session, and an ended Session
+		// authorizes no code.
+		fourth := join(t, browser(), "join-4", "")
+		c.do(t, call{method: post, path: "/company/v1/sessions/end", token: acmeKey,
+			body: map[string]string{"client_id": agent.ClientID, "sid": "join-4"}, want: 204})
+		assert.Equal(t, inactive, lookup(t, fourth))
+		r = authorizeCode(t, open(t, browser()), "join-4", "", 400)
+		assert.Equal(t, "session_ended", r.JSON(t)["error"])
+
+		// Step 3 fails for a code nobody authorized, a code submitted from
+		// another browser than the page's, and a code used once already;
+		// the first submission uses a code up, whatever the result.
+		b2 := browser()
+		code = open(t, b2)
+		r = submit(t, b2, code, 400)
+		assert.Contains(t, string(r.Body), "was not connected")
+		assert.Empty(t, r.Header.Values("Set-Cookie"))
+		authorizeCode(t, code, "join-5", "", 400)
+		code = open(t, b2)
+		authorizeCode(t, code, "join-5", "", 204)
+		submit(t, browser(), code, 400)
+		submit(t, b2, code, 400)
+		r = submit(t, b2, "not-a-code", 400)
+		assert.Contains(t, string(r.Body), "not valid")
+		r = c.do(t, call{method: post, host: host, path: page, client: b2, ctype: form,
+			body: "code=" + code + "&pad=" + strings.Repeat("x", 4<<10), want: 400})
+		assert.Contains(t, string(r.Body), "could not be read", "the form may be at most 4 KiB")
+		c.do(t, call{method: post, host: host, path: page, client: b2, body: map[string]string{"code": code}, want: 400, docRejects: true})
+
+		// Step 2's errors.
+		code = open(t, b2)
+		for _, bad := range []call{
+			{body: map[string]string{"code": "bc_NOSUCHCODE"}, session: in("join-6", ""), want: 400},
+			{body: `{"code":7}`, session: in("join-6", ""), want: 400, docRejects: true},
+			{body: `{"code":`, session: in("join-6", ""), want: 400, docRejects: true},
+			{body: map[string]string{"code": code}, want: 400, docRejects: true},
+			{body: map[string]string{"code": code}, session: in("join-6", bogus), want: 401},
+			{body: padded(t, map[string]string{"code": code}, 4<<10), session: in("join-6", ""), want: 413},
+			{body: map[string]string{"code": code}, ctype: "text/plain", session: in("join-6", ""), want: 415, docRejects: true},
+		} {
+			bad.method, bad.host, bad.path = post, host, authorize
+			r = c.do(t, bad)
+			if bad.want == 401 {
+				assert.Equal(t, "invalid_token", r.JSON(t)["error"])
+				assert.Contains(t, r.Header.Get("WWW-Authenticate"), `error="invalid_token"`)
+			}
+		}
+		authorizeCode(t, code, "join-6", "", 204)
+
+		// The Company API's errors.
+		for _, path := range []string{introspect, end} {
+			for _, bad := range []call{
+				{body: `{}`, want: 400, docRejects: true},
+				{body: `{"cookie":""}`, want: 400, docRejects: true},
+				{body: `{"cookie":"x","session":"y"}`, want: 400, docRejects: true},
+				{body: `{"cookie":`, want: 400, docRejects: true},
+				{body: padded(t, map[string]string{"cookie": "x"}, 4<<10), want: 413},
+				{body: `{"cookie":"x"}`, ctype: "text/plain", want: 415, docRejects: true},
+				{body: `{"cookie":"x"}`, token: "-", want: 401},
+				{body: `{"cookie":"x"}`, token: admin, want: 401},
+			} {
+				bad.method, bad.path = post, path
+				if bad.token == "" {
+					bad.token = acmeKey
+				}
+				c.do(t, bad)
+			}
+			c.do(t, call{method: post, path: path, body: `{"cookie":"x"}`, want: 401, docRejects: true})
+		}
 	})
 
 	t.Run("conversations", func(t *testing.T) {
@@ -2142,6 +2394,492 @@ func TestContract(t *testing.T) {
 		}
 	})
 
+	t.Run("gateway", func(t *testing.T) {
+		// acme puts an API and two MCP tools behind the platform with its
+		// API key, and the Personal Agent calls them through the gateway
+		// and the hosted MCP server, which forward to a real HTTPS origin
+		// that verifies Poppy-Verified. This test sends many requests:
+		// acme's address and Session limits are out of the way until it
+		// ends.
+		c.do(t, call{method: patch, path: "/admin/v1/companies/acme", token: admin, want: 200,
+			body: `{"rate_limits":{"per_address":1000000,"per_session":1000000}}`})
+		origin := env.StartOrigin(t, "origin.test", issuer, issuer)
+		// openapi_url below names the platform's own host.
+		env.Hosts.Add(testkit.PublicHost)
+		in := func(sid, token string) func(*http.Request) {
+			return func(req *http.Request) {
+				agent.Sign(t, req, testkit.SessionClaims{Aud: issuer, SID: sid, AccessToken: token}, testkit.SessionOptions{})
+			}
+		}
+		firstField := func(r *testkit.Response) string {
+			t.Helper()
+			fields, _ := r.JSON(t)["fields"].([]any)
+			require.NotEmpty(t, fields, "%s", r.Body)
+			return fields[0].(map[string]any)["field"].(string)
+		}
+		mcpPath, mcpMetadata := "/t/acme/mcp", "/.well-known/oauth-protected-resource/t/acme/mcp"
+		mcpHeaders := map[string]string{"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
+		rpc := func(id int, method string, params any) map[string]any {
+			m := map[string]any{"jsonrpc": "2.0", "method": method}
+			if id > 0 {
+				m["id"] = id
+			}
+			if params != nil {
+				m["params"] = params
+			}
+			return m
+		}
+		initialize := rpc(1, "initialize", map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{},
+			"clientInfo": map[string]any{"name": "contract", "version": "1"}})
+
+		// No tools yet: no MCP server.
+		c.do(t, call{method: get, path: mcpMetadata, want: 404})
+		c.do(t, call{method: post, path: mcpPath, session: in("mcp-none", ""), header: mcpHeaders, body: initialize, want: 404})
+
+		// The API, registered with a YAML description (every operation
+		// needs orders:read unless it says otherwise), then replaced with
+		// the JSON the platform stored and tight limits for the errors
+		// below.
+		const description = `openapi: 3.1.0
+info: {title: Orders, version: '1'}
+components:
+  securitySchemes:
+    oauth:
+      type: oauth2
+      flows:
+        authorizationCode:
+          authorizationUrl: https://auth.acme.example/authorize
+          tokenUrl: https://auth.acme.example/token
+          scopes:
+            orders:read: See your orders
+            orders:write: Change your orders
+security:
+  - oauth: [orders:read]
+paths:
+  /public:
+    get: {security: [{}], responses: {'200': {description: OK}}}
+    post: {security: [{}], responses: {'200': {description: OK}}}
+    put: {security: [{}], responses: {'200': {description: OK}}}
+    patch: {security: [{}], responses: {'200': {description: OK}}}
+    delete: {security: [{}], responses: {'200': {description: OK}}}
+  /orders:
+    get: {responses: {'200': {description: OK}}}
+    post: {responses: {'200': {description: OK}}}
+    put: {responses: {'200': {description: OK}}}
+    patch: {responses: {'200': {description: OK}}}
+    delete: {responses: {'200': {description: OK}}}
+  /changes:
+    get: {security: [{oauth: [orders:write]}], responses: {'200': {description: OK}}}
+    post: {security: [{oauth: [orders:write]}], responses: {'200': {description: OK}}}
+    put: {security: [{oauth: [orders:write]}], responses: {'200': {description: OK}}}
+    patch: {security: [{oauth: [orders:write]}], responses: {'200': {description: OK}}}
+    delete: {security: [{oauth: [orders:write]}], responses: {'200': {description: OK}}}
+  /readonly:
+    get: {security: [{}], responses: {'200': {description: OK}}}
+  /writeonly:
+    post: {security: [{}], responses: {'200': {description: OK}}}
+`
+		apis, adminAPIs := "/company/v1/apis", "/admin/v1/companies/acme/apis"
+		register := map[string]any{"origin": origin.BaseURL(), "description": "Orders and returns", "openapi": description}
+		r := c.do(t, call{method: put, path: apis + "/orders", token: acmeKey, body: register, want: 201})
+		created := r.JSON(t)
+		assert.Equal(t, "orders", created["name"])
+		assert.Equal(t, origin.BaseURL(), created["origin"])
+		assert.Equal(t, []any{float64(30), float64(1 << 20), float64(10 << 20)},
+			[]any{created["timeout_seconds"], created["max_request_bytes"], created["max_response_bytes"]}, "the defaults")
+		stored := created["openapi"].(map[string]any)
+		assert.Equal(t, "3.1.0", stored["openapi"])
+		r = c.do(t, call{method: put, path: apis + "/orders", token: acmeKey, want: 200, body: map[string]any{
+			"origin": origin.BaseURL(), "description": "Orders and returns", "openapi": stored,
+			"timeout_seconds": 1, "max_request_bytes": 1024, "max_response_bytes": 2048}})
+		replaced := r.JSON(t)
+		assert.Equal(t, created["created_at"], replaced["created_at"])
+		assert.Equal(t, stored, replaced["openapi"])
+		l := c.do(t, call{method: get, path: apis, token: acmeKey, want: 200}).JSON(t)["apis"].([]any)
+		require.Len(t, l, 1)
+		assert.NotContains(t, l[0], "openapi", "lists leave descriptions out")
+		assert.Equal(t, replaced, c.do(t, call{method: get, path: apis + "/orders", token: acmeKey, want: 200}).JSON(t))
+		assert.Equal(t, l, c.do(t, call{method: get, path: adminAPIs, token: admin, want: 200}).JSON(t)["apis"])
+		assert.Equal(t, replaced, c.do(t, call{method: get, path: adminAPIs + "/orders", token: admin, want: 200}).JSON(t))
+
+		// The description as Personal Agents read it: the gateway is its
+		// server, and its OAuth flow is acme's issuer.
+		descURL := issuer + "/openapi/orders.json"
+		r = c.do(t, call{method: get, path: "/t/acme/openapi/orders.json", want: 200})
+		published := r.JSON(t)
+		assert.Equal(t, []any{map[string]any{"url": issuer + "/api/orders"}}, published["servers"])
+		flow := published["components"].(map[string]any)["securitySchemes"].(map[string]any)["oauth"].(map[string]any)["flows"].(map[string]any)
+		assert.Equal(t, []string{"authorizationCode"}, slices.Collect(maps.Keys(flow)))
+		assert.Equal(t, issuer+"/oauth/authorize", flow["authorizationCode"].(map[string]any)["authorizationUrl"])
+		assert.Equal(t, issuer+"/oauth/token", flow["authorizationCode"].(map[string]any)["tokenUrl"])
+		c.do(t, call{method: get, path: "/t/acme/openapi/nosuch.json", want: 404})
+
+		// An API whose description is fetched once by URL (here, the one
+		// just published), by the operator.
+		spare := map[string]any{"origin": origin.BaseURL(), "openapi_url": descURL}
+		r = c.do(t, call{method: put, path: adminAPIs + "/spare", token: admin, body: spare, want: 201})
+		assert.Equal(t, descURL, r.JSON(t)["openapi_url"])
+		assert.Equal(t, []any{map[string]any{"url": issuer + "/api/orders"}}, r.JSON(t)["openapi"].(map[string]any)["servers"])
+		c.do(t, call{method: put, path: adminAPIs + "/spare", token: admin, body: spare, want: 200})
+		c.do(t, call{method: del, path: adminAPIs + "/spare", token: admin, want: 204})
+		c.do(t, call{method: del, path: adminAPIs + "/spare", token: admin, want: 404})
+		c.do(t, call{method: get, path: adminAPIs + "/spare", token: admin, want: 404})
+		c.do(t, call{method: put, path: apis + "/spare", token: acmeKey, body: spare, want: 201})
+		c.do(t, call{method: del, path: apis + "/spare", token: acmeKey, want: 204})
+
+		// Bad registrations name the member and store nothing.
+		for _, k := range []struct {
+			body       map[string]any
+			field      string
+			docRejects bool
+		}{
+			{map[string]any{"origin": "http://origin.test", "openapi": description}, "origin", true},
+			{map[string]any{"origin": origin.BaseURL() + "/?x=1", "openapi": description}, "origin", true},
+			{map[string]any{"origin": origin.BaseURL()}, "openapi", true},
+			{map[string]any{"origin": origin.BaseURL(), "openapi": description, "openapi_url": descURL}, "openapi", true},
+			{map[string]any{"origin": origin.BaseURL(), "openapi": 7}, "openapi", true},
+			{map[string]any{"origin": origin.BaseURL(), "openapi": description, "timeout_seconds": 121}, "timeout_seconds", true},
+			{map[string]any{"origin": origin.BaseURL(), "openapi": description, "max_request_bytes": 0}, "max_request_bytes", true},
+			{map[string]any{"origin": origin.BaseURL(), "openapi": description, "description": strings.Repeat("d", 1001)}, "description", true},
+			// What the schema cannot say: a description the gateway cannot
+			// serve, and one its URL does not give (the origin refuses a
+			// request without Poppy-Verified).
+			{map[string]any{"origin": origin.BaseURL(), "openapi": map[string]any{"openapi": "3.1.0", "info": map[string]any{"title": "T", "version": "1"}}}, "openapi", false},
+			{map[string]any{"origin": origin.BaseURL(), "openapi": "openapi: 2.0"}, "openapi", false},
+			{map[string]any{"origin": origin.BaseURL(), "openapi_url": origin.URL("/openapi.json")}, "openapi_url", false},
+		} {
+			r := c.do(t, call{method: put, path: apis + "/broken", token: acmeKey, body: k.body, want: 400, docRejects: k.docRejects})
+			assert.Equal(t, k.field, firstField(r), "%v", k.body)
+		}
+		r = c.do(t, call{method: put, path: apis + "/bad.name", token: acmeKey, body: register, want: 400, docRejects: true})
+		assert.Equal(t, "name", firstField(r))
+		c.do(t, call{method: put, path: apis + "/broken", token: acmeKey, body: `[]`, want: 400, docRejects: true})
+		c.do(t, call{method: put, path: apis + "/broken", token: acmeKey, body: padded(t, register, 2<<20+64<<10), want: 413})
+		c.do(t, call{method: put, path: apis + "/broken", token: acmeKey, body: register, ctype: "text/plain", want: 415, docRejects: true})
+		c.do(t, call{method: put, path: adminAPIs + "/broken", token: admin, body: padded(t, register, 2<<20+64<<10), want: 413})
+		c.do(t, call{method: put, path: adminAPIs + "/broken", token: admin, body: register, ctype: "text/plain", want: 415, docRejects: true})
+		r = c.do(t, call{method: put, path: adminAPIs + "/broken", token: admin, body: map[string]any{"origin": origin.BaseURL()}, want: 400, docRejects: true})
+		assert.Equal(t, "openapi", firstField(r))
+		assert.Len(t, c.do(t, call{method: get, path: apis, token: acmeKey, want: 200}).JSON(t)["apis"], 1)
+		c.do(t, call{method: get, path: apis + "/broken", token: acmeKey, want: 404})
+		c.do(t, call{method: del, path: apis + "/broken", token: acmeKey, want: 404})
+
+		// The gateway, for each method: the Session header is required;
+		// the API's description decides what is forwarded and who may
+		// call it; the origin gets the verified facts and none of the
+		// Personal Agent's credentials.
+		token := signIn(t, "alice", "correct horse")
+		mcpToken := env.SignIn(t, agent, issuer, "alice", "correct horse", []string{"orders:read"}, issuer+"/mcp").AccessToken
+		api := "/t/acme/api/orders"
+		for _, m := range []string{get, post, put, patch, del} {
+			var body any
+			if m != get && m != del {
+				body = `{"note":"hello"}`
+			}
+			k := call{method: m, path: api + "/public?page=2", session: in("gateway", ""), body: body, want: 200,
+				header: map[string]string{"Idempotency-Key": "key-" + m, "Cookie": "poppyhost_csrf=x", "X-Forwarded-For": "203.0.113.9"}}
+			r := c.do(t, k)
+			echo := r.JSON(t)
+			assert.Equal(t, []any{m, "/public", "page=2", "", []any{}}, []any{echo["method"], echo["path"], echo["query"], echo["account"], echo["scopes"]})
+			got := origin.Last()
+			require.NoError(t, got.VerifyErr)
+			assert.Equal(t, origin.BaseURL(), got.Claims.Audience, "aud is the registered origin")
+			assert.Equal(t, issuer, got.Claims.Issuer)
+			assert.Equal(t, []string{"orders", m, "/public", agent.ClientID, "gateway", "usr_test", ""},
+				[]string{got.Claims.API, got.Claims.Method, got.Claims.Path, got.Claims.ClientID, got.Claims.SID, got.Claims.UserID, got.Claims.Account})
+			for _, h := range []string{"Authorization", "Poppy-Session", "Cookie", "X-Forwarded-For"} {
+				assert.Empty(t, got.Header.Get(h), h)
+			}
+			assert.Equal(t, "key-"+m, got.Header.Get("Idempotency-Key"))
+
+			// Signed in: the account and scopes reach the origin.
+			echo = c.do(t, call{method: m, path: api + "/orders", session: in("gateway-alice", token), body: body, want: 200}).JSON(t)
+			assert.NotEmpty(t, echo["account"])
+			assert.Equal(t, []any{"orders:read"}, echo["scopes"])
+			assert.Empty(t, origin.Last().Header.Get("Authorization"))
+
+			// Challenges: no token, a token that is not valid here (one for
+			// the MCP server included), a token without the scope.
+			r = c.do(t, call{method: m, path: api + "/orders", session: in("gateway", ""), body: body, want: 401})
+			assert.Equal(t, "unauthorized", r.JSON(t)["error"])
+			assert.Equal(t, `Bearer realm="poppyhost", scope="orders:read", resource_metadata="https://acme.example/.well-known/oauth-protected-resource"`,
+				r.Header.Get("WWW-Authenticate"))
+			for _, tok := range []string{bogus, mcpToken} {
+				r = c.do(t, call{method: m, path: api + "/orders", session: in("gateway-bad-token", tok), body: body, want: 401})
+				assert.Equal(t, "invalid_token", r.JSON(t)["error"])
+			}
+			r = c.do(t, call{method: m, path: api + "/changes", session: in("gateway-alice", token), body: body, want: 403})
+			assert.Equal(t, "insufficient_scope", r.JSON(t)["error"])
+			assert.Contains(t, r.Header.Get("WWW-Authenticate"), `scope="orders:write"`)
+
+			// What the description does not declare, and paths that could
+			// leave the API at the origin.
+			c.do(t, call{method: m, path: api + "/nothing", session: in("gateway", ""), body: body, want: 404})
+			c.do(t, call{method: m, path: "/t/acme/api/nosuch/public", session: in("gateway", ""), body: body, want: 404})
+			declared := "/readonly"
+			if m == get {
+				declared = "/writeonly"
+			}
+			r = c.do(t, call{method: m, path: api + declared, session: in("gateway", ""), body: body, want: 405})
+			assert.Equal(t, map[string]string{"/readonly": "GET", "/writeonly": "POST"}[declared], r.Header.Get("Allow"))
+			r = c.do(t, call{method: m, path: api + "/%2e%2e", session: in("gateway", ""), body: body, want: 400})
+			assert.Equal(t, "invalid_request", r.JSON(t)["error"])
+			r = c.do(t, call{method: m, path: api + "/a%2Fb", session: in("gateway", ""), body: body, want: 400})
+			assert.Equal(t, "invalid_request", r.JSON(t)["error"])
+
+			// The API's limits: a body over max_request_bytes, an answer
+			// over max_response_bytes, an origin slower than
+			// timeout_seconds.
+			c.do(t, call{method: m, path: api + "/public", session: in("gateway", ""), body: strings.Repeat("x", 1025), ctype: "text/plain", want: 413})
+			origin.Handle(m, "/public", origin.Big(2049))
+			r = c.do(t, call{method: m, path: api + "/public", session: in("gateway", ""), body: body, want: 502})
+			assert.Equal(t, "origin_response_too_large", r.JSON(t)["error"])
+			origin.Handle(m, "/public", origin.Slow(10*time.Second))
+			r = c.do(t, call{method: m, path: api + "/public", session: in("gateway", ""), body: body, want: 504})
+			assert.Equal(t, "origin_timeout", r.JSON(t)["error"])
+			origin.Handle(m, "/public", nil)
+		}
+		r = c.do(t, call{method: get, path: api + "/public", want: 400, docRejects: true})
+		assert.Equal(t, "invalid_session", r.JSON(t)["error"])
+
+		// The origin's cookies stay with it: on the platform's host they
+		// would reach other Companies' pages.
+		origin.Handle(get, "/public", func(w http.ResponseWriter, _ *http.Request) {
+			http.SetCookie(w, &http.Cookie{Name: "origin", Value: "1"})
+			w.Header().Set("Content-Type", "text/plain")
+			_, _ = io.WriteString(w, "hello")
+		})
+		r = c.do(t, call{method: get, path: api + "/public", session: in("gateway", ""), want: 200})
+		assert.Equal(t, "hello", string(r.Body))
+		assert.Empty(t, r.Header.Values("Set-Cookie"))
+		// An answer over max_response_bytes without a Content-Length is
+		// cut off by aborting the response, never passed off as whole.
+		origin.Handle(get, "/public", origin.BigChunked(64<<10))
+		req, err := http.NewRequest(get, env.PublicURL(api+"/public"), nil)
+		require.NoError(t, err)
+		in("gateway", "")(req)
+		resp, err := env.Client.Do(req)
+		require.NoError(t, err)
+		assert.Equal(t, 200, resp.StatusCode)
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Error(t, err)
+		origin.Handle(get, "/public", nil)
+		// An origin that cannot be reached.
+		c.do(t, call{method: put, path: apis + "/down", token: acmeKey, want: 201,
+			body: map[string]any{"origin": "https://down.test", "openapi": description}})
+		r = c.do(t, call{method: get, path: "/t/acme/api/down/public", session: in("gateway", ""), want: 502})
+		assert.Equal(t, "origin_unreachable", r.JSON(t)["error"])
+		c.do(t, call{method: del, path: apis + "/down", token: acmeKey, want: 204})
+
+		// Tools of the hosted MCP server: one anyone may call, one that
+		// needs orders:write. A tool's Poppy-Verified is for its URL: the
+		// one called here has an origin of its own, whose base URL it is.
+		tools, adminTools := "/company/v1/tools", "/admin/v1/companies/acme/tools"
+		toolOrigin := env.StartOrigin(t, "tools.test", issuer, issuer)
+		orderID := map[string]any{"type": "object", "properties": map[string]any{"order_id": map[string]any{"type": "string"}},
+			"required": []string{"order_id"}}
+		status := map[string]any{"title": "Order status", "description": "Looks an order up by its number.",
+			"input_schema": orderID, "output_schema": map[string]any{"type": "object"},
+			"annotations": map[string]any{"readOnlyHint": true}, "url": toolOrigin.BaseURL()}
+		cancel := map[string]any{"description": "Cancels an order.", "input_schema": orderID,
+			"scopes": []string{"orders:write"}, "url": origin.URL("/tools/cancel"), "timeout_seconds": 5}
+		r = c.do(t, call{method: put, path: tools + "/order_status", token: acmeKey, body: status, want: 201})
+		statusTool := r.JSON(t)
+		assert.Equal(t, []any{}, statusTool["scopes"])
+		assert.Equal(t, float64(30), statusTool["timeout_seconds"])
+		assert.Equal(t, statusTool["created_at"], c.do(t, call{method: put, path: tools + "/order_status", token: acmeKey, body: status, want: 200}).JSON(t)["created_at"])
+		c.do(t, call{method: put, path: adminTools + "/cancel_order", token: admin, body: cancel, want: 201})
+		c.do(t, call{method: put, path: adminTools + "/cancel_order", token: admin, body: cancel, want: 200})
+		tl := c.do(t, call{method: get, path: tools, token: acmeKey, want: 200}).JSON(t)["tools"].([]any)
+		require.Len(t, tl, 2)
+		assert.Equal(t, "cancel_order", tl[0].(map[string]any)["name"])
+		assert.Equal(t, tl, c.do(t, call{method: get, path: adminTools, token: admin, want: 200}).JSON(t)["tools"])
+		assert.Equal(t, tl[1], c.do(t, call{method: get, path: tools + "/order_status", token: acmeKey, want: 200}).JSON(t))
+		assert.Equal(t, tl[0], c.do(t, call{method: get, path: adminTools + "/cancel_order", token: admin, want: 200}).JSON(t))
+		c.do(t, call{method: put, path: tools + "/spare.tool", token: acmeKey, body: status, want: 201})
+		c.do(t, call{method: del, path: tools + "/spare.tool", token: acmeKey, want: 204})
+		c.do(t, call{method: del, path: tools + "/spare.tool", token: acmeKey, want: 404})
+		c.do(t, call{method: get, path: tools + "/spare.tool", token: acmeKey, want: 404})
+		c.do(t, call{method: put, path: adminTools + "/spare.tool", token: admin, body: status, want: 201})
+		c.do(t, call{method: del, path: adminTools + "/spare.tool", token: admin, want: 204})
+		c.do(t, call{method: del, path: adminTools + "/spare.tool", token: admin, want: 404})
+		c.do(t, call{method: get, path: adminTools + "/spare.tool", token: admin, want: 404})
+		with := func(name string, v any) map[string]any {
+			m := maps.Clone(cancel)
+			if v == nil {
+				delete(m, name)
+			} else {
+				m[name] = v
+			}
+			return m
+		}
+		for _, k := range []struct {
+			body       map[string]any
+			field      string
+			docRejects bool
+		}{
+			{with("description", nil), "description", true},
+			{with("input_schema", nil), "input_schema", true},
+			{with("input_schema", map[string]any{"type": "string"}), "input_schema", true},
+			{with("url", "http://origin.test/tools/cancel"), "url", true},
+			{with("scopes", []string{"orders:write", "orders:write"}), "scopes[1]", true},
+			{with("timeout_seconds", 0), "timeout_seconds", true},
+			{with("title", strings.Repeat("t", 201)), "title", true},
+			{with("annotations", map[string]any{"readOnlyHint": "yes"}), "annotations", true},
+			// What the schema cannot say: a scope acme does not define, a
+			// schema that is not valid JSON Schema.
+			{with("scopes", []string{"orders:delete"}), "scopes[0]", false},
+			{with("input_schema", map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{"type": 7}}}), "input_schema", false},
+		} {
+			r := c.do(t, call{method: put, path: tools + "/broken", token: acmeKey, body: k.body, want: 400, docRejects: k.docRejects})
+			assert.Equal(t, k.field, firstField(r), "%v", k.body)
+		}
+		r = c.do(t, call{method: put, path: tools + "/bad!name", token: acmeKey, body: cancel, want: 400, docRejects: true})
+		assert.Equal(t, "name", firstField(r))
+		r = c.do(t, call{method: put, path: adminTools + "/broken", token: admin, body: with("url", nil), want: 400, docRejects: true})
+		assert.Equal(t, "url", firstField(r))
+		for _, p := range []string{tools + "/broken", adminTools + "/broken"} {
+			tok := acmeKey
+			if strings.HasPrefix(p, "/admin/") {
+				tok = admin
+			}
+			c.do(t, call{method: put, path: p, token: tok, body: padded(t, cancel, 256<<10), want: 413})
+			c.do(t, call{method: put, path: p, token: tok, body: cancel, ctype: "text/plain", want: 415, docRejects: true})
+		}
+		c.do(t, call{method: get, path: tools + "/broken", token: acmeKey, want: 404})
+
+		// The MCP server is its own protected resource (spec 7).
+		r = c.do(t, call{method: get, path: mcpMetadata, want: 200})
+		assert.Equal(t, map[string]any{"resource": issuer + "/mcp", "authorization_servers": []any{issuer},
+			"bearer_methods_supported": []any{"header"}, "scopes_supported": []any{"orders:write"}}, r.JSON(t))
+		challenge := `Bearer realm="poppyhost", resource_metadata="` + env.PublicURL(mcpMetadata) + `"`
+		// Signed out, while acme does not take signed-out calls; the
+		// Company's default token, which is not for this server.
+		r = c.do(t, call{method: post, path: mcpPath, session: in("mcp", ""), header: mcpHeaders, body: initialize, want: 401})
+		assert.Equal(t, "unauthorized", r.JSON(t)["error"])
+		assert.Equal(t, challenge, r.Header.Get("WWW-Authenticate"))
+		r = c.do(t, call{method: post, path: mcpPath, session: in("mcp-default-token", token), header: mcpHeaders, body: initialize, want: 401})
+		assert.Equal(t, "invalid_token", r.JSON(t)["error"])
+		assert.Contains(t, r.Header.Get("WWW-Authenticate"), `resource_metadata="`+env.PublicURL(mcpMetadata)+`"`)
+
+		// Signed out, once acme allows it: initialize, list, and call the
+		// tool that needs no scope.
+		r = c.do(t, call{method: patch, path: "/admin/v1/companies/acme", token: admin, want: 200, body: `{"mcp":{"signed_out":true}}`})
+		assert.Equal(t, map[string]any{"signed_out": true, "description": "Order tools"}, r.JSON(t)["mcp"])
+		result := func(r *testkit.Response) map[string]any {
+			t.Helper()
+			m := r.JSON(t)
+			require.Contains(t, m, "result", "%s", r.Body)
+			return m["result"].(map[string]any)
+		}
+		res := result(c.do(t, call{method: post, path: mcpPath, session: in("mcp", ""), header: mcpHeaders, body: initialize, want: 200}))
+		assert.Equal(t, "2025-06-18", res["protocolVersion"])
+		c.do(t, call{method: post, path: mcpPath, session: in("mcp", ""), header: mcpHeaders, body: rpc(0, "notifications/initialized", nil), want: 202})
+		res = result(c.do(t, call{method: post, path: mcpPath, session: in("mcp", ""), header: mcpHeaders, body: rpc(2, "tools/list", nil), want: 200}))
+		var names []string
+		for _, tool := range res["tools"].([]any) {
+			names = append(names, tool.(map[string]any)["name"].(string))
+		}
+		assert.ElementsMatch(t, []string{"order_status", "cancel_order"}, names)
+		call3 := rpc(3, "tools/call", map[string]any{"name": "order_status", "arguments": map[string]any{"order_id": "ord_1042"}})
+		res = result(c.do(t, call{method: post, path: mcpPath, session: in("mcp", ""), header: mcpHeaders, body: call3, want: 200}))
+		assert.NotEqual(t, true, res["isError"], "%v", res)
+		structured := res["structuredContent"].(map[string]any)
+		assert.Equal(t, []any{"POST", "/", `{"order_id":"ord_1042"}`, ""},
+			[]any{structured["method"], structured["path"], structured["body"], structured["account"]})
+		got := toolOrigin.Last()
+		require.NoError(t, got.VerifyErr)
+		assert.Equal(t, []string{toolOrigin.BaseURL(), "order_status", "POST", "/", "mcp"},
+			[]string{got.Claims.Audience, got.Claims.Tool, got.Claims.Method, got.Claims.Path, got.Claims.SID})
+		assert.Empty(t, got.Header.Get("Poppy-Session"))
+		// The tool that needs orders:write: a challenge signed out (MCP's
+		// step-up), 403 with a token that lacks it.
+		cancelCall := rpc(4, "tools/call", map[string]any{"name": "cancel_order", "arguments": map[string]any{"order_id": "ord_1042"}})
+		r = c.do(t, call{method: post, path: mcpPath, session: in("mcp", ""), header: mcpHeaders, body: cancelCall, want: 401})
+		assert.Equal(t, `Bearer realm="poppyhost", scope="orders:write", resource_metadata="`+env.PublicURL(mcpMetadata)+`"`,
+			r.Header.Get("WWW-Authenticate"))
+		r = c.do(t, call{method: post, path: mcpPath, session: in("mcp-alice", mcpToken), header: mcpHeaders, body: cancelCall, want: 403})
+		assert.Equal(t, "insufficient_scope", r.JSON(t)["error"])
+		// Signed in with a token for this server, the account reaches the
+		// tool's origin.
+		res = result(c.do(t, call{method: post, path: mcpPath, session: in("mcp-alice", mcpToken), header: mcpHeaders, body: call3, want: 200}))
+		assert.NotEmpty(t, res["structuredContent"].(map[string]any)["account"])
+
+		// MCP 2026-07-28: no initialize; the version in every request's
+		// metadata and headers, which the transport checks.
+		latest := rpc(5, "tools/call", map[string]any{"name": "order_status", "arguments": map[string]any{"order_id": "ord_7"},
+			"_meta": map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+				"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "contract", "version": "1"},
+				"io.modelcontextprotocol/clientCapabilities": map[string]any{}}})
+		latestHeaders := map[string]string{"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28",
+			"Mcp-Method": "tools/call", "Mcp-Name": "order_status"}
+		res = result(c.do(t, call{method: post, path: mcpPath, session: in("mcp", ""), header: latestHeaders, body: latest, want: 200}))
+		assert.Equal(t, `{"order_id":"ord_7"}`, res["structuredContent"].(map[string]any)["body"])
+		delete(latestHeaders, "Mcp-Method")
+		r = c.do(t, call{method: post, path: mcpPath, session: in("mcp", ""), header: latestHeaders, body: latest, want: 400})
+		assert.Contains(t, r.JSON(t)["error"], "message", "a JSON-RPC error")
+
+		// Transport errors: the Session header, the SDK's rules on Accept
+		// and Content-Type, the body limit.
+		// A Session header that fails spec 5.3 is invalid_session; a
+		// request without one is an MCP client that does not speak Poppy,
+		// and needs an access token for the server (spec 7).
+		badSession := map[string]string{"Poppy-Session": "not-a-session-jwt"}
+		for k, v := range mcpHeaders {
+			badSession[k] = v
+		}
+		r = c.do(t, call{method: post, path: mcpPath, header: badSession, body: initialize, want: 400})
+		assert.Equal(t, "invalid_session", r.JSON(t)["error"])
+		r = c.do(t, call{method: post, path: mcpPath, header: mcpHeaders, body: initialize, want: 401, docRejects: true})
+		assert.Contains(t, r.Header.Get("WWW-Authenticate"), "resource_metadata=")
+		c.do(t, call{method: post, path: mcpPath, session: in("mcp", ""), header: map[string]string{"Accept": "application/json"}, body: initialize, want: 400})
+		c.do(t, call{method: post, path: mcpPath, session: in("mcp", ""), header: mcpHeaders, body: initialize, ctype: "text/plain", want: 415, docRejects: true})
+		c.do(t, call{method: post, path: mcpPath, session: in("mcp", ""), header: mcpHeaders, body: padded(t, initialize, 4<<20), want: 413})
+
+		// poppy.json lists the API's description and the MCP server.
+		doc := c.do(t, call{method: get, host: "acme.example", path: "/.well-known/poppy.json", want: 200}).JSON(t)
+		assert.Subset(t, doc["apis"], []any{
+			map[string]any{"type": "openapi", "url": descURL, "description": "Orders and returns"},
+			map[string]any{"type": "mcp", "url": issuer + "/mcp", "description": "Order tools"},
+		})
+
+		// Every registration route needs its credential, and the admin
+		// routes a Company that exists.
+		for _, op := range operations {
+			method, path, _ := strings.Cut(op, " ")
+			isAPI, isTool := strings.Contains(path, "/apis"), strings.Contains(path, "/tools")
+			if !isAPI && !isTool {
+				continue
+			}
+			k := call{method: method, path: strings.NewReplacer("{slug}", "acme", "{name}", "order_status").Replace(path), token: acmeKey}
+			if isAPI {
+				k.path = strings.ReplaceAll(path, "{name}", "orders")
+			}
+			if method == put {
+				k.body = cancel
+				if isAPI {
+					k.body = register
+				}
+			}
+			if strings.HasPrefix(path, "/admin/") {
+				k.token = admin
+				k.path = strings.ReplaceAll(k.path, "{slug}", "acme")
+				nosuch := k
+				nosuch.path, nosuch.want = strings.Replace(k.path, "/acme/", "/nosuch/", 1), 404
+				c.do(t, nosuch)
+			}
+			bad := k
+			bad.token, bad.want = bogus, 401
+			c.do(t, bad)
+			bad.token, bad.docRejects = "", true
+			c.do(t, bad)
+		}
+
+		c.do(t, call{method: patch, path: "/admin/v1/companies/acme", token: admin, want: 200,
+			body: `{"mcp":{"signed_out":false},"rate_limits":{"per_address":900,"per_session":300}}`})
+	})
+
 	t.Run("rate limits", func(t *testing.T) {
 		// A Company allowing one request a minute from an address: after
 		// the first, every route of the Company answers 429 (spec 5.6).
@@ -2153,8 +2891,8 @@ func TestContract(t *testing.T) {
 		c.do(t, call{method: get, host: "busy.example", path: "/.well-known/poppy.json", want: 200})
 		for _, op := range operations {
 			method, path, _ := strings.Cut(op, " ")
-			k := call{method: method, want: 429, path: strings.ReplaceAll(strings.ReplaceAll(path, "{slug}", "busy"), "{conversation_id}", "c_1"),
-				docRejects: c.incomplete(method, path)}
+			k := call{method: method, want: 429, docRejects: c.incomplete(method, path),
+				path: strings.NewReplacer("{slug}", "busy", "{conversation_id}", "c_1", "{name}", "orders", "{path}", "x").Replace(path)}
 			switch {
 			case strings.HasPrefix(path, "/t/{slug}/"):
 			case slices.Contains(companyDomainPaths, path):
@@ -2214,7 +2952,9 @@ func TestContract(t *testing.T) {
 		// RFC 9110 section 15.5.6: a 405 carries Allow.
 		require.Equal(t, "GET, HEAD, PATCH, DELETE", r.Header.Get("Allow"))
 		c.undocumented(t, call{method: get, path: "/no/such/route", want: 404}, "not_found")
-		c.undocumented(t, call{method: get, host: "acme.example", path: "/admin/v1/companies", token: admin, want: 404}, "not_found")
+		// A Company domain serves no platform route; without web.origin
+		// (minimal has none) nothing else either.
+		c.undocumented(t, call{method: get, host: "minimal.example", path: "/admin/v1/companies", token: admin, want: 404}, "not_found")
 		r, _ = c.send(t, call{method: http.MethodHead, path: "/healthz"})
 		assert.Equal(t, 200, r.Status)
 		assert.Empty(t, r.Body)

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -39,12 +38,11 @@ const password = "correct horse battery staple"
 //	GET /t/{slug}/orders/edit   default resource, orders:write
 //	GET /t/{slug}/mcp           the Company's MCP resource, orders:read
 type rig struct {
-	env     *testkit.Env
-	agent   *testkit.Agent
-	issuer  string
-	routes  http.Handler
-	skew    atomic.Int64 // added to the Validator's clock
-	clients map[*testkit.Agent]*oauth2.Config
+	env    *testkit.Env
+	agent  *testkit.Agent
+	issuer string
+	routes http.Handler
+	skew   atomic.Int64 // added to the Validator's clock
 }
 
 func setupRig(t *testing.T) *rig {
@@ -63,8 +61,7 @@ func setupRig(t *testing.T) *rig {
 			map[string]any{"username": user, "password": password})
 		require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
 	}
-	g := &rig{env: env, issuer: env.PublicURL("/t/stormline"), clients: map[*testkit.Agent]*oauth2.Config{}}
-	g.agent = g.startAgent(t, "agent.test")
+	g := &rig{env: env, agent: env.StartAgent(t, "agent.test"), issuer: env.PublicURL("/t/stormline")}
 
 	resolver := agentid.NewResolver(safehttp.New(safehttp.Options{AllowPrivate: true, RootCAs: env.CA.Pool(),
 		Resolver: env.Hosts}), agentid.Options{})
@@ -95,55 +92,18 @@ func setupRig(t *testing.T) *rig {
 	return g
 }
 
-// startAgent starts a test Personal Agent that can sign in at stormline.
-func (g *rig) startAgent(t *testing.T, host string) *testkit.Agent {
-	t.Helper()
-	a := g.env.StartAgent(t, host)
-	g.clients[a] = &oauth2.Config{
-		ClientID: a.ClientID,
-		Endpoint: oauth2.Endpoint{AuthURL: g.issuer + "/oauth/authorize", TokenURL: g.issuer + "/oauth/token",
-			AuthStyle: oauth2.AuthStyleInParams},
-		RedirectURL: a.URL("/callback"),
-	}
-	return a
-}
-
 // signIn has user sign a in at stormline through Direct Sign-In with
 // scopes and returns the tokens. resource, when set, asks for a token for
 // that service (RFC 8707).
 func (g *rig) signIn(t *testing.T, a *testkit.Agent, user string, scopes []string, resource string) *oauth2.Token {
 	t.Helper()
-	conf := *g.clients[a]
-	conf.Scopes = scopes
-	verifier := oauth2.GenerateVerifier()
-	opts := []oauth2.AuthCodeOption{oauth2.S256ChallengeOption(verifier)}
-	if resource != "" {
-		opts = append(opts, oauth2.SetAuthURLParam("resource", resource))
-	}
-	b := g.env.Browser(t)
-	page := b.Get(conf.AuthCodeURL("st4te", opts...))
-	require.Equal(t, http.StatusOK, page.Status, page.Body)
-	page = b.Submit(page, "login", map[string][]string{"username": {user}, "password": {password}})
-	require.Equal(t, http.StatusOK, page.Status, page.Body)
-	page = b.Submit(page, "approve", map[string][]string{"scope": scopes})
-	require.Equal(t, http.StatusSeeOther, page.Status, page.Body)
-	back, err := url.Parse(page.Location())
-	require.NoError(t, err)
-	ctx := context.WithValue(context.Background(), oauth2.HTTPClient,
-		&http.Client{Transport: a.AssertionTransport(t, g.env.Client.Transport, g.issuer)})
-	tok, err := conf.Exchange(ctx, back.Query().Get("code"), oauth2.VerifierOption(verifier))
-	require.NoError(t, err)
-	return tok
+	return g.env.SignIn(t, a, g.issuer, user, password, scopes, resource)
 }
 
 // revoke revokes a refresh token at stormline (spec 4.6).
 func (g *rig) revoke(t *testing.T, a *testkit.Agent, refreshToken string) {
 	t.Helper()
-	form := url.Values{"token": {refreshToken}, "token_type_hint": {"refresh_token"},
-		"client_assertion_type": {"urn:ietf:params:oauth:client-assertion-type:jwt-bearer"},
-		"client_assertion":      {a.ClientAssertion(t, g.issuer)}}
-	resp := g.env.Do(t, http.MethodPost, g.issuer+"/oauth/revoke", form.Encode(), "Content-Type", "application/x-www-form-urlencoded")
-	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	g.env.Revoke(t, a, g.issuer, refreshToken)
 }
 
 func newSID() string {
@@ -281,7 +241,7 @@ func TestBearerWithRealTokens(t *testing.T) {
 	})
 
 	t.Run("another client's token", func(t *testing.T) {
-		other := g.startAgent(t, "other-agent.test")
+		other := g.env.StartAgent(t, "other-agent.test")
 		otherTok := g.signIn(t, other, "ada", []string{"orders:read"}, "")
 		require.Equal(t, http.StatusOK, g.call(t, other, "stormline", "/orders", newSID(), otherTok.AccessToken).Code)
 		// Spec 5.3 step 3: a token must be the Session's client's.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
 // Owner is who a Personal Agent request speaks for (spec 8.2).
@@ -18,7 +19,7 @@ type Owner struct {
 	AccountID int64
 	// Verified are the request's verified facts for the webhook; not part
 	// of ownership.
-	Verified *Verified
+	Verified *verified.Facts
 }
 
 // errSignInNeeded: the conversation used an account, and the request of

@@ -1,18 +1,15 @@
 package conversations_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/oauth2"
 
 	"github.com/poppyhost/poppyhost/internal/conversations"
 	"github.com/poppyhost/poppyhost/internal/testkit"
@@ -72,31 +69,15 @@ type paReq struct {
 	Header []string
 }
 
-// request builds a signed request; body is nil, a string or []byte (sent
-// as is), or a value sent as JSON.
+// request builds a signed request; body is as for testkit.NewRequest: nil,
+// a string or []byte (sent as is), or a value sent as JSON.
 func (a *agentSide) request(t *testing.T, ctx context.Context, method, path string, body any, o paReq) *http.Request {
 	t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	case []byte:
-		rd = bytes.NewReader(b)
-	default:
-		raw, err := json.Marshal(b)
-		require.NoError(t, err)
-		rd = bytes.NewReader(raw)
-	}
 	u := a.endpoint + path
 	if o.Query != "" {
 		u += "?" + o.Query
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
-	require.NoError(t, err)
-	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
+	req := testkit.NewRequest(t, method, u, body).WithContext(ctx)
 	for i := 0; i+1 < len(o.Header); i += 2 {
 		req.Header.Set(o.Header[i], o.Header[i+1])
 	}
@@ -248,33 +229,10 @@ func (a *agentSide) eventCount(t *testing.T, id string) int {
 }
 
 // signIn signs username in with Direct Sign-In through the pages and
-// returns an access token for the test agent (as internal/issuer's tests
-// do).
+// returns an orders:read access token for the test agent.
 func (a *agentSide) signIn(t *testing.T, username string) string {
 	t.Helper()
-	issuer := a.env.PublicURL("/t/" + paSlug)
-	conf := &oauth2.Config{
-		ClientID: a.agent.ClientID,
-		Endpoint: oauth2.Endpoint{AuthURL: issuer + "/oauth/authorize", TokenURL: issuer + "/oauth/token",
-			AuthStyle: oauth2.AuthStyleInParams},
-		RedirectURL: a.agent.URL("/callback"),
-		Scopes:      []string{"orders:read"},
-	}
-	ctx := context.WithValue(context.Background(), oauth2.HTTPClient,
-		&http.Client{Transport: a.agent.AssertionTransport(t, a.env.Client.Transport, issuer)})
-	verifier := oauth2.GenerateVerifier()
-	b := a.env.Browser(t)
-	page := b.Get(conf.AuthCodeURL("st4te", oauth2.S256ChallengeOption(verifier)))
-	require.Equal(t, http.StatusOK, page.Status, page.Body)
-	page = b.Submit(page, "login", map[string][]string{"username": {username}, "password": {paPassword}})
-	require.Equal(t, http.StatusOK, page.Status, page.Body)
-	page = b.Submit(page, "approve", map[string][]string{"scope": {"orders:read"}})
-	require.Equal(t, http.StatusSeeOther, page.Status, page.Body)
-	back, err := url.Parse(page.Location())
-	require.NoError(t, err)
-	tok, err := conf.Exchange(ctx, back.Query().Get("code"), oauth2.VerifierOption(verifier))
-	require.NoError(t, err)
-	return tok.AccessToken
+	return a.env.SignIn(t, a.agent, a.env.PublicURL("/t/"+paSlug), username, paPassword, []string{"orders:read"}, "").AccessToken
 }
 
 // requireError checks a spec 8.13 error body.

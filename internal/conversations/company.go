@@ -18,6 +18,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/tenant"
+	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
 // The Company side of conversations: the routes under
@@ -320,7 +321,7 @@ func (m *CompanyMessage) check(co *tenant.Company) (*Message, error) {
 // its latest verified request in the conversation or its parent, name to
 // version, or nil when none is known.
 func agentExtensions(ctx context.Context, tx pgx.Tx, c *Conversation) (map[string]string, error) {
-	var v *Verified
+	var v *verified.Facts
 	err := tx.QueryRow(ctx, `SELECT verified FROM conversation_events
 		WHERE company_id = $1 AND conversation_id IN ($2, $3) AND verified IS NOT NULL
 		ORDER BY created_at DESC, seq DESC LIMIT 1`, c.CompanyID, c.ID, c.ParentID).Scan(&v)

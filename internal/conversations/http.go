@@ -15,6 +15,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/sessions"
 	"github.com/poppyhost/poppyhost/internal/tenant"
+	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
 // Handler serves the Personal Agent side of the conversation endpoint.
@@ -53,7 +54,7 @@ func (h *Handler) owner(w http.ResponseWriter, r *http.Request) (Owner, bool) {
 		bearer.WriteError(w, r, err)
 		return Owner{}, false
 	}
-	o := Owner{ClientID: sess.ClientID, UserID: sess.UserID, Verified: VerifiedFacts(sess, g)}
+	o := Owner{ClientID: sess.ClientID, UserID: sess.UserID, Verified: verified.FromRequest(sess, g)}
 	if g != nil {
 		o.AccountID = g.AccountID
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
 // Conversation is one conversation's state.
@@ -90,7 +91,7 @@ type newEvent struct {
 	Body map[string]any
 	// Verified are the facts of the request that added the event, for the
 	// Company Agent's webhook; never part of Body, which agents read.
-	Verified *Verified
+	Verified *verified.Facts
 }
 
 func stateEvent(status, responder string) newEvent {

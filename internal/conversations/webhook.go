@@ -21,10 +21,9 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
-	"github.com/poppyhost/poppyhost/internal/bearer"
 	"github.com/poppyhost/poppyhost/internal/safehttp"
-	"github.com/poppyhost/poppyhost/internal/sessions"
 	"github.com/poppyhost/poppyhost/internal/tenant"
+	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
 // The Company Agent's webhook (DESIGN.md, origin contract): every event
@@ -34,9 +33,6 @@ import (
 // Poppy-Verified. River delivers it and retries with backoff. See
 // docs/company-agent.md for what the Company receives and how it checks it.
 
-// VerifiedType is the typ of a Poppy-Verified JWT.
-const VerifiedType = "poppy-verified+jwt"
-
 // Webhook settings.
 const (
 	// WebhookSecretPrefix starts a webhook secret as the Company sees it,
@@ -45,8 +41,6 @@ const (
 	// previousSecretGrace is how long a replaced secret keeps signing
 	// next to the new one.
 	previousSecretGrace = 24 * time.Hour
-	// verifiedLifetime is how long a Poppy-Verified JWT is good for.
-	verifiedLifetime = 5 * time.Minute
 	// maxDeliveryAge: older events are not delivered any more, so a
 	// webhook that comes back, or is set, gets no stale backlog.
 	maxDeliveryAge = 24 * time.Hour
@@ -56,41 +50,6 @@ const (
 	deliverBatch     = 20
 	secretLen        = 32
 )
-
-// Verified are the facts the platform verified on a Personal Agent's
-// request (spec 5.3, 4.5), stored with the events it added and sent to the
-// Company Agent in Poppy-Verified. The agent acts only within them: a
-// message authorizes nothing by itself (spec 4.7, 8.11).
-type Verified struct {
-	ClientID string `json:"client_id"`
-	SID      string `json:"sid"`
-	UserID   string `json:"user_id"`
-	AgentID  string `json:"agent_id"`
-	// Account is the account of the request's access token, its id in
-	// decimal, or "" signed out.
-	Account string   `json:"account"`
-	Scopes  []string `json:"scopes"`
-	// Extensions the Personal Agent declares, name to version (spec 3.3):
-	// Company messages carry only these.
-	Extensions map[string]string `json:"extensions,omitempty"`
-}
-
-// VerifiedFacts returns the facts of a Personal Agent request: its
-// Session and, signed in, the grant of its access token (nil signed out).
-func VerifiedFacts(sess *sessions.Session, g *bearer.Grant) *Verified {
-	v := &Verified{ClientID: sess.ClientID, SID: sess.SID, UserID: sess.UserID, AgentID: sess.AgentID,
-		Scopes: []string{}, Extensions: sess.Extensions}
-	if g != nil {
-		v.Account = strconv.FormatInt(g.AccountID, 10)
-		v.Scopes = append(v.Scopes, g.Scopes...)
-	}
-	return v
-}
-
-// Signer signs JWTs with a Company's platform key (signing.Keys).
-type Signer interface {
-	Sign(ctx context.Context, companyID int64, typ string, payload []byte) (string, error)
-}
 
 // Companies finds Companies for background work (tenant.Store).
 type Companies interface {
@@ -103,7 +62,7 @@ type DeliveryOptions struct {
 	Pool      *pgxpool.Pool
 	Companies Companies
 	// Keys sign Poppy-Verified.
-	Keys Signer
+	Keys verified.Signer
 	URLs tenant.URLs
 	// Client posts to webhooks; its options are the platform's fetch
 	// options (AllowPrivate only in development and tests).
@@ -213,7 +172,7 @@ var errNoSecret = errors.New("conversations: the Company has an agent webhook bu
 // pendingEvent is an event to deliver.
 type pendingEvent struct {
 	Event
-	verified *Verified
+	verified *verified.Facts
 }
 
 func (d *Delivery) work(ctx context.Context, job *river.Job[DeliverArgs]) error {
@@ -347,24 +306,6 @@ type webhookData struct {
 	Event        Event             `json:"event"`
 }
 
-// verifiedClaims are the claims of Poppy-Verified: the facts, bound to
-// the webhook (aud) and to the event they come with.
-type verifiedClaims struct {
-	Issuer         string   `json:"iss"`
-	Audience       string   `json:"aud"`
-	IssuedAt       int64    `json:"iat"`
-	Expires        int64    `json:"exp"`
-	ID             string   `json:"jti"`
-	ClientID       string   `json:"client_id"`
-	SID            string   `json:"sid"`
-	UserID         string   `json:"user_id"`
-	AgentID        string   `json:"agent_id"`
-	Account        string   `json:"account"`
-	Scopes         []string `json:"scopes"`
-	ConversationID string   `json:"conversation_id"`
-	EventID        string   `json:"event_id"`
-}
-
 // post delivers one event.
 func (d *Delivery) post(ctx context.Context, co *tenant.Company, url string, secrets [][]byte, view *ConversationView, e pendingEvent) error {
 	body, err := json.Marshal(webhookPayload{Type: "conversation.event", Timestamp: e.CreatedAt.UTC(),
@@ -377,20 +318,10 @@ func (d *Delivery) post(ctx context.Context, co *tenant.Company, url string, sec
 	// itself proves: its owner, with no Session, account or scopes.
 	v := e.verified
 	if v == nil {
-		v = &Verified{ClientID: view.Owner.ClientID, UserID: view.Owner.UserID}
+		v = &verified.Facts{ClientID: view.Owner.ClientID, UserID: view.Owner.UserID}
 	}
-	claims := verifiedClaims{Issuer: d.opts.URLs.Identifier(co), Audience: url, IssuedAt: now.Unix(),
-		Expires: now.Add(verifiedLifetime).Unix(), ID: rand.Text(),
-		ClientID: v.ClientID, SID: v.SID, UserID: v.UserID, AgentID: v.AgentID, Account: v.Account,
-		Scopes: v.Scopes, ConversationID: view.ID, EventID: eventID(e.Seq)}
-	if claims.Scopes == nil {
-		claims.Scopes = []string{}
-	}
-	payload, err := json.Marshal(claims)
-	if err != nil {
-		return err
-	}
-	jwt, err := d.opts.Keys.Sign(ctx, co.ID, VerifiedType, payload)
+	jwt, err := verified.Sign(ctx, d.opts.Keys, co.ID, verified.Claims{Issuer: d.opts.URLs.Identifier(co), Audience: url,
+		Facts: *v, ConversationID: view.ID, EventID: eventID(e.Seq)}, now)
 	if err != nil {
 		return err
 	}
@@ -401,7 +332,7 @@ func (d *Delivery) post(ctx context.Context, co *tenant.Company, url string, sec
 	header.Set("webhook-id", msgID)
 	header.Set("webhook-timestamp", ts)
 	header.Set("webhook-signature", Signature(secrets, msgID, ts, body))
-	header.Set("Poppy-Verified", jwt)
+	header.Set(verified.Header, jwt)
 	_, err = d.opts.Client.Post(ctx, safehttp.PostRequest{URL: url, Header: header, Body: body})
 	return err
 }

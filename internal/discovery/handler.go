@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
@@ -17,10 +18,18 @@ const CacheControl = "public, max-age=60"
 // context.
 type Handler struct {
 	urls tenant.URLs
+	apis APIs
 }
 
-// NewHandler returns a Handler deriving URLs from urls.
-func NewHandler(urls tenant.URLs) *Handler { return &Handler{urls: urls} }
+// APIs lists the APIs a Company serves through the platform (the
+// gateway's registered APIs and hosted MCP server), after those its
+// settings list.
+type APIs interface {
+	Listed(ctx context.Context, c *tenant.Company) ([]tenant.API, error)
+}
+
+// NewHandler returns a Handler deriving URLs from urls; apis may be nil.
+func NewHandler(urls tenant.URLs, apis APIs) *Handler { return &Handler{urls: urls, apis: apis} }
 
 // MountDomain mounts the documents served on each Company domain.
 func (h *Handler) MountDomain(r chi.Router) {
@@ -50,7 +59,16 @@ func writeDoc(w http.ResponseWriter, v any) {
 
 func (h *Handler) poppyJSON(w http.ResponseWriter, r *http.Request) {
 	c := tenant.FromContext(r.Context())
-	writeDoc(w, BuildPoppyJSON(c, httpx.HostOnly(r.Host), h.urls))
+	doc := BuildPoppyJSON(c, httpx.HostOnly(r.Host), h.urls)
+	if h.apis != nil {
+		listed, err := h.apis.Listed(r.Context(), c)
+		if err != nil {
+			httpx.WriteError(w, r, err)
+			return
+		}
+		doc.APIs = append(doc.APIs[:len(doc.APIs):len(doc.APIs)], listed...)
+	}
+	writeDoc(w, doc)
 }
 
 func (h *Handler) protectedResource(w http.ResponseWriter, r *http.Request) {

@@ -33,7 +33,6 @@ const (
 	CodeUnsupportedMediaType = "unsupported_media_type"
 	CodeRateLimited          = "rate_limited"
 	CodeInternal             = "internal_error"
-	CodeNotImplemented       = "not_implemented"
 	CodeUnavailable          = "unavailable"
 )
 
@@ -54,7 +53,6 @@ var statusOf = map[string]int{
 	CodeUnsupportedMediaType: http.StatusUnsupportedMediaType,
 	CodeRateLimited:          http.StatusTooManyRequests,
 	CodeInternal:             http.StatusInternalServerError,
-	CodeNotImplemented:       http.StatusNotImplemented,
 	CodeUnavailable:          http.StatusServiceUnavailable,
 }
 

@@ -31,6 +31,8 @@ type Options struct {
 	// CompanyForAPIKey authenticates callers of the introspection
 	// endpoint (tenant.Store.CompanyForAPIKey).
 	CompanyForAPIKey func(ctx context.Context, key string) (*tenant.Company, error)
+	// SignedOut, when set, is told of every sign-out (Store.SignedOut).
+	SignedOut SignedOut
 	// Now is the clock [time.Now].
 	Now func() time.Time
 }
@@ -56,7 +58,7 @@ func New(opts Options) *Server {
 		now = time.Now
 	}
 	s := &Server{
-		store:    NewStore(opts.Pool),
+		store:    &Store{pool: opts.Pool, signedOut: opts.SignedOut},
 		resolver: opts.Resolver,
 		accounts: opts.Accounts,
 		keys:     opts.Keys,

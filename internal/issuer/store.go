@@ -44,7 +44,15 @@ type Store struct {
 	pool *pgxpool.Pool
 	// clients resolves client_ids for fosite's GetClient.
 	clients func(ctx context.Context, id string) (fosite.Client, error)
+	// signedOut, when set, hears of each sign-out in its transaction.
+	signedOut SignedOut
 }
+
+// SignedOut is told, in the transaction that made it so, that a Personal
+// Agent is signed out of an account: no refresh token the Company issued
+// to it for the account is valid any more (spec 5.5). What acted for the
+// account in its name, such as a joined browser, stops.
+type SignedOut func(ctx context.Context, tx pgx.Tx, companyID, accountID int64, clientID string) error
 
 // NewStore returns a Store on pool.
 func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
@@ -377,10 +385,36 @@ func (s *Store) revoke(ctx context.Context, kind, requestID string) error {
 		if err := s.lockGrant(ctx, requestID); err != nil {
 			return err
 		}
-		_, err := s.db(ctx).Exec(ctx, `UPDATE oauth_tokens SET active = false
-			WHERE company_id = $1 AND kind = $2 AND request_id = $3 AND active`, companyID(ctx), kind, requestID)
-		return err
+		rows, err := s.db(ctx).Query(ctx, `UPDATE oauth_tokens SET active = false
+			WHERE company_id = $1 AND kind = $2 AND request_id = $3 AND active
+			RETURNING coalesce(account_id, 0), client_id`, companyID(ctx), kind, requestID)
+		if err != nil {
+			return err
+		}
+		var account int64
+		var client string
+		_, err = pgx.ForEachRow(rows, []any{&account, &client}, func() error { return nil })
+		if err != nil || kind != kindRefresh || account == 0 {
+			return err
+		}
+		return s.checkSignedOut(ctx, account, client)
 	})
+}
+
+// checkSignedOut tells signedOut when the client holds no valid refresh
+// token for the account any more. Revoking a refresh token that a new
+// sign-in replaced is not a sign-out (spec 4.7, 5.5).
+func (s *Store) checkSignedOut(ctx context.Context, accountID int64, clientID string) error {
+	if s.signedOut == nil {
+		return nil
+	}
+	var signedIn bool
+	if err := s.db(ctx).QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM oauth_tokens WHERE company_id = $1
+		AND account_id = $2 AND client_id = $3 AND kind = 'refresh' AND active AND expires_at > now())`,
+		companyID(ctx), accountID, clientID).Scan(&signedIn); err != nil || signedIn {
+		return err
+	}
+	return s.signedOut(ctx, ctx.Value(txKey{}).(pgx.Tx), companyID(ctx), accountID, clientID)
 }
 
 // AccessTokenActive reports whether the access token with this signature
@@ -455,10 +489,12 @@ func (s *Store) Disconnect(ctx context.Context, companyID, accountID int64, clie
 			companyID, accountID, clientID); err != nil {
 			return err
 		}
-		_, err = s.db(ctx).Exec(ctx, `UPDATE device_grants SET status = 'denied'
+		if _, err = s.db(ctx).Exec(ctx, `UPDATE device_grants SET status = 'denied'
 			WHERE company_id = $1 AND account_id = $2 AND client_id = $3 AND status = 'approved'`,
-			companyID, accountID, clientID)
-		return err
+			companyID, accountID, clientID); err != nil {
+			return err
+		}
+		return s.checkSignedOut(ctx, accountID, clientID)
 	})
 }
 

@@ -25,10 +25,12 @@ import (
 	"github.com/poppyhost/poppyhost/internal/accounts"
 	"github.com/poppyhost/poppyhost/internal/agentid"
 	"github.com/poppyhost/poppyhost/internal/bearer"
+	"github.com/poppyhost/poppyhost/internal/browserjoin"
 	"github.com/poppyhost/poppyhost/internal/clientauth"
 	"github.com/poppyhost/poppyhost/internal/conversations"
 	"github.com/poppyhost/poppyhost/internal/coverage"
 	"github.com/poppyhost/poppyhost/internal/discovery"
+	"github.com/poppyhost/poppyhost/internal/gateway"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/issuer"
 	"github.com/poppyhost/poppyhost/internal/jobs"
@@ -106,11 +108,15 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	periodic = append(periodic, sessions.AddJobs(workers, p.Sessions, now)...)
 	periodic = append(periodic, clientauth.AddJobs(workers, clientauth.NewPGReplays(opts.Pool), now)...)
 	periodic = append(periodic, accounts.AddJobs(workers, p.Accounts)...)
+	joins := browserjoin.NewStore(opts.Pool)
 	keys := signing.NewKeys(opts.Pool, signing.Options{Now: now})
 	periodic = append(periodic, signing.AddJobs(workers, keys)...)
 	oauth := issuer.New(issuer.Options{
 		Pool: opts.Pool, Keys: keys, Resolver: resolver, Replays: clientauth.NewPGReplays(opts.Pool),
 		Accounts: p.Accounts, URLs: opts.URLs, CompanyForAPIKey: p.Tenants.CompanyForAPIKey, Now: now,
+		// A joined browser stops acting for an account its agent signed
+		// out of (spec 5.5, 6).
+		SignedOut: joins.SignedOut,
 	})
 	p.Issuer = oauth
 	periodic = append(periodic, issuer.AddJobs(workers, oauth.Store(), now)...)
@@ -125,6 +131,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		return nil, err
 	}
 	convStore := conversations.NewStore(opts.Pool, delivery, now)
+	periodic = append(periodic, browserjoin.AddJobs(workers, joins, now)...)
 	periodic = append(periodic, conversations.AddJobs(workers, convStore, delivery, p.Tenants, now)...)
 	convs := conversations.NewHandler(convStore, p.Hub, tokens)
 	companyConvs := conversations.NewCompanyHandler(convStore, p.Hub, delivery)
@@ -136,7 +143,18 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	limits := httpx.NewLimiter()
 	feedback := coverage.NewHandler(coverage.NewStore(opts.Pool))
 
-	disc := discovery.NewHandler(opts.URLs)
+	apis := gateway.NewStore(opts.Pool)
+	origins := opts.Fetch
+	origins.MaxIdleConnsPerHost = 64
+	originClient := safehttp.New(origins)
+	gwOpts := gateway.Options{Store: apis, Tokens: tokens, Keys: keys, URLs: opts.URLs,
+		Origins: originClient, Logger: logger, Now: now}
+	gw := gateway.New(gwOpts)
+	mcp := gateway.NewMCP(gwOpts)
+	registry := gateway.NewManager(gateway.ManagerOptions{Store: apis, Fetch: safehttp.New(opts.Fetch),
+		AllowPrivate: opts.Fetch.AllowPrivate, Now: now})
+	join := browserjoin.New(browserjoin.Options{Store: joins, Tokens: tokens, Logger: logger, Now: now})
+	disc := discovery.NewHandler(opts.URLs, gateway.Listings{Store: apis, URLs: opts.URLs})
 	admin := tenant.NewAdmin(p.Tenants, p.Accounts, opts.URLs)
 
 	mountOps := func(r chi.Router) {
@@ -150,15 +168,18 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	mountOps(ops)
 	platform := newRouter()
 	mountOps(platform)
-	admin.MountAdmin(platform, feedback.MountReports, sess.MountEnd, keys.MountAdmin)
+	admin.MountAdmin(platform, feedback.MountReports, sess.MountEnd, keys.MountAdmin, registry.Mount)
 	platform.Route("/company/v1", func(r chi.Router) {
 		r.Use(tenant.RequireAPIKey(p.Tenants))
 		admin.MountCompanyAPI(r)
 		feedback.MountReports(r)
 		sess.MountEnd(r)
 		companyConvs.Mount(r)
+		registry.Mount(r)
+		join.MountCompany(r)
 	})
 	platform.With(tenant.BySlug(p.Tenants)).Get("/.well-known/oauth-authorization-server/t/{slug}", disc.ServeASMetadata)
+	platform.With(tenant.BySlug(p.Tenants)).Get("/.well-known/oauth-protected-resource/t/{slug}/mcp", mcp.ServeMetadata)
 	platform.Route("/t/{slug}", func(r chi.Router) {
 		r.Use(tenant.BySlug(p.Tenants), tenant.LimitByAddress(limits))
 		disc.MountIssuer(r)
@@ -174,6 +195,8 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 			r.Use(offered(func(s *tenant.Settings) bool { return s.Auth.Issuer }))
 			oauth.Mount(r, func(grant string) func(http.Handler) http.Handler { return offered(offers(grant)) })
 		})
+		gw.Mount(r, sess.Require(limits))
+		mcp.Mount(r, sess.Require(limits))
 		r.Route("/poppy/conversations", func(r chi.Router) {
 			r.Use(offered(func(s *tenant.Settings) bool { return s.Conversations.Enabled }), sess.Require(limits))
 			convs.Mount(r)
@@ -183,8 +206,14 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	company := newRouter()
 	company.Use(tenant.LimitByAddress(limits))
 	disc.MountDomain(company)
-	mountPending(company, func(s *tenant.Settings) bool { return s.Web.BrowserJoin },
-		"/poppy/browser-session", "/poppy/browser-session/authorize")
+	company.Group(func(r chi.Router) {
+		r.Use(offered(func(s *tenant.Settings) bool { return s.Web.BrowserJoin }))
+		join.Mount(r, sess.Require(limits))
+	})
+	// Every other path of a Company domain is the Company's website,
+	// proxied to web.origin (404 without one). A path above asked with
+	// another method stays ours: 405.
+	company.NotFound(gateway.NewWebsite(gwOpts, join).ServeHTTP)
 
 	host := tenant.HostRouter(p.Tenants, opts.URLs.Public.Hostname(), platform, company, ops)
 	p.handler = httpx.Instrument(logger, metrics, opts.Proxies.Middleware(host))
@@ -215,18 +244,6 @@ func offered(on func(*tenant.Settings) bool) func(http.Handler) http.Handler {
 			}
 			next.ServeHTTP(w, r)
 		})
-	}
-}
-
-// mountPending answers the routes whose features have not landed yet with
-// 501 where the Company's settings offer the feature, so a Personal Agent
-// that follows our metadata gets a clear answer, and 404 where they do not.
-func mountPending(r chi.Router, on func(*tenant.Settings) bool, paths ...string) {
-	notYet := func(w http.ResponseWriter, r *http.Request) {
-		httpx.WriteError(w, r, httpx.Errorf(httpx.CodeNotImplemented, "this endpoint is not available yet"))
-	}
-	for _, path := range paths {
-		r.With(offered(on)).HandleFunc(path, notYet)
 	}
 }
 

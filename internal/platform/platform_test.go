@@ -40,22 +40,18 @@ func TestReadyzAndDrain(t *testing.T) {
 	require.Equal(t, "draining", resp.JSON(t)["status"])
 }
 
-// TestPendingEndpoints: routes whose features have not landed answer 501
-// with a JSON body, on the issuer and on Company domains.
-func TestPendingEndpoints(t *testing.T) {
+// TestFeatureRoutes: a feature's routes answer where the Company's
+// settings offer it and are absent where they do not.
+func TestFeatureRoutes(t *testing.T) {
 	t.Parallel()
 	env := testkit.Setup(t)
 	env.CreateCompany(t, map[string]any{"slug": "shop", "organization": map[string]any{"name": "Shop", "domain": "shop.example"},
 		"web": map[string]any{"browser_join": true}})
 	env.CreateCompany(t, map[string]any{"slug": "plain", "organization": map[string]any{"name": "Plain", "domain": "plain.example"},
 		"auth": map[string]any{"issuer": false}, "conversations": map[string]any{"enabled": false}})
-	for _, u := range []string{
-		env.URL("shop.example", "/poppy/browser-session"),
-	} {
-		resp := env.Do(t, http.MethodPost, u, nil)
-		require.Equal(t, http.StatusNotImplemented, resp.Status, u)
-		require.Equal(t, "not_implemented", resp.JSON(t)["error"])
-	}
+	// Browser join is live: a submission without a code is refused.
+	join := env.Do(t, http.MethodPost, env.URL("shop.example", "/poppy/browser-session"), nil)
+	require.Equal(t, http.StatusBadRequest, join.Status)
 	// Features the Company's settings do not offer are simply absent.
 	for _, u := range []string{
 		env.PublicURL("/t/nobody/oauth/token"),

@@ -1,6 +1,7 @@
 package safehttp
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -66,6 +67,9 @@ type Options struct {
 	Timeout time.Duration
 	// UserAgent is sent on every request; default "poppyhost".
 	UserAgent string
+	// MaxIdleConnsPerHost keeps this many idle connections to each host;
+	// default 4. The gateway, which calls few hosts often, keeps more.
+	MaxIdleConnsPerHost int
 }
 
 // Client fetches stranger-supplied https URLs. It is safe for concurrent
@@ -121,7 +125,7 @@ func New(opts Options) *Client {
 		TLSHandshakeTimeout:    tlsHandshakeTime,
 		ForceAttemptHTTP2:      true,
 		MaxIdleConns:           64,
-		MaxIdleConnsPerHost:    4,
+		MaxIdleConnsPerHost:    cmp.Or(opts.MaxIdleConnsPerHost, 4),
 		IdleConnTimeout:        90 * time.Second,
 		MaxResponseHeaderBytes: 64 << 10,
 	}

@@ -197,6 +197,9 @@ func Normalize(s *Settings) {
 			s.Agents.SignInRefused[id] = []string{}
 		}
 	}
+	if s.Web.ScopeRules == nil {
+		s.Web.ScopeRules = []WebScopeRule{}
+	}
 	if s.SkillIndex != nil && s.SkillIndex.Skills == nil {
 		s.SkillIndex.Skills = []Skill{}
 	}

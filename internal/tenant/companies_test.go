@@ -225,7 +225,7 @@ func testPatchMerge(t *testing.T, env *testkit.Env) {
 			name:  "null resets settings to their defaults",
 			patch: `{"conversations": null, "feedback": null, "web": null, "organization": {"logo_uri": null}, "skill_index": null}`,
 			want: `{"conversations": {"enabled": true, "access": "session"}, "feedback": {"enabled": true, "alternatives": []},
-				"web": {"browser_join": false}, "organization": {"logo_uri": null}, "skill_index": null}`,
+				"mcp": {"signed_out": false}, "web": {"browser_join": false}, "organization": {"logo_uri": null}, "skill_index": null}`,
 		},
 		{
 			name:  "null resets lists to empty",

@@ -28,7 +28,10 @@ type Settings struct {
 	Feedback      Feedback       `json:"feedback"`
 	ExcludedTasks []ExcludedTask `json:"excluded_tasks"`
 	APIs          []API          `json:"apis"`
-	Web           Web            `json:"web"`
+	// MCP configures the hosted MCP server, listed in poppy.json once the
+	// Company registers a tool.
+	MCP MCP `json:"mcp"`
+	Web Web `json:"web"`
 	// Extensions are extensions the Company lists in poppy.json beyond the
 	// ones the platform serves itself, keyed by name (spec 3.3).
 	Extensions map[string]map[string]any `json:"extensions"`
@@ -235,12 +238,71 @@ type API struct {
 	Description string `json:"description,omitempty"`
 }
 
+// MCP configures the Company's hosted MCP server at {issuer}/mcp.
+type MCP struct {
+	// SignedOut lets Personal Agents call it with the Session header and
+	// no access token (spec 7), for the tools that need no scope.
+	SignedOut bool `json:"signed_out"`
+	// Description is its description in poppy.json.
+	Description string `json:"description,omitempty"`
+}
+
 // Web configures the Company's website.
 type Web struct {
 	// BrowserJoin publishes web.browser_session_endpoint (spec 6).
 	BrowserJoin bool `json:"browser_join"`
-	// Origin is where the website is served from, for proxying.
+	// Origin is where the website is served from: with it, the platform
+	// proxies every path of the Company's domains that is not its own to
+	// the origin (docs/website.md).
 	Origin string `json:"origin,omitempty"`
+	// CookieName names the Session's cookie [DefaultWebCookie]; it is the
+	// Company's own (spec 6).
+	CookieName string `json:"cookie_name,omitempty"`
+	// CookieDomain, when set, is the Domain of the Session's cookie, a
+	// domain of the Company or one of its parents, so the cookie covers its
+	// hosts; without it the cookie is host-only.
+	CookieDomain string `json:"cookie_domain,omitempty"`
+	// LandingPath is where a joined browser is sent ["/"].
+	LandingPath string `json:"landing_path,omitempty"`
+	// ScopeRules say which scopes a proxied request needs, by path.
+	ScopeRules []WebScopeRule `json:"scope_rules"`
+}
+
+// DefaultWebCookie is the Session cookie's name when the Company names
+// none: host-only, secure, on every path. With a cookie domain, which
+// __Host- cookies may not have, it is DefaultDomainWebCookie.
+const (
+	DefaultWebCookie       = "__Host-poppy_session"
+	DefaultDomainWebCookie = "__Secure-poppy_session"
+)
+
+// WebScopeRule makes requests to the website whose path starts with Path
+// (and whose method is one of Methods, or any without) need Scopes. The
+// longest matching Path decides.
+type WebScopeRule struct {
+	Path    string   `json:"path"`
+	Methods []string `json:"methods,omitempty"`
+	Scopes  []string `json:"scopes"`
+}
+
+// Cookie is the Session cookie's name.
+func (w *Web) Cookie() string {
+	switch {
+	case w.CookieName != "":
+		return w.CookieName
+	case w.CookieDomain != "":
+		return DefaultDomainWebCookie
+	default:
+		return DefaultWebCookie
+	}
+}
+
+// Landing is the path a joined browser is sent to.
+func (w *Web) Landing() string {
+	if w.LandingPath == "" {
+		return "/"
+	}
+	return w.LandingPath
 }
 
 // SkillIndexSchema is the Agent Skills discovery schema identifier that

@@ -103,7 +103,19 @@ const fullBody = `{
     {"type": "mcp", "url": "https://mcp.stormline.example/mcp", "description": "Product search and sizing"},
     {"type": "openapi", "url": "https://api.stormline.example/v2/openapi.json"}
   ],
-  "web": {"browser_join": true, "origin": "https://origin.stormline.example"},
+  "mcp": {"signed_out": true, "description": "Product search and sizing"},
+  "web": {
+    "browser_join": true,
+    "origin": "https://origin.stormline.example",
+    "cookie_name": "__Secure-stormline_session",
+    "cookie_domain": "stormline.example",
+    "landing_path": "/account?from=agent",
+    "scope_rules": [
+      {"path": "/account/orders", "scopes": ["orders:read"]},
+      {"path": "/account/orders", "methods": ["POST", "DELETE"], "scopes": ["orders:read", "orders:write"]},
+      {"path": "/account/addresses/", "scopes": ["addresses"]}
+    ]
+  },
   "extensions": {
     "mediated-sign-in": {"version": "1"},
     "stormline.example/gift-wrap": {
@@ -274,7 +286,7 @@ func testCreateDefaults(t *testing.T, env *testkit.Env) {
 				"conversations": {"enabled": true, "access": "session", "handoff_timeout_seconds": 0, "idle_close_seconds": 0,
 					"retention_days": 0},
 				"feedback": {"enabled": true, "alternatives": []},
-				"excluded_tasks": [], "apis": [], "web": {"browser_join": false}, "extensions": {},
+				"excluded_tasks": [], "apis": [], "mcp": {"signed_out": false}, "web": {"browser_join": false, "scope_rules": []}, "extensions": {},
 				"auth": {"token_lifetimes": {"access_seconds": 0, "refresh_seconds": 0}},
 				"agents": {"accept": "all", "client_ids": [], "sign_in_refused": {}}, "sessions": {"idle_timeout_seconds": 2592000},
 				"rate_limits": {"per_agent": 6000, "per_session": 600, "per_address": 1200}}`
@@ -449,6 +461,24 @@ func testCreateEdgeCases(t *testing.T, env *testkit.Env) {
 			{"task": "Pay with gift cards", "alternative": {"instructions": "B"}}]}}`},
 		{"feedback alternatives while feedback is off", `{"feedback": {"enabled": false, "alternatives": [{"task": "T", "alternative": {"instructions": "I"}}]}}`},
 		{"200 feedback alternatives", `{"feedback": {"alternatives": [` + many200(`{"task": "T%d", "alternative": {"instructions": "I"}}`) + `]}}`},
+
+		// web (spec 6; docs/website.md)
+		{"website settings at their edges", `{"organization": {"domain": "shop.web1.example"},
+			"auth": {"scopes": {"orders": "Orders", "returns": "Returns"}},
+			"web": {"origin": "https://www.web1.example:8443/site", "cookie_domain": "web1.example",
+				"cookie_name": "__Secure-!#$%&'*+-.^_|~` + strings.Repeat("c", 64-len("__Secure-!#$%&'*+-.^_|~")) + `",
+				"landing_path": "/welcome?a=%C3%A9&b=1#top` + strings.Repeat("x", 2048-len("/welcome?a=%C3%A9&b=1#top")) + `",
+				"scope_rules": [` + manyN(100, `{"path": "/r%d/", "methods": ["GET", "M-SEARCH"], "scopes": ["orders", "returns"]}`) + `]}}`},
+		{"cookie domain an extra domain", `{"organization": {"domain": "web2.example"}, "domains": ["www.web2.example"],
+			"web": {"cookie_name": "sid", "cookie_domain": "www.web2.example"}}`},
+		{"__Host- cookie name, host-only", `{"web": {"cookie_name": "__Host-acme"}}`},
+		{"scope rules at one path, with and without methods", `{"auth": {"scopes": {"orders": "Orders", "returns": "Returns"}},
+			"web": {"origin": "https://www.acme.example", "scope_rules": [
+				{"path": "/orders", "scopes": ["orders"]},
+				{"path": "/orders", "methods": ["POST"], "scopes": ["orders", "returns"]},
+				{"path": "/orders", "methods": ["DELETE"], "scopes": ["returns"]},
+				{"path": "/", "scopes": ["orders"]},
+				{"path": "/caf%C3%A9/", "scopes": ["orders"]}]}}`},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -491,6 +521,12 @@ func testCreateValidation(t *testing.T, env *testkit.Env) {
 	}
 	ext := func(entry string) string {
 		return `{"extensions": {"acme.example/gift-wrap": ` + entry + `}}`
+	}
+	// webRules makes a body with a website, two scopes and these scope
+	// rules.
+	webRules := func(rules string) string {
+		return `{"auth": {"scopes": {"orders": "Orders", "returns": "Returns"}},
+			"web": {"origin": "https://www.acme.example", "scope_rules": [` + rules + `]}}`
 	}
 	// raw marks a body sent as is, for members a merge patch would drop
 	// (null values).
@@ -635,6 +671,10 @@ func testCreateValidation(t *testing.T, env *testkit.Env) {
 			"conversations.handoff_unavailable_message"},
 		{"handoff message with control", `{"conversations": {"handoff_unavailable_message": "a\u0007b"}}`, "conversations.handoff_unavailable_message"},
 
+		// mcp
+		{"mcp description too long", `{"mcp": {"description": "` + strings.Repeat("m", 1001) + `"}}`, "mcp.description"},
+		{"mcp signed_out not a boolean", `{"mcp": {"signed_out": "yes"}}`, "mcp.signed_out"},
+
 		// apis
 		{"api type unknown", `{"apis": [{"type": "graphql", "url": "https://api.acme.example/graphql"}]}`, "apis[0].type"},
 		{"api type missing", `{"apis": [{"url": "https://api.acme.example/openapi.json"}]}`, "apis[0].type"},
@@ -756,6 +796,66 @@ func testCreateValidation(t *testing.T, env *testkit.Env) {
 		// web
 		{"web origin http", `{"web": {"origin": "http://origin.acme.example"}}`, "web.origin"},
 		{"web origin relative", `{"web": {"origin": "origin.acme.example"}}`, "web.origin"},
+
+		{"web origin with query", `{"web": {"origin": "https://origin.acme.example/?site=1"}}`, "web.origin"},
+		{"web origin one of the Company's domains", `{"domains": ["www.loop.example"], "web": {"origin": "https://WWW.loop.example/site"}}`, "web.origin"},
+		{"web origin with fragment", `{"web": {"origin": "https://origin.acme.example/#x"}}`, "web.origin"},
+		{"web origin of 2049 characters", `{"web": {"origin": "https://origin.acme.example/` +
+			strings.Repeat("a", 2049-len("https://origin.acme.example/")) + `"}}`, "web.origin"},
+		{"cookie name with space", `{"web": {"cookie_name": "my session"}}`, "web.cookie_name"},
+		{"cookie name with semicolon", `{"web": {"cookie_name": "a;b"}}`, "web.cookie_name"},
+		{"cookie name with equals", `{"web": {"cookie_name": "a=b"}}`, "web.cookie_name"},
+		{"cookie name with slash", `{"web": {"cookie_name": "a/b"}}`, "web.cookie_name"},
+		{"cookie name non-ASCII", `{"web": {"cookie_name": "séance"}}`, "web.cookie_name"},
+		{"cookie name with control", `{"web": {"cookie_name": "a\u0001b"}}`, "web.cookie_name"},
+		{"cookie name of 65 characters", `{"web": {"cookie_name": "` + strings.Repeat("c", 65) + `"}}`, "web.cookie_name"},
+		{"cookie name the join cookie's", `{"web": {"cookie_name": "__Host-poppy_join"}}`, "web.cookie_name"},
+		{"__Host- cookie name with a domain", `{"web": {"cookie_name": "__Host-sid", "cookie_domain": "{domain}"}}`, "web.cookie_name"},
+		{"__host- cookie name with a domain", `{"web": {"cookie_name": "__host-sid", "cookie_domain": "{domain}"}}`, "web.cookie_name"},
+		{"cookie domain of another site", `{"web": {"cookie_domain": "other.example"}}`, "web.cookie_domain"},
+		{"cookie domain ending like the domain", `{"web": {"cookie_domain": "x{domain}"}}`, "web.cookie_domain"},
+		{"cookie domain below the domain", `{"web": {"cookie_domain": "www.{domain}"}}`, "web.cookie_domain"},
+		{"cookie domain a single label", `{"web": {"cookie_domain": "example"}}`, "web.cookie_domain"},
+		{"cookie domain a public suffix", `{"organization": {"domain": "{slug}.co.uk"}, "web": {"cookie_domain": "co.uk"}}`, "web.cookie_domain"},
+		{"cookie domain a private public suffix", `{"organization": {"domain": "{slug}.github.io"}, "web": {"cookie_domain": "github.io"}}`, "web.cookie_domain"},
+		{"cookie domain uppercase", `{"web": {"cookie_domain": "ROW.example"}}`, "web.cookie_domain"},
+		{"cookie domain with dot", `{"web": {"cookie_domain": ".{domain}"}}`, "web.cookie_domain"},
+		{"landing path relative", `{"web": {"landing_path": "welcome"}}`, "web.landing_path"},
+		{"landing path absolute URL", `{"web": {"landing_path": "https://evil.example/"}}`, "web.landing_path"},
+		{"landing path scheme-relative", `{"web": {"landing_path": "//evil.example/"}}`, "web.landing_path"},
+		{"landing path with backslash", `{"web": {"landing_path": "/\\evil.example"}}`, "web.landing_path"},
+		{"landing path with space", `{"web": {"landing_path": "/a b"}}`, "web.landing_path"},
+		{"landing path with control", `{"web": {"landing_path": "/a\r\nSet-Cookie: x=1"}}`, "web.landing_path"},
+		{"landing path non-ASCII", `{"web": {"landing_path": "/café"}}`, "web.landing_path"},
+		{"landing path of 2049 characters", `{"web": {"landing_path": "/` + strings.Repeat("a", 2048) + `"}}`, "web.landing_path"},
+		{"scope rules without origin", `{"auth": {"scopes": {"orders": "Orders"}}, "web": {"scope_rules": [{"path": "/", "scopes": ["orders"]}]}}`,
+			"web.scope_rules"},
+		{"101 scope rules", webRules(manyN(101, `{"path": "/r%d", "scopes": ["orders"]}`)), "web.scope_rules"},
+		{"scope rule path relative", webRules(`{"path": "orders", "scopes": ["orders"]}`), "web.scope_rules[0].path"},
+		{"scope rule path missing", webRules(`{"scopes": ["orders"]}`), "web.scope_rules[0].path"},
+		{"scope rule path with dot segment", webRules(`{"path": "/a/../orders", "scopes": ["orders"]}`), "web.scope_rules[0].path"},
+		{"scope rule path with encoded dot segment", webRules(`{"path": "/a/%2e%2e/orders", "scopes": ["orders"]}`), "web.scope_rules[0].path"},
+		{"scope rule path with empty segment", webRules(`{"path": "/a//orders", "scopes": ["orders"]}`), "web.scope_rules[0].path"},
+		{"scope rule path with bad escape", webRules(`{"path": "/a%zz", "scopes": ["orders"]}`), "web.scope_rules[0].path"},
+		{"scope rule path with space", webRules(`{"path": "/my orders", "scopes": ["orders"]}`), "web.scope_rules[0].path"},
+		{"scope rule path of 2049 characters", webRules(`{"path": "/` + strings.Repeat("a", 2048) + `", "scopes": ["orders"]}`),
+			"web.scope_rules[0].path"},
+		{"scope rule method lower-case", webRules(`{"path": "/", "methods": ["get"], "scopes": ["orders"]}`), "web.scope_rules[0].methods[0]"},
+		{"scope rule method with space", webRules(`{"path": "/", "methods": ["GET", "G T"], "scopes": ["orders"]}`), "web.scope_rules[0].methods[1]"},
+		{"scope rule method empty", webRules(`{"path": "/", "methods": [""], "scopes": ["orders"]}`), "web.scope_rules[0].methods[0]"},
+		{"scope rule method listed twice", webRules(`{"path": "/", "methods": ["POST", "POST"], "scopes": ["orders"]}`), "web.scope_rules[0].methods[1]"},
+		{"scope rule without scopes", webRules(`{"path": "/"}`), "web.scope_rules[0].scopes"},
+		{"scope rule with empty scopes", webRules(`{"path": "/", "scopes": []}`), "web.scope_rules[0].scopes"},
+		{"scope rule with an unknown scope", webRules(`{"path": "/", "scopes": ["orders", "payments"]}`), "web.scope_rules[0].scopes[1]"},
+		{"scope rule with a scope twice", webRules(`{"path": "/", "scopes": ["orders", "orders"]}`), "web.scope_rules[0].scopes[1]"},
+		{"scope rule without an issuer", `{"auth": {"issuer": false}, "web": {"origin": "https://www.acme.example",
+			"scope_rules": [{"path": "/", "scopes": ["orders"]}]}}`, "web.scope_rules[0].scopes[0]"},
+		{"scope rules repeating a path", webRules(`{"path": "/orders", "scopes": ["orders"]}, {"path": "/orders", "scopes": ["returns"]}`),
+			"web.scope_rules[1]"},
+		{"scope rules repeating a path and method", webRules(`{"path": "/orders", "methods": ["GET", "POST"], "scopes": ["orders"]},
+			{"path": "/orders", "methods": ["POST"], "scopes": ["returns"]}`), "web.scope_rules[1]"},
+		{"scope rules repeating an escaped path", webRules(`{"path": "/orders", "scopes": ["orders"]}, {"path": "/%6Frders", "scopes": ["returns"]}`),
+			"web.scope_rules[1]"},
 
 		// extensions (spec 3.3)
 		{"plain extension name unknown", `{"extensions": {"gift-wrap": {"version": "1"}}}`, "extensions.gift-wrap"},

@@ -1,21 +1,18 @@
 package testkit
 
 import (
-	"context"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
-	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -86,11 +83,7 @@ func StartAgent(t testing.TB, ca *devca.CA, opts AgentOptions) *Agent {
 	}
 	require.NoError(t, a.rotateKeys())
 
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(a.serve))
-	srv.TLS = ca.ServerTLSConfig()
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
+	srv := startPeer(t, ca, http.HandlerFunc(a.serve))
 	a.Addr = srv.Listener.Addr().String()
 	_, port, _ := net.SplitHostPort(a.Addr)
 	origin := "https://" + net.JoinHostPort(a.Host, port)
@@ -105,19 +98,7 @@ func StartAgent(t testing.TB, ca *devca.CA, opts AgentOptions) *Agent {
 		"extensions":                 map[string]any{},
 	})
 
-	addr := a.Addr
-	tr := &http.Transport{
-		TLSClientConfig:   &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12},
-		ForceAttemptHTTP2: true,
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, network, addr)
-		},
-	}
-	t.Cleanup(tr.CloseIdleConnections)
-	a.client = &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
-		return http.ErrUseLastResponse
-	}}
+	a.client = peerClient(t, ca, a.Addr)
 	return a
 }
 

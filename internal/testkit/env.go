@@ -3,7 +3,6 @@ package testkit
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -116,21 +115,9 @@ func Setup(t testing.TB) *Env {
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 
-	addr := ln.Addr().String()
-	tr := &http.Transport{
-		TLSClientConfig:   &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12},
-		ForceAttemptHTTP2: true,
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, network, addr)
-		},
-	}
-	t.Cleanup(tr.CloseIdleConnections)
 	return &Env{
 		Pool: pool, Platform: p, CA: ca, Port: port, URLs: urls, Hosts: hosts,
-		Client: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse
-		}},
+		Client: peerClient(t, ca, ln.Addr().String()),
 	}
 }
 
@@ -165,10 +152,11 @@ func (r *Response) JSON(t testing.TB) map[string]any {
 	return m
 }
 
-// Do sends a request. body may be nil, a string or []byte (sent as is), or
-// any other value (sent as JSON). headers are name, value pairs; "Host"
-// sets the Host header the server sees.
-func (e *Env) Do(t testing.TB, method, rawURL string, body any, headers ...string) *Response {
+// NewRequest builds a request with body: nil, a string or []byte (sent
+// as is, with a Content-Length), another io.Reader (sent as is, without
+// one unless net/http can tell its length), or any other value (sent as
+// JSON). A request with a body has Content-Type application/json.
+func NewRequest(t testing.TB, method, rawURL string, body any) *http.Request {
 	t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
@@ -177,6 +165,8 @@ func (e *Env) Do(t testing.TB, method, rawURL string, body any, headers ...strin
 		rd = strings.NewReader(b)
 	case []byte:
 		rd = bytes.NewReader(b)
+	case io.Reader:
+		rd = b
 	default:
 		raw, err := json.Marshal(b)
 		require.NoError(t, err)
@@ -187,6 +177,14 @@ func (e *Env) Do(t testing.TB, method, rawURL string, body any, headers ...strin
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	return req
+}
+
+// Do sends a request. body is as for NewRequest. headers are name, value
+// pairs; "Host" sets the Host header the server sees.
+func (e *Env) Do(t testing.TB, method, rawURL string, body any, headers ...string) *Response {
+	t.Helper()
+	req := NewRequest(t, method, rawURL, body)
 	for i := 0; i+1 < len(headers); i += 2 {
 		if strings.EqualFold(headers[i], "Host") {
 			req.Host = headers[i+1]

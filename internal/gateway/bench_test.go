@@ -1,0 +1,530 @@
+package gateway_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lestrrat-go/jwx/v2/jwk"
+	"github.com/stretchr/testify/require"
+
+	"github.com/poppyhost/poppyhost/internal/gateway"
+	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/verified"
+)
+
+// BenchmarkGateway measures what the gateway adds to a call: the same
+// small GET answered by the same origin, once called directly by the
+// Personal Agent's HTTP client and once through {issuer}/api/{name}/...,
+// side by side in one process so that the ratio compares like with like.
+// docs/benchmarks.md reports it.
+//
+//   - direct: the Personal Agent's client calls the origin itself over
+//     HTTPS (HTTP/2, one connection).
+//   - gateway-signed-out: GET of an operation with no security through the
+//     gateway, with a Poppy-Session header of a known, already-started
+//     Session. The gateway looks up the Company, verifies the Session JWT
+//     (delegation cached) and records its jti, signs Poppy-Verified and
+//     forwards the call over its own HTTP/2 connection to the origin.
+//   - gateway-signed-in: the same with a warm access token (Direct Sign-In
+//     before the timer, the Session already bound to its account) carrying
+//     the scope the operation needs: the gateway also validates the token
+//     (signature and revocation lookup).
+//
+// Each runs one request at a time (serial: ns/op is the latency) and with
+// 4×GOMAXPROCS clients (parallel: ns/op is the inverse of throughput).
+// Client, gateway and origin share the process and its cores, so every
+// figure includes the client's and the origin's work too; allocs/op counts
+// all three. Every Session JWT is signed before the timer starts (the
+// gateway refuses a jti it has seen, so each request needs its own): the
+// client's signing is not in the figures, and since the JWTs must be used
+// within the verifier's one-minute window, keep -benchtime under about 20s.
+//
+// Besides ns/op each reports req/s, the p50 and p99 latency of single
+// requests, and the CPU time per request of this process (go-cpu) and of
+// the test database's PostgreSQL backends (pg-cpu), steadier under load
+// than the times; the gateway variants also report x-direct, their ns/op
+// over the median ns/op of the direct runs of the same mode in this
+// process (run first), and, serially, added-µs/op, the difference.
+func BenchmarkGateway(b *testing.B) {
+	g := newGatewayBench(b)
+	for _, mode := range []string{"serial", "parallel"} {
+		var direct benchBaseline
+		b.Run(mode+"/direct", func(b *testing.B) {
+			direct.start(b)
+			g.run(b, mode, g.direct, nil)
+			direct.end(b)
+		})
+		direct.close()
+		b.Run(mode+"/gateway-signed-out", func(b *testing.B) { g.run(b, mode, g.signedOut, &direct) })
+		b.Run(mode+"/gateway-signed-in", func(b *testing.B) { g.run(b, mode, g.signedIn, &direct) })
+	}
+}
+
+const (
+	benchParallelism = 4 // clients per GOMAXPROCS in the parallel mode
+	benchAPI         = "shop"
+	benchScope       = "orders:read"
+	benchUser        = "bench-user"
+	benchPassword    = "correct horse battery staple"
+)
+
+// benchBody is the origin's answer, 227 bytes of JSON.
+var benchBody = []byte(`{"id":"42","status":"shipped","placed_at":"2026-10-30T09:12:00Z",` +
+	`"items":[{"sku":"TENT-2P","name":"Two-person tent","quantity":1,"price":"189.00"}],` +
+	`"total":"189.00","currency":"EUR","carrier":"DHL","tracking":"JD014600006281"}` + "\n")
+
+// benchOpenAPI declares GET /status for anyone with a Session and
+// GET /orders/{id} for an access token with orders:read.
+const benchOpenAPI = `{
+  "openapi": "3.0.3",
+  "info": {"title": "Shop", "version": "1"},
+  "paths": {
+    "/status": {"get": {"security": [], "responses": {"200": {"description": "the shop's status"}}}},
+    "/orders/{id}": {"get": {
+      "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+      "security": [{"shop_oauth": ["orders:read"]}],
+      "responses": {"200": {"description": "an order"}}
+    }}
+  },
+  "components": {"securitySchemes": {"shop_oauth": {"type": "oauth2", "flows": {"authorizationCode": {
+    "authorizationUrl": "https://shop.example/authorize", "tokenUrl": "https://shop.example/token",
+    "scopes": {"orders:read": "See your orders"}}}}}}
+}`
+
+// gatewayBench is a Company with an issuer, one registered API on a plain
+// HTTPS origin, and one Personal Agent User with two started Sessions.
+type gatewayBench struct {
+	env   *testkit.Env
+	agent *testkit.Agent
+	aud   string
+	sub   string
+	// header is a Session JWT header with its delegation (pap_dlg): every
+	// request reuses it, as a Personal Agent does between delegations.
+	header map[string]any
+	n      atomic.Int64
+
+	origin                      *benchOrigin
+	direct, signedOut, signedIn *benchCaller
+}
+
+// benchCaller is one of the three ways of making the call.
+type benchCaller struct {
+	client *http.Client
+	url    string
+	sid    string // the Session's; "" calls without Poppy-Session
+	token  string // the access token; "" signed out
+}
+
+// benchOrigin is a Company origin that answers every request with
+// benchBody, without checking Poppy-Verified beyond counting it: the
+// testkit origin fetches the key set on every request, which would be
+// most of what this measures. newGatewayBench verifies one forwarded
+// Poppy-Verified of each gateway variant in full instead.
+type benchOrigin struct {
+	addr     string
+	base     string // https://{host}:{port}/v1, the API's origin
+	verified atomic.Int64
+	mu       sync.Mutex
+	last     string // the latest Poppy-Verified received
+}
+
+func (o *benchOrigin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	if v := r.Header.Get(verified.Header); v != "" {
+		o.verified.Add(1)
+		if r.Header.Get("X-Bench-Keep") != "" {
+			o.mu.Lock()
+			o.last = v
+			o.mu.Unlock()
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(benchBody)))
+	_, _ = w.Write(benchBody)
+}
+
+func startBenchOrigin(b *testing.B, env *testkit.Env, host string) *benchOrigin {
+	o := &benchOrigin{}
+	srv := httptest.NewUnstartedServer(o)
+	srv.TLS = env.CA.ServerTLSConfig()
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	b.Cleanup(srv.Close)
+	env.Hosts.Add(host)
+	o.addr = srv.Listener.Addr().String()
+	_, port, _ := net.SplitHostPort(o.addr)
+	o.base = "https://" + net.JoinHostPort(host, port) + "/v1"
+	return o
+}
+
+// newGatewayBench creates the Company (issuer on, rate limits too high to
+// answer 429), its account and API, starts the origin, signs in, and
+// starts both Sessions with a first request each.
+func newGatewayBench(b *testing.B) *gatewayBench {
+	b.Helper()
+	ctx := context.Background()
+	env := testkit.Setup(b)
+	agent := env.StartAgent(b, "agent.test")
+	slug := "shop" + strings.ToLower(rand.Text())[:8]
+	view := env.CreateCompany(b, map[string]any{
+		"slug":         slug,
+		"organization": map[string]any{"name": "Shop " + slug, "domain": slug + ".example"},
+		"auth": map[string]any{"issuer": true, "scopes": map[string]any{benchScope: "See your orders"},
+			"token_lifetimes": map[string]any{"access_seconds": 3600}},
+		"rate_limits": map[string]any{"per_address": 1_000_000, "per_agent": 1_000_000, "per_session": 1_000_000},
+	})
+	aud, _ := view["identifier"].(string)
+	require.NotEmpty(b, aud)
+	resp := env.Admin(b, http.MethodPost, "/admin/v1/companies/"+slug+"/accounts",
+		map[string]any{"username": benchUser, "password": benchPassword})
+	require.Equal(b, http.StatusCreated, resp.Status, "%s", resp.Body)
+
+	origin := startBenchOrigin(b, env, "shop-origin.test")
+	_, err := gateway.Compile(ctx, []byte(benchOpenAPI))
+	require.NoError(b, err)
+	var companyID int64
+	require.NoError(b, env.Pool.QueryRow(ctx, `SELECT id FROM companies WHERE slug = $1`, slug).Scan(&companyID))
+	_, err = gateway.NewStore(env.Pool).PutAPI(ctx, companyID, &gateway.API{
+		Name: benchAPI, Origin: origin.base, Description: "Orders", OpenAPI: json.RawMessage(benchOpenAPI),
+		TimeoutSeconds:   gateway.DefaultTimeoutSeconds,
+		MaxRequestBytes:  gateway.DefaultMaxRequestBytes,
+		MaxResponseBytes: gateway.DefaultMaxResponseBytes,
+	}, time.Now())
+	require.NoError(b, err)
+
+	issuer := env.PublicURL("/t/" + slug)
+	tok := env.SignIn(b, agent, issuer, benchUser, benchPassword, []string{benchScope}, "")
+
+	// The Personal Agent's own client for the origin, built as env.Client
+	// is for the platform: HTTP/2 over TLS to the test CA.
+	addr := origin.addr
+	tr := &http.Transport{
+		TLSClientConfig:   &tls.Config{RootCAs: env.CA.Pool(), MinVersion: tls.VersionTLS12},
+		ForceAttemptHTTP2: true,
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		},
+	}
+	b.Cleanup(tr.CloseIdleConnections)
+
+	g := &gatewayBench{
+		env: env, agent: agent, aud: aud, sub: "usr_bench", origin: origin,
+		direct:    &benchCaller{client: &http.Client{Transport: tr}, url: origin.base + "/orders/42"},
+		signedOut: &benchCaller{client: env.Client, url: issuer + "/api/" + benchAPI + "/status", sid: benchID()},
+		signedIn: &benchCaller{client: env.Client, url: issuer + "/api/" + benchAPI + "/orders/42", sid: benchID(),
+			token: tok.AccessToken},
+	}
+	first := agent.SessionJWT(b, testkit.SessionClaims{Aud: aud, URL: g.signedOut.url, Sub: g.sub, SID: g.signedOut.sid},
+		testkit.SessionOptions{})
+	raw, err := base64.RawURLEncoding.DecodeString(strings.Split(first, ".")[0])
+	require.NoError(b, err)
+	require.NoError(b, json.Unmarshal(raw, &g.header))
+
+	// Start both Sessions (the signed-in one binds its account) and check
+	// what the origin receives: a valid Poppy-Verified with the facts.
+	set := benchCompanyKeys(b, env, issuer)
+	for _, c := range []*benchCaller{g.signedOut, g.signedIn} {
+		req := g.request(b, c, g.sign(b, c))
+		req.Header.Set("X-Bench-Keep", "1")
+		status, body := benchSend(c.client, req)
+		require.Equal(b, http.StatusOK, status, "%s", body)
+		require.Equal(b, string(benchBody), body)
+		origin.mu.Lock()
+		last := origin.last
+		origin.mu.Unlock()
+		claims, err := verified.Verify(last, set, aud, origin.base, time.Now())
+		require.NoError(b, err)
+		require.Equal(b, c.sid, claims.SID)
+		if c.token == "" {
+			require.Empty(b, claims.Account)
+		} else {
+			require.NotEmpty(b, claims.Account)
+			require.Equal(b, []string{benchScope}, claims.Scopes)
+		}
+	}
+	return g
+}
+
+// benchCompanyKeys fetches the Company's key set, which signs
+// Poppy-Verified.
+func benchCompanyKeys(b *testing.B, env *testkit.Env, issuer string) jwk.Set {
+	resp := env.Do(b, http.MethodGet, issuer+"/oauth/jwks.json", nil)
+	require.Equal(b, http.StatusOK, resp.Status, "%s", resp.Body)
+	set, err := jwk.Parse(resp.Body)
+	require.NoError(b, err)
+	return set
+}
+
+func benchID() string { return strings.ToLower(rand.Text())[:22] }
+
+// sign returns a fresh Poppy-Session for a call of c, or "" for a call
+// without one.
+func (g *gatewayBench) sign(b *testing.B, c *benchCaller) string {
+	if c.sid == "" {
+		return ""
+	}
+	claims := map[string]any{"iss": g.agent.ClientID, "aud": g.aud, "sid": c.sid, "sub": g.sub,
+		"htm": http.MethodGet, "htu": c.url, "iat": time.Now().Unix(),
+		"jti": "b" + strconv.FormatInt(g.n.Add(1), 10) + "_" + benchID()[:8]}
+	if c.token != "" {
+		sum := sha256.Sum256([]byte(c.token))
+		claims["ath"] = base64.RawURLEncoding.EncodeToString(sum[:])
+	}
+	return testkit.SignJWT(b, "ES256", g.agent.DelegatedKey(g.sub), g.header, claims)
+}
+
+// signAll signs n Poppy-Session headers for c, none when c has no Session.
+func (g *gatewayBench) signAll(b *testing.B, c *benchCaller, n int) []string {
+	if c.sid == "" {
+		return nil
+	}
+	out := make([]string, n)
+	for i := range out {
+		out[i] = g.sign(b, c)
+	}
+	return out
+}
+
+func (g *gatewayBench) request(b *testing.B, c *benchCaller, session string) *http.Request {
+	req, err := http.NewRequest(http.MethodGet, c.url, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if session != "" {
+		req.Header.Set("Poppy-Session", session)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	return req
+}
+
+// send makes the call and reads the whole answer.
+func benchSend(client *http.Client, req *http.Request) (int, string) {
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err.Error()
+	}
+	return resp.StatusCode, string(raw)
+}
+
+// call makes the call and fails unless it answers benchBody.
+func (g *gatewayBench) call(b *testing.B, c *benchCaller, session string) bool {
+	status, body := benchSend(c.client, g.request(b, c, session))
+	if status != http.StatusOK || len(body) != len(benchBody) {
+		b.Errorf("GET %s: status %d: %s", c.url, status, body)
+		return false
+	}
+	return true
+}
+
+// run measures c in mode: b.N calls, one at a time or from
+// benchParallelism×GOMAXPROCS goroutines.
+func (g *gatewayBench) run(b *testing.B, mode string, c *benchCaller, direct *benchBaseline) {
+	clients := 1
+	if mode == "parallel" {
+		clients = benchParallelism * runtime.GOMAXPROCS(0)
+	}
+	// Warm up: as many calls at once as the run makes, so that the
+	// database pool and the origin connections are open.
+	warm := g.signAll(b, c, 2*clients)
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Go(func() {
+			g.call(b, c, benchAt(warm, 2*i))
+			g.call(b, c, benchAt(warm, 2*i+1))
+		})
+	}
+	wg.Wait()
+	if b.Failed() {
+		b.FailNow()
+	}
+
+	sessions := g.signAll(b, c, b.N)
+	took := make([]time.Duration, b.N)
+	verifiedBefore := g.origin.verified.Load()
+	pgBefore := g.pgCPU(b)
+	goBefore := benchGoCPU()
+	b.ReportAllocs()
+	b.ResetTimer()
+	if mode == "serial" {
+		for i := range b.N {
+			start := time.Now()
+			if !g.call(b, c, benchAt(sessions, i)) {
+				b.FailNow()
+			}
+			took[i] = time.Since(start)
+		}
+	} else {
+		var next atomic.Int64
+		b.SetParallelism(benchParallelism)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				i := int(next.Add(1) - 1)
+				start := time.Now()
+				if !g.call(b, c, benchAt(sessions, i)) {
+					return
+				}
+				took[i] = time.Since(start)
+			}
+		})
+	}
+	b.StopTimer()
+	goUsed := benchGoCPU() - goBefore
+	pgUsed := g.pgCPU(b).since(pgBefore)
+	if b.Failed() {
+		return
+	}
+	if c.sid != "" && g.origin.verified.Load()-verifiedBefore != int64(b.N) {
+		b.Fatalf("the origin got Poppy-Verified on %d of %d calls", g.origin.verified.Load()-verifiedBefore, b.N)
+	}
+
+	nsop := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	b.ReportMetric(1e9/nsop, "req/s")
+	benchReportLatencies(b, took)
+	b.ReportMetric(float64(goUsed.Nanoseconds())/1e3/float64(b.N), "go-cpu-µs/op")
+	b.ReportMetric(float64(pgUsed.Nanoseconds())/1e3/float64(b.N), "pg-cpu-µs/op")
+	if direct != nil {
+		if base := direct.median(); base > 0 {
+			b.ReportMetric(nsop/base, "x-direct")
+			if mode == "serial" {
+				b.ReportMetric((nsop-base)/1e3, "added-µs/op")
+			}
+		}
+	}
+}
+
+func benchAt(s []string, i int) string {
+	if s == nil {
+		return ""
+	}
+	return s[i]
+}
+
+// goCPU is the CPU time this process has used: client, gateway and
+// origin together.
+func benchGoCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// benchPGTimes is the CPU time of each PostgreSQL backend on the test
+// database, by process ID.
+type benchPGTimes map[int32]time.Duration
+
+// pgCPU reads the CPU time of the test database's backends from
+// /proc/{pid}/stat (the server runs on this machine); none where it
+// cannot be read.
+func (g *gatewayBench) pgCPU(b *testing.B) benchPGTimes {
+	var pids []int32
+	err := g.env.Pool.QueryRow(context.Background(),
+		`SELECT coalesce(array_agg(pid), '{}') FROM pg_stat_activity WHERE datname = current_database()`).Scan(&pids)
+	require.NoError(b, err)
+	t := benchPGTimes{}
+	for _, pid := range pids {
+		raw, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/stat")
+		if err != nil {
+			continue
+		}
+		// utime and stime are fields 14 and 15, in clock ticks of 10 ms;
+		// count from the end of the command name, which may hold spaces.
+		f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		utime, _ := strconv.ParseInt(f[11], 10, 64)
+		stime, _ := strconv.ParseInt(f[12], 10, 64)
+		t[pid] = time.Duration(utime+stime) * 10 * time.Millisecond
+	}
+	return t
+}
+
+// since is the CPU time the backends used after before; a backend that
+// started in between counts from zero.
+func (t benchPGTimes) since(before benchPGTimes) time.Duration {
+	var d time.Duration
+	for pid, cpu := range t {
+		d += cpu - before[pid]
+	}
+	return d
+}
+
+// benchReportLatencies reports the median and 99th percentile of ds in µs.
+func benchReportLatencies(b *testing.B, ds []time.Duration) {
+	slices.Sort(ds)
+	q := func(p float64) float64 {
+		i := max(int(math.Ceil(p*float64(len(ds))))-1, 0)
+		return float64(ds[i].Nanoseconds()) / 1e3
+	}
+	b.ReportMetric(q(0.50), "p50-µs")
+	b.ReportMetric(q(0.99), "p99-µs")
+}
+
+// benchBaseline keeps the ns/op of the direct variant's finished runs: with
+// -count, a benchmark function is called again with b.N = 1 for each new
+// run, so the call before that one (or before b.Run returns) is the run's
+// last, whose figures go to the output.
+type benchBaseline struct {
+	last    float64
+	pending bool
+	runs    []float64
+}
+
+func (bl *benchBaseline) start(b *testing.B) {
+	if b.N == 1 {
+		bl.close()
+	}
+}
+
+func (bl *benchBaseline) end(b *testing.B) {
+	if !b.Failed() {
+		bl.last, bl.pending = float64(b.Elapsed().Nanoseconds())/float64(b.N), true
+	}
+}
+
+func (bl *benchBaseline) close() {
+	if bl.pending {
+		bl.runs = append(bl.runs, bl.last)
+		bl.pending = false
+	}
+}
+
+// median is the median ns/op of the finished runs, 0 without any.
+func (bl *benchBaseline) median() float64 {
+	if len(bl.runs) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(bl.runs))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}

@@ -1,0 +1,36 @@
+package gateway
+
+import (
+	"context"
+
+	"github.com/poppyhost/poppyhost/internal/issuer"
+	"github.com/poppyhost/poppyhost/internal/tenant"
+)
+
+// Listings puts the gateway in poppy.json (discovery.APIs): each
+// registered API as an openapi entry whose url is its description as the
+// gateway serves it, and the hosted MCP server once a tool is registered.
+type Listings struct {
+	Store *Store
+	URLs  tenant.URLs
+}
+
+// Listed returns the Company's gateway entries.
+func (l Listings) Listed(ctx context.Context, c *tenant.Company) ([]tenant.API, error) {
+	apis, err := l.Store.ListAPINames(ctx, c.ID)
+	if err != nil {
+		return nil, err
+	}
+	var out []tenant.API
+	for _, a := range apis {
+		out = append(out, tenant.API{Type: "openapi", URL: DescriptionURL(l.URLs, c, a.Name), Description: a.Description})
+	}
+	tools, err := l.Store.HasTools(ctx, c.ID)
+	if err != nil {
+		return nil, err
+	}
+	if tools {
+		out = append(out, tenant.API{Type: "mcp", URL: issuer.MCPResource(l.URLs, c), Description: c.Settings.MCP.Description})
+	}
+	return out, nil
+}

@@ -1,0 +1,465 @@
+package gateway
+
+// The hosted MCP server (spec 7, "MCP servers") is served with the MCP Go
+// SDK's Streamable HTTP transport in stateless mode: every POST builds a
+// server for the request's Company, Session and grant, answers it with
+// application/json, and keeps nothing, so any replica serves any request
+// and no Mcp-Session-Id is issued. The protocol versions are the SDK's
+// (mcp.SupportedProtocolVersions):
+//
+//   - 2026-07-28, with per-request metadata (server/discover and the
+//     protocol version in each request's _meta and MCP-Protocol-Version
+//     header) instead of an initialize handshake;
+//   - 2025-11-25, 2025-06-18, 2025-03-26 and 2024-11-05, with their
+//     initialize lifecycle. Stateless, initialize is answered and each
+//     later POST is served on its own, its version taken from its
+//     MCP-Protocol-Version header (2025-03-26 when absent). GET (the
+//     standalone SSE stream) and DELETE answer 405: the server sends no
+//     notifications or requests of its own.
+//
+// Either way, every request carries the Poppy Session header, which the
+// Session middleware verifies before the server sees it (spec 7: Poppy
+// Sessions are independent of MCP's transport lifecycle).
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/poppyhost/poppyhost/internal/bearer"
+	"github.com/poppyhost/poppyhost/internal/discovery"
+	"github.com/poppyhost/poppyhost/internal/httpx"
+	"github.com/poppyhost/poppyhost/internal/issuer"
+	"github.com/poppyhost/poppyhost/internal/sessions"
+	"github.com/poppyhost/poppyhost/internal/tenant"
+	"github.com/poppyhost/poppyhost/internal/verified"
+)
+
+// Limits of the hosted MCP server.
+const (
+	// MaxMCPRequestBytes bounds a JSON-RPC request body, the SDK's default.
+	MaxMCPRequestBytes = mcp.DefaultMaxRequestBodyBytes
+	// MaxToolResponseBytes bounds a tool origin's answer.
+	MaxToolResponseBytes = 4 << 20
+	// maxToolErrorText is how much of a refusing origin's body a tool
+	// error shows.
+	maxToolErrorText = 4 << 10
+)
+
+// MCP is each Company's hosted MCP server at {issuer}/mcp.
+type MCP struct {
+	opts    Options
+	client  *http.Client
+	handler *mcp.StreamableHTTPHandler
+}
+
+// NewMCP returns the hosted MCP server. opts are the gateway's: Origins
+// reaches the tools' URLs.
+func NewMCP(opts Options) *MCP {
+	opts = opts.withDefaults()
+	m := &MCP{opts: opts}
+	if opts.Origins != nil {
+		// Tools are performed by one POST: a redirect is the origin's
+		// answer, not somewhere to send the arguments and Poppy-Verified.
+		m.client = &http.Client{Transport: opts.Origins.RoundTripper(),
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	m.handler = mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		s, _ := r.Context().Value(serverKey{}).(*mcp.Server)
+		return s
+	}, &mcp.StreamableHTTPOptions{
+		Stateless:           true,
+		JSONResponse:        true,
+		Logger:              slog.New(warnOnly{opts.Logger.Handler()}),
+		MaxRequestBodyBytes: MaxMCPRequestBytes,
+		// The SDK refuses a request that reaches a loopback address with
+		// another Host, against DNS rebinding of a local MCP server. Ours
+		// is not local: the platform's host routing has already matched
+		// the Host to the platform, TLS to its certificate, and every
+		// request carries a signed Session header, while a TLS proxy in
+		// front of us may well connect over loopback.
+		DisableLocalhostProtection: true,
+	})
+	return m
+}
+
+// serverKey carries the request's *mcp.Server to the SDK's getServer.
+type serverKey struct{}
+
+// Mount mounts /mcp under {issuer}; session is the Session middleware. A
+// request without the Session header is an MCP client that does not speak
+// Poppy (spec 7, "Other MCP clients"): it needs an access token for the
+// server and its calls belong to no Session.
+func (m *MCP) Mount(r chi.Router, session func(http.Handler) http.Handler) {
+	serve := http.HandlerFunc(m.serve)
+	withSession := session(serve)
+	r.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := r.Header[sessions.Header]; ok {
+			withSession.ServeHTTP(w, r)
+			return
+		}
+		serve.ServeHTTP(w, r)
+	}))
+}
+
+// ServeMetadata serves the server's protected resource metadata (RFC 9728)
+// at {PUBLIC_URL}/.well-known/oauth-protected-resource/t/{slug}/mcp.
+func (m *MCP) ServeMetadata(w http.ResponseWriter, r *http.Request) {
+	co := tenant.FromContext(r.Context())
+	tools := m.tools(w, r, co)
+	if tools == nil {
+		return
+	}
+	doc := struct {
+		Resource               string   `json:"resource"`
+		AuthorizationServers   []string `json:"authorization_servers,omitempty"`
+		BearerMethodsSupported []string `json:"bearer_methods_supported"`
+		ScopesSupported        []string `json:"scopes_supported,omitempty"`
+	}{
+		// spec 7: the resource equals the server's url in poppy.json.
+		Resource:               issuer.MCPResource(m.opts.URLs, co),
+		BearerMethodsSupported: []string{"header"},
+	}
+	// spec 7: a server that offers account access names the issuer.
+	if iss := m.opts.URLs.Issuer(co); iss != "" {
+		doc.AuthorizationServers = []string{iss}
+	}
+	for _, t := range tools {
+		for _, s := range t.Scopes {
+			if !slices.Contains(doc.ScopesSupported, s) {
+				doc.ScopesSupported = append(doc.ScopesSupported, s)
+			}
+		}
+	}
+	slices.Sort(doc.ScopesSupported)
+	w.Header().Set("Cache-Control", discovery.CacheControl)
+	httpx.WriteJSON(w, http.StatusOK, doc)
+}
+
+// tools returns the Company's tools. Without any the server does not
+// exist: it answers 404 (or the error) and returns nil.
+func (m *MCP) tools(w http.ResponseWriter, r *http.Request, co *tenant.Company) []*Tool {
+	tools, err := m.opts.Store.ListTools(r.Context(), co.ID)
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return nil
+	}
+	if len(tools) == 0 {
+		httpx.NotFound(w, r)
+		return nil
+	}
+	return tools
+}
+
+// serve checks a request's access and the scopes of the tools it calls,
+// then answers it with a server built for it.
+func (m *MCP) serve(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	co := tenant.FromContext(ctx)
+	sess := sessions.FromContext(ctx)
+	tools := m.tools(w, r, co)
+	if tools == nil {
+		return
+	}
+	res := bearer.Resource{ID: issuer.MCPResource(m.opts.URLs, co)}
+	// A token must be one issued for this server (spec 7, 4.5): bearer
+	// answers any other with invalid_token and our resource_metadata.
+	grant, err := m.opts.Tokens.Authorize(ctx, r, res)
+	if err != nil {
+		bearer.WriteError(w, r, err)
+		return
+	}
+	if grant == nil && (sess == nil || !co.Settings.MCP.SignedOut) {
+		// The challenge sends MCP clients to our metadata and from there to
+		// the issuer (MCP authorization, RFC 9728 §5.1).
+		bearer.WriteError(w, r, &bearer.Challenge{
+			Description:      "this MCP server needs account access: sign in and send an access token issued for it",
+			ResourceMetadata: m.opts.Tokens.MetadataURL(co, res)})
+		return
+	}
+	if r.Method == http.MethodPost {
+		body, err := io.ReadAll(io.LimitReader(r.Body, MaxMCPRequestBytes+1))
+		if err != nil {
+			httpx.WriteError(w, r, httpx.Errorf(httpx.CodeInvalidRequest, "could not read the request body"))
+			return
+		}
+		if int64(len(body)) > MaxMCPRequestBytes {
+			httpx.WriteError(w, r, httpx.Errorf(httpx.CodeRequestTooLarge, "the body is larger than %d bytes", MaxMCPRequestBytes))
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if ch := scopeChallenge(tools, calledTools(body), grant); ch != nil {
+			ch.ResourceMetadata = m.opts.Tokens.MetadataURL(co, res)
+			bearer.WriteError(w, r, ch)
+			return
+		}
+	}
+	call := &toolCall{m: m, co: co, grant: grant, facts: verified.FromRequest(sess, grant), log: httpx.Logger(ctx)}
+	server := mcp.NewServer(&mcp.Implementation{Name: co.Slug, Version: "poppyhost"}, &mcp.ServerOptions{
+		Logger: slog.New(warnOnly{call.log.Handler()}),
+		// Stateless, the server never notifies a client of changes, and
+		// logs nothing to it.
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+	})
+	for _, t := range tools {
+		if err := addTool(server, t, call.handler(t)); err != nil {
+			call.log.WarnContext(ctx, "mcp: skipping a tool the SDK refuses", slog.String("tool", t.Name), slog.Any("err", err))
+		}
+	}
+	m.handler.ServeHTTP(w, r.WithContext(context.WithValue(ctx, serverKey{}, server)))
+}
+
+// calledTools returns the names of the tools a JSON-RPC body (one message
+// or a batch) calls. It reads the body as the SDK does (readBatch): its
+// decoder matches keys case-sensitively, where encoding/json's structs
+// would also take "Method" or "NAME" and see another call than the one
+// the SDK serves. A body that does not parse calls none: the SDK answers
+// it with a parse error.
+func calledTools(body []byte) []string {
+	var raws []json.RawMessage
+	if json.Unmarshal(body, &raws) != nil {
+		raws = []json.RawMessage{body}
+	}
+	var names []string
+	for _, raw := range raws {
+		msg, err := jsonrpc.DecodeMessage(raw)
+		req, ok := msg.(*jsonrpc.Request)
+		if err != nil || !ok || req.Method != "tools/call" {
+			continue
+		}
+		// Map keys are exact, and the last of duplicates wins, as in the
+		// SDK's decoder.
+		var params map[string]json.RawMessage
+		var name string
+		if json.Unmarshal(req.Params, &params) == nil && json.Unmarshal(params["name"], &name) == nil {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// scopeChallenge returns the challenge for calls of tools whose scopes
+// grant (nil signed out) lacks, or nil. Unknown names pass: the SDK
+// answers them. Signed in, it is MCP's step-up: 403 insufficient_scope
+// with the scopes the calls need.
+func scopeChallenge(tools []*Tool, called []string, grant *bearer.Grant) *bearer.Challenge {
+	var needed []string
+	refused := false
+	for _, name := range called {
+		i := slices.IndexFunc(tools, func(t *Tool) bool { return t.Name == name })
+		if i < 0 || len(tools[i].Scopes) == 0 {
+			continue
+		}
+		if grant == nil || !grant.Has(tools[i].Scopes...) {
+			refused = true
+		}
+		for _, s := range tools[i].Scopes {
+			if !slices.Contains(needed, s) {
+				needed = append(needed, s)
+			}
+		}
+	}
+	if !refused {
+		return nil
+	}
+	if grant == nil {
+		return &bearer.Challenge{Scopes: needed,
+			Description: "this tool needs account access: sign in and send an access token issued for this MCP server"}
+	}
+	return &bearer.Challenge{Code: httpx.CodeInsufficientScope, Scopes: needed,
+		Description: "the access token lacks scopes this tool needs"}
+}
+
+// addTool adds t to server. The SDK panics on a schema it refuses (an
+// input schema without type object, bad x-mcp-header annotations); a
+// Company's registration is data, so that becomes an error.
+func addTool(server *mcp.Server, t *Tool, h mcp.ToolHandler) (err error) {
+	tool := &mcp.Tool{Name: t.Name, Title: t.Title, Description: t.Description,
+		InputSchema: json.RawMessage(t.InputSchema)}
+	if len(t.InputSchema) == 0 {
+		return errors.New("no input schema")
+	}
+	if len(t.OutputSchema) > 0 && string(t.OutputSchema) != "null" {
+		tool.OutputSchema = json.RawMessage(t.OutputSchema)
+	}
+	if len(t.Annotations) > 0 && string(t.Annotations) != "null" {
+		tool.Annotations = new(mcp.ToolAnnotations)
+		if err := json.Unmarshal(t.Annotations, tool.Annotations); err != nil {
+			return fmt.Errorf("annotations: %w", err)
+		}
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%v", p)
+		}
+	}()
+	server.AddTool(tool, h)
+	return nil
+}
+
+// toolCall performs tool calls for one request.
+type toolCall struct {
+	m     *MCP
+	co    *tenant.Company
+	grant *bearer.Grant // nil signed out
+	facts *verified.Facts
+	log   *slog.Logger
+}
+
+// handler returns the handler of tool t: a POST of the call's arguments
+// to t.URL with Poppy-Verified, and the answer as the call's result.
+// Failures of the origin are tool errors (isError), which the model sees,
+// not protocol errors.
+func (c *toolCall) handler(t *Tool) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		// serve has refused the call already; this keeps a body it read
+		// otherwise than the SDK from reaching the origin.
+		if len(t.Scopes) > 0 && (c.grant == nil || !c.grant.Has(t.Scopes...)) {
+			return toolError("this tool needs the scopes " + strings.Join(t.Scopes, " ")), nil
+		}
+		args := bytes.TrimSpace(req.Params.Arguments)
+		if len(args) == 0 || string(args) == "null" {
+			args = []byte("{}")
+		}
+		if args[0] != '{' {
+			return toolError("the arguments must be a JSON object"), nil
+		}
+		timeout := time.Duration(t.TimeoutSeconds) * time.Second
+		if timeout <= 0 {
+			timeout = DefaultTimeoutSeconds * time.Second
+		}
+		timeout = min(timeout, MaxTimeoutSeconds*time.Second)
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+
+		target, err := url.Parse(t.URL)
+		if err != nil {
+			return c.failed(ctx, t, "the tool's URL is not valid", err), nil
+		}
+		path := target.EscapedPath()
+		if path == "" {
+			path = "/"
+		}
+		jwt, err := verified.Sign(ctx, c.m.opts.Keys, c.co.ID, verified.Claims{
+			Issuer: c.m.opts.URLs.Identifier(c.co), Audience: t.URL, Facts: *c.facts,
+			Tool: t.Name, Method: http.MethodPost, Path: path,
+		}, c.m.opts.Now())
+		if err != nil {
+			return nil, err
+		}
+		// A new request: nothing of the Personal Agent's (Authorization,
+		// Poppy-Session, cookies) reaches the origin.
+		out, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL, bytes.NewReader(args))
+		if err != nil {
+			return c.failed(ctx, t, "the tool's URL is not valid", err), nil
+		}
+		out.Header.Set("Content-Type", "application/json")
+		out.Header.Set("Accept", "application/json")
+		out.Header.Set(verified.Header, jwt)
+		resp, err := c.m.client.Do(out)
+		if err != nil {
+			return c.originFailed(ctx, t, err), nil
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(io.LimitReader(resp.Body, MaxToolResponseBytes+1))
+		if err != nil {
+			return c.originFailed(ctx, t, err), nil
+		}
+		if len(body) > MaxToolResponseBytes {
+			return c.failed(ctx, t, fmt.Sprintf("the Company's origin answered with more than %d bytes", MaxToolResponseBytes),
+				errResponseTooLarge), nil
+		}
+		return c.result(ctx, t, resp, body), nil
+	}
+}
+
+// result turns the origin's answer into the call's result.
+func (c *toolCall) result(ctx context.Context, t *Tool, resp *http.Response, body []byte) *mcp.CallToolResult {
+	media, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	isJSON := media == "application/json" || strings.HasSuffix(media, "+json")
+	text := isJSON || strings.HasPrefix(media, "text/")
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		c.log.InfoContext(ctx, "mcp: tool origin refused the call", slog.String("tool", t.Name),
+			slog.Int("status", resp.StatusCode))
+		msg := fmt.Sprintf("the Company's origin refused the call (HTTP %d)", resp.StatusCode)
+		if snippet := bytes.TrimSpace(body); text && len(snippet) > 0 {
+			cut := len(snippet) > maxToolErrorText
+			if cut {
+				snippet = snippet[:maxToolErrorText]
+			}
+			msg += ": " + string(bytes.ToValidUTF8(snippet, []byte("\uFFFD")))
+			if cut {
+				msg += "…"
+			}
+		}
+		return toolError(msg)
+	}
+	switch media {
+	case "application/poppy-proposal+json", "application/poppy-decline+json":
+		// The origin contract's approvals are not offered through MCP
+		// yet: a proposal is not a result, and nothing was performed.
+		return toolError("the Company's origin asked for an approval, which this MCP server does not support yet: " + string(body))
+	}
+	if isJSON && json.Valid(body) {
+		result := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(body)}}}
+		if trimmed := bytes.TrimSpace(body); trimmed[0] == '{' {
+			result.StructuredContent = json.RawMessage(trimmed)
+		}
+		return result
+	}
+	if len(body) == 0 {
+		return &mcp.CallToolResult{Content: []mcp.Content{}}
+	}
+	if !utf8.Valid(body) {
+		return toolError(fmt.Sprintf("the Company's origin answered with %q, which is neither JSON nor text", media))
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(body)}}}
+}
+
+// originFailed is the result of a call the origin did not answer.
+func (c *toolCall) originFailed(ctx context.Context, t *Tool, err error) *mcp.CallToolResult {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return c.failed(ctx, t, "the Company's origin did not answer in time", err)
+	}
+	return c.failed(ctx, t, "the Company's origin could not be reached", err)
+}
+
+// failed logs a failed call, without its Poppy-Verified, and returns msg
+// as a tool error.
+func (c *toolCall) failed(ctx context.Context, t *Tool, msg string, err error) *mcp.CallToolResult {
+	c.log.WarnContext(ctx, "mcp: tool call failed", slog.String("tool", t.Name), slog.String("reason", msg), slog.Any("err", err))
+	return toolError(msg)
+}
+
+func toolError(msg string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
+}
+
+// warnOnly keeps the SDK's per-request Info records (a server connects and
+// ends on every request here) out of the log.
+type warnOnly struct{ slog.Handler }
+
+func (h warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && h.Handler.Enabled(ctx, l)
+}
+
+func (h warnOnly) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return warnOnly{h.Handler.WithAttrs(attrs)}
+}
+
+func (h warnOnly) WithGroup(name string) slog.Handler { return warnOnly{h.Handler.WithGroup(name)} }

@@ -1,0 +1,279 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/poppyhost/poppyhost/internal/bearer"
+	"github.com/poppyhost/poppyhost/internal/httpx"
+	"github.com/poppyhost/poppyhost/internal/safehttp"
+	"github.com/poppyhost/poppyhost/internal/sessions"
+	"github.com/poppyhost/poppyhost/internal/tenant"
+	"github.com/poppyhost/poppyhost/internal/verified"
+)
+
+// Error codes of the gateway's own failures, beside the protocol's.
+const (
+	CodeOriginUnreachable = "origin_unreachable"
+	CodeOriginTimeout     = "origin_timeout"
+	CodeOriginTooLarge    = "origin_response_too_large"
+)
+
+// cacheFor is how long a compiled API is used before the gateway checks
+// whether it changed; a change reaches every replica within it.
+const cacheFor = 2 * time.Second
+
+// Options configure the gateway and the hosted MCP server.
+type Options struct {
+	Store  *Store
+	Tokens *bearer.Validator
+	// Keys sign Poppy-Verified.
+	Keys verified.Signer
+	URLs tenant.URLs
+	// Origins reaches Company origins and tools: the platform's fetch
+	// options (with AllowPrivate only in development and tests).
+	Origins *safehttp.Client
+	Logger  *slog.Logger
+	// Now is the clock [time.Now].
+	Now func() time.Time
+}
+
+// Gateway serves registered APIs at {issuer}/api/{name}/... and their
+// descriptions at {issuer}/openapi/{name}.json.
+type Gateway struct {
+	opts      Options
+	transport http.RoundTripper
+	errorLog  *log.Logger
+
+	mu    sync.Mutex
+	cache map[apiKey]*compiled
+}
+
+type apiKey struct {
+	company int64
+	name    string
+}
+
+// compiled is a registered API ready to serve.
+type compiled struct {
+	api     *API
+	spec    *Spec
+	origin  *url.URL
+	checked time.Time
+	// published is its description as served, made on first request
+	// from the Company's settings as of companyAt.
+	published func() ([]byte, error)
+	companyAt time.Time
+}
+
+// withDefaults fills in the defaults in brackets.
+func (opts Options) withDefaults() Options {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return opts
+}
+
+// New returns a Gateway.
+func New(opts Options) *Gateway {
+	opts = opts.withDefaults()
+	return &Gateway{opts: opts, cache: map[apiKey]*compiled{}, transport: opts.Origins.RoundTripper(),
+		errorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn)}
+}
+
+// Mount mounts the gateway's routes under {issuer}, after the Company is in
+// the context. session is the Session middleware (sessions.Manager.Require
+// with the rate limits).
+func (g *Gateway) Mount(r chi.Router, session func(http.Handler) http.Handler) {
+	r.Get("/openapi/{name}.json", g.serveDescription)
+	r.With(session).Handle("/api/{name}/*", http.HandlerFunc(g.serve))
+}
+
+// load returns the Company's API named name, compiled, from the cache when
+// it has not changed.
+func (g *Gateway) load(ctx context.Context, name string) (*compiled, error) {
+	co := tenant.FromContext(ctx)
+	key := apiKey{co.ID, name}
+	now := g.opts.Now()
+	g.mu.Lock()
+	c := g.cache[key]
+	g.mu.Unlock()
+	if c != nil && !c.companyAt.Equal(co.UpdatedAt) {
+		c = nil
+	}
+	if c != nil && now.Sub(c.checked) < cacheFor {
+		return c, nil
+	}
+	if c != nil {
+		updated, err := g.opts.Store.APIUpdatedAt(ctx, co.ID, name)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+		if err == nil && updated.Equal(c.api.UpdatedAt) {
+			fresh := *c
+			fresh.checked = now
+			g.put(key, &fresh)
+			return &fresh, nil
+		}
+	}
+	api, err := g.opts.Store.GetAPI(ctx, co.ID, name)
+	if errors.Is(err, ErrNotFound) {
+		g.mu.Lock()
+		delete(g.cache, key)
+		g.mu.Unlock()
+		return nil, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	spec, err := Compile(ctx, api.OpenAPI)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: stored description of %s no longer compiles: %w", name, err)
+	}
+	origin, err := url.Parse(api.Origin)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: stored origin of %s: %w", name, err)
+	}
+	c = &compiled{api: api, spec: spec, origin: origin, checked: now, companyAt: co.UpdatedAt,
+		published: sync.OnceValues(func() ([]byte, error) {
+			return Published(context.WithoutCancel(ctx), api.OpenAPI, URL(g.opts.URLs, co, name), g.opts.URLs.Issuer(co))
+		})}
+	g.put(key, c)
+	return c, nil
+}
+
+func (g *Gateway) put(key apiKey, c *compiled) {
+	g.mu.Lock()
+	g.cache[key] = c
+	g.mu.Unlock()
+}
+
+// URL is an API's gateway URL, the servers entry of its description.
+func URL(urls tenant.URLs, c *tenant.Company, name string) string {
+	return urls.Base(c) + "/api/" + name
+}
+
+// DescriptionURL is where an API's description is served, its url in
+// poppy.json.
+func DescriptionURL(urls tenant.URLs, c *tenant.Company, name string) string {
+	return urls.Base(c) + "/openapi/" + name + ".json"
+}
+
+func (g *Gateway) serveDescription(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	c, err := g.load(ctx, chi.URLParam(r, "name"))
+	if errors.Is(err, ErrNotFound) {
+		httpx.NotFound(w, r)
+		return
+	}
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	doc, err := c.published()
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	_, _ = w.Write(doc)
+}
+
+// serve verifies a call and forwards it to the origin.
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	co := tenant.FromContext(ctx)
+	c, err := g.load(ctx, chi.URLParam(r, "name"))
+	if errors.Is(err, ErrNotFound) {
+		httpx.WriteError(w, r, httpx.Errorf(httpx.CodeNotFound, "this Company has no API of that name"))
+		return
+	}
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	rest := "/" + chi.URLParam(r, "*")
+	if escaped := r.URL.EscapedPath(); strings.HasPrefix(escaped, URLPath(co, c.api.Name)+"/") {
+		rest = strings.TrimPrefix(escaped, URLPath(co, c.api.Name))
+	}
+	if !validPath(rest) {
+		httpx.WriteError(w, r, httpx.Errorf(httpx.CodeInvalidRequest, "the path has dot segments or encoded slashes"))
+		return
+	}
+	access, allow := c.spec.Match(r.Method, rest)
+	if access == nil {
+		if len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			httpx.WriteError(w, r, httpx.Errorf(httpx.CodeMethodNotAllowed, "this API does not declare %s for this path", r.Method))
+			return
+		}
+		httpx.WriteError(w, r, httpx.Errorf(httpx.CodeNotFound, "this API does not declare this path"))
+		return
+	}
+	grant, err := g.authorize(ctx, r, co, access)
+	if err != nil {
+		bearer.WriteError(w, r, err)
+		return
+	}
+	if r.ContentLength > c.api.MaxRequestBytes {
+		httpx.WriteError(w, r, httpx.Errorf(httpx.CodeRequestTooLarge, "the body is larger than this API's %d bytes", c.api.MaxRequestBytes))
+		return
+	}
+	facts := verified.FromRequest(sessions.FromContext(ctx), grant)
+	target := *c.origin
+	target.RawPath = strings.TrimSuffix(c.origin.EscapedPath(), "/") + rest
+	target.Path, _ = url.PathUnescape(target.RawPath)
+	target.RawQuery = r.URL.RawQuery
+	jwt, err := verified.Sign(ctx, g.opts.Keys, co.ID, verified.Claims{
+		Issuer: g.opts.URLs.Identifier(co), Audience: c.api.Origin, Facts: *facts,
+		API: c.api.Name, Method: r.Method, Path: target.EscapedPath(),
+	}, g.opts.Now())
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, c.api.MaxRequestBytes)
+	g.forward(w, r, c.api, &target, jwt)
+}
+
+// URLPath is the escaped path of an API's gateway URL on the platform's
+// host.
+func URLPath(c *tenant.Company, name string) string { return "/t/" + c.Slug + "/api/" + name }
+
+// authorize validates the access token, when there is one, for the
+// Session, then checks the operation's access against it.
+func (g *Gateway) authorize(ctx context.Context, r *http.Request, co *tenant.Company, access *Access) (*bearer.Grant, error) {
+	grant, err := g.opts.Tokens.Authorize(ctx, r, bearer.Resource{})
+	if err != nil {
+		return nil, err
+	}
+	var scopes []string
+	if grant != nil {
+		scopes = grant.Scopes
+	}
+	if access.Allows(grant != nil, scopes) {
+		return grant, nil
+	}
+	ch := &bearer.Challenge{Scopes: access.Needed(scopes), ResourceMetadata: g.opts.Tokens.MetadataURL(co, bearer.Resource{})}
+	if grant == nil {
+		ch.Description = "this operation needs account access: sign in and send an access token"
+	} else {
+		ch.Code = httpx.CodeInsufficientScope
+		ch.Description = "the access token lacks scopes this operation needs"
+	}
+	return nil, ch
+}

@@ -1,0 +1,189 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ErrNotFound: no API or tool of that name.
+var ErrNotFound = errors.New("gateway: not found")
+
+// Store keeps registered APIs and tools in PostgreSQL. Every query is for
+// one Company.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// NewStore returns a Store on pool.
+func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+const apiColumns = `name, origin, description, openapi, openapi_url, timeout_seconds, max_request_bytes,
+	max_response_bytes, created_at, updated_at`
+
+func scanAPI(row pgx.Row) (*API, error) {
+	var a API
+	err := row.Scan(&a.Name, &a.Origin, &a.Description, &a.OpenAPI, &a.OpenAPIURL, &a.TimeoutSeconds,
+		&a.MaxRequestBytes, &a.MaxResponseBytes, &a.CreatedAt, &a.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	return &a, err
+}
+
+// PutAPI creates or replaces the API named a.Name, stamped now, and
+// reports whether it was created.
+func (s *Store) PutAPI(ctx context.Context, companyID int64, a *API, now time.Time) (created bool, err error) {
+	err = s.pool.QueryRow(ctx, `INSERT INTO gateway_apis (company_id, `+apiColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)
+		ON CONFLICT (company_id, name) DO UPDATE SET origin = EXCLUDED.origin, description = EXCLUDED.description,
+			openapi = EXCLUDED.openapi, openapi_url = EXCLUDED.openapi_url, timeout_seconds = EXCLUDED.timeout_seconds,
+			max_request_bytes = EXCLUDED.max_request_bytes, max_response_bytes = EXCLUDED.max_response_bytes,
+			updated_at = EXCLUDED.updated_at
+		RETURNING created_at, updated_at, xmax = 0`,
+		companyID, a.Name, a.Origin, a.Description, a.OpenAPI, a.OpenAPIURL, a.TimeoutSeconds,
+		a.MaxRequestBytes, a.MaxResponseBytes, now).Scan(&a.CreatedAt, &a.UpdatedAt, &created)
+	return created, err
+}
+
+// GetAPI returns the API named name, or ErrNotFound.
+func (s *Store) GetAPI(ctx context.Context, companyID int64, name string) (*API, error) {
+	return scanAPI(s.pool.QueryRow(ctx, `SELECT `+apiColumns+` FROM gateway_apis
+		WHERE company_id = $1 AND name = $2`, companyID, name))
+}
+
+// APIUpdatedAt returns when the API named name last changed, or
+// ErrNotFound: the gateway's cache checks it instead of reloading.
+func (s *Store) APIUpdatedAt(ctx context.Context, companyID int64, name string) (time.Time, error) {
+	var t time.Time
+	err := s.pool.QueryRow(ctx, `SELECT updated_at FROM gateway_apis WHERE company_id = $1 AND name = $2`,
+		companyID, name).Scan(&t)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return t, ErrNotFound
+	}
+	return t, err
+}
+
+// ListAPIs returns the Company's APIs by name.
+func (s *Store) ListAPIs(ctx context.Context, companyID int64) ([]*API, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+apiColumns+` FROM gateway_apis WHERE company_id = $1 ORDER BY name`, companyID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*API, error) { return scanAPI(r) })
+}
+
+// Listing is what poppy.json says of a registered API.
+type Listing struct {
+	Name        string
+	Description string
+}
+
+// ListAPINames returns the Company's APIs' names and descriptions by name,
+// without their descriptions' documents, for poppy.json.
+func (s *Store) ListAPINames(ctx context.Context, companyID int64) ([]Listing, error) {
+	rows, err := s.pool.Query(ctx, `SELECT name, description FROM gateway_apis WHERE company_id = $1 ORDER BY name`, companyID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[Listing])
+}
+
+// DeleteAPI removes the API named name, or returns ErrNotFound.
+func (s *Store) DeleteAPI(ctx context.Context, companyID int64, name string) error {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM gateway_apis WHERE company_id = $1 AND name = $2`, companyID, name)
+	if err == nil && tag.RowsAffected() == 0 {
+		err = ErrNotFound
+	}
+	return err
+}
+
+const toolColumns = `name, title, description, input_schema, output_schema, annotations, scopes, url,
+	timeout_seconds, created_at, updated_at`
+
+func scanTool(row pgx.Row) (*Tool, error) {
+	var t Tool
+	err := row.Scan(&t.Name, &t.Title, &t.Description, &t.InputSchema, &t.OutputSchema, &t.Annotations, &t.Scopes,
+		&t.URL, &t.TimeoutSeconds, &t.CreatedAt, &t.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	return &t, err
+}
+
+// nullJSON stores an absent document as NULL.
+func nullJSON(raw []byte) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	return raw
+}
+
+// PutTool creates or replaces the tool named t.Name, stamped now, and
+// reports whether it was created.
+func (s *Store) PutTool(ctx context.Context, companyID int64, t *Tool, now time.Time) (created bool, err error) {
+	if t.Scopes == nil {
+		t.Scopes = []string{}
+	}
+	err = s.pool.QueryRow(ctx, `INSERT INTO gateway_tools (company_id, `+toolColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)
+		ON CONFLICT (company_id, name) DO UPDATE SET title = EXCLUDED.title, description = EXCLUDED.description,
+			input_schema = EXCLUDED.input_schema, output_schema = EXCLUDED.output_schema,
+			annotations = EXCLUDED.annotations, scopes = EXCLUDED.scopes, url = EXCLUDED.url,
+			timeout_seconds = EXCLUDED.timeout_seconds, updated_at = EXCLUDED.updated_at
+		RETURNING created_at, updated_at, xmax = 0`,
+		companyID, t.Name, t.Title, t.Description, t.InputSchema, nullJSON(t.OutputSchema), nullJSON(t.Annotations),
+		t.Scopes, t.URL, t.TimeoutSeconds, now).Scan(&t.CreatedAt, &t.UpdatedAt, &created)
+	return created, err
+}
+
+// GetTool returns the tool named name, or ErrNotFound.
+func (s *Store) GetTool(ctx context.Context, companyID int64, name string) (*Tool, error) {
+	return scanTool(s.pool.QueryRow(ctx, `SELECT `+toolColumns+` FROM gateway_tools
+		WHERE company_id = $1 AND name = $2`, companyID, name))
+}
+
+// ListTools returns the Company's tools by name.
+func (s *Store) ListTools(ctx context.Context, companyID int64) ([]*Tool, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+toolColumns+` FROM gateway_tools WHERE company_id = $1 ORDER BY name`, companyID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Tool, error) { return scanTool(r) })
+}
+
+// HasTools reports whether the Company has registered any tool, which
+// puts its MCP server in poppy.json.
+func (s *Store) HasTools(ctx context.Context, companyID int64) (bool, error) {
+	var ok bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM gateway_tools WHERE company_id = $1)`, companyID).Scan(&ok)
+	return ok, err
+}
+
+// DeleteTool removes the tool named name, or returns ErrNotFound.
+func (s *Store) DeleteTool(ctx context.Context, companyID int64, name string) error {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM gateway_tools WHERE company_id = $1 AND name = $2`, companyID, name)
+	if err == nil && tag.RowsAffected() == 0 {
+		err = ErrNotFound
+	}
+	return err
+}
+
+// registrations counts the Company's rows of table (gateway_apis or
+// gateway_tools) and reports whether one is named name.
+func (s *Store) registrations(ctx context.Context, table string, companyID int64, name string) (int, bool, error) {
+	if table != "gateway_apis" && table != "gateway_tools" {
+		return 0, false, fmt.Errorf("gateway: no registrations table %q", table)
+	}
+	var (
+		n      int
+		exists bool
+	)
+	err := s.pool.QueryRow(ctx, `SELECT count(*), coalesce(bool_or(name = $2), false) FROM `+table+`
+		WHERE company_id = $1`, companyID, name).Scan(&n, &exists)
+	return n, exists, err
+}
