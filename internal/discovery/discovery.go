@@ -18,16 +18,16 @@ const ProtocolVersion = "0.3"
 // PoppyJSON is the poppy.json document (spec 3.1). Absent settings leave
 // their members out.
 type PoppyJSON struct {
-	ProtocolVersion string                    `json:"protocol_version"`
-	Organization    tenant.Organization       `json:"organization"`
-	Auth            *AuthMember               `json:"auth,omitempty"`
-	Agent           *AgentMember              `json:"agent,omitempty"`
-	Web             *WebMember                `json:"web,omitempty"`
-	Feedback        *EndpointMember           `json:"feedback,omitempty"`
-	ExcludedTasks   *URLMember                `json:"excluded_tasks,omitempty"`
-	APIs            []tenant.API              `json:"apis,omitempty"`
-	Extensions      map[string]map[string]any `json:"extensions,omitempty"`
-	SkillIndex      *tenant.SkillIndex        `json:"skill_index,omitempty"`
+	ProtocolVersion string              `json:"protocol_version"`
+	Organization    tenant.Organization `json:"organization"`
+	Auth            *AuthMember         `json:"auth,omitempty"`
+	Agent           *AgentMember        `json:"agent,omitempty"`
+	Web             *WebMember          `json:"web,omitempty"`
+	Feedback        *EndpointMember     `json:"feedback,omitempty"`
+	ExcludedTasks   *URLMember          `json:"excluded_tasks,omitempty"`
+	APIs            []tenant.API        `json:"apis,omitempty"`
+	Extensions      map[string]any      `json:"extensions,omitempty"`
+	SkillIndex      *tenant.SkillIndex  `json:"skill_index,omitempty"`
 }
 
 // AuthMember is poppy.json's auth (spec 3.2, 4.7).
@@ -103,8 +103,17 @@ func BuildPoppyJSON(c *tenant.Company, domain string, urls tenant.URLs) PoppyJSO
 	if len(s.ExcludedTasks) > 0 {
 		doc.ExcludedTasks = &URLMember{URL: base + "/poppy/excluded-tasks.json"}
 	}
-	if len(s.Extensions) > 0 {
-		doc.Extensions = s.Extensions
+	if len(s.Extensions) > 0 || s.Operations.Enabled {
+		doc.Extensions = map[string]any{}
+		for name, ext := range s.Extensions {
+			doc.Extensions[name] = ext
+		}
+	}
+	if s.Operations.Enabled {
+		// As the extension shows it: an array of entries (DESIGN.md,
+		// Versions). No endpoint: the Company's website asks for no
+		// approval through the platform yet.
+		doc.Extensions["operations"] = []map[string]string{{"version": "3"}}
 	}
 	return doc
 }

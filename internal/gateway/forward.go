@@ -41,8 +41,11 @@ var errResponseTooLarge = errors.New("gateway: origin response too large")
 
 // forward sends r to target with Poppy-Verified jwt and streams the answer
 // back, without the origin's cookies and within the API's limits.
-func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, api *API, target *url.URL, jwt string) {
+// modify, when set, may change the origin's final response.
+func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, api *API, target *url.URL, jwt string,
+	modify func(*http.Response) error) {
 	c := &relay{
+		modify:      modify,
 		transport:   g.transport,
 		errorLog:    g.errorLog,
 		target:      target,

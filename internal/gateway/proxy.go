@@ -13,9 +13,14 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/poppyhost/poppyhost/internal/bearer"
 	"github.com/poppyhost/poppyhost/internal/httpx"
+	"github.com/poppyhost/poppyhost/internal/operations"
 	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/sessions"
 	"github.com/poppyhost/poppyhost/internal/tenant"
@@ -44,6 +49,13 @@ type Options struct {
 	// options (with AllowPrivate only in development and tests).
 	Origins *safehttp.Client
 	Logger  *slog.Logger
+	// Operations keeps the operations of Companies that turned the
+	// extension on; Pool and Companies let its settle job find them.
+	Operations *operations.Store
+	Pool       *pgxpool.Pool
+	Companies  interface {
+		Get(ctx context.Context, slug string) (*tenant.Company, error)
+	}
 	// Now is the clock [time.Now].
 	Now func() time.Time
 }
@@ -54,6 +66,9 @@ type Gateway struct {
 	opts      Options
 	transport http.RoundTripper
 	errorLog  *log.Logger
+	// inserter schedules settle jobs; the platform's River client runs
+	// them.
+	inserter *river.Client[pgx.Tx]
 
 	mu    sync.Mutex
 	cache map[apiKey]*compiled
@@ -88,10 +103,19 @@ func (opts Options) withDefaults() Options {
 }
 
 // New returns a Gateway.
-func New(opts Options) *Gateway {
+func New(opts Options) (*Gateway, error) {
 	opts = opts.withDefaults()
-	return &Gateway{opts: opts, cache: map[apiKey]*compiled{}, transport: opts.Origins.RoundTripper(),
+	g := &Gateway{opts: opts, cache: map[apiKey]*compiled{}, transport: opts.Origins.RoundTripper(),
 		errorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn)}
+	if opts.Pool != nil {
+		// Insert only: the platform's River client works the jobs.
+		c, err := river.NewClient(riverpgxv5.New(opts.Pool), &river.Config{Logger: opts.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+		g.inserter = c
+	}
+	return g, nil
 }
 
 // Mount mounts the gateway's routes under {issuer}, after the Company is in
@@ -238,16 +262,29 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	target.RawPath = strings.TrimSuffix(c.origin.EscapedPath(), "/") + rest
 	target.Path, _ = url.PathUnescape(target.RawPath)
 	target.RawQuery = r.URL.RawQuery
-	jwt, err := verified.Sign(ctx, g.opts.Keys, co.ID, verified.Claims{
-		Issuer: g.opts.URLs.Identifier(co), Audience: c.api.Origin, Facts: *facts,
-		API: c.api.Name, Method: r.Method, Path: target.EscapedPath(),
-	}, g.opts.Now())
+	r.Body = http.MaxBytesReader(w, r.Body, c.api.MaxRequestBytes)
+	if co.Settings.Operations.Enabled {
+		g.serveOperations(w, r, &call{co: co, api: c.api, target: &target, rest: rest, facts: facts, grant: grant})
+		return
+	}
+	jwt, err := g.sign(ctx, co, c.api, &target, r.Method, facts, nil)
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, c.api.MaxRequestBytes)
-	g.forward(w, r, c.api, &target, jwt)
+	g.forward(w, r, c.api, &target, jwt, nil)
+}
+
+// sign makes the Poppy-Verified of a call to target, stating the approval
+// it is performed under when there is one.
+func (g *Gateway) sign(ctx context.Context, co *tenant.Company, api *API, target *url.URL, method string,
+	facts *verified.Facts, a *operations.Approval) (string, error) {
+	claims := verified.Claims{Issuer: g.opts.URLs.Identifier(co), Audience: api.Origin, Facts: *facts,
+		API: api.Name, Method: method, Path: target.EscapedPath()}
+	if a != nil {
+		claims.OperationID, claims.Revision, claims.Approver = a.OperationID, a.Revision, a.Approver
+	}
+	return verified.Sign(ctx, g.opts.Keys, co.ID, claims, g.opts.Now())
 }
 
 // URLPath is the escaped path of an API's gateway URL on the platform's

@@ -34,6 +34,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/issuer"
 	"github.com/poppyhost/poppyhost/internal/jobs"
+	"github.com/poppyhost/poppyhost/internal/operations"
 	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/sessions"
 	"github.com/poppyhost/poppyhost/internal/signing"
@@ -135,6 +136,20 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	periodic = append(periodic, conversations.AddJobs(workers, convStore, delivery, p.Tenants, now)...)
 	convs := conversations.NewHandler(convStore, p.Hub, tokens)
 	companyConvs := conversations.NewCompanyHandler(convStore, p.Hub, delivery)
+	apis := gateway.NewStore(opts.Pool)
+	opStore := operations.NewStore(opts.Pool)
+	origins := opts.Fetch
+	origins.MaxIdleConnsPerHost = 64
+	originClient := safehttp.New(origins)
+	gwOpts := gateway.Options{Store: apis, Tokens: tokens, Keys: keys, URLs: opts.URLs,
+		Origins: originClient, Logger: logger, Operations: opStore,
+		Pool: opts.Pool, Companies: p.Tenants, Now: now}
+	gw, err := gateway.New(gwOpts)
+	if err != nil {
+		return nil, err
+	}
+	gateway.AddJobs(workers, gw)
+	mcp := gateway.NewMCP(gwOpts)
 	jobCfg := jobs.Config{Workers: workers, Periodic: periodic}
 	if p.Jobs, err = jobs.New(opts.Pool, jobCfg, logger); err != nil {
 		return nil, err
@@ -143,14 +158,6 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	limits := httpx.NewLimiter()
 	feedback := coverage.NewHandler(coverage.NewStore(opts.Pool))
 
-	apis := gateway.NewStore(opts.Pool)
-	origins := opts.Fetch
-	origins.MaxIdleConnsPerHost = 64
-	originClient := safehttp.New(origins)
-	gwOpts := gateway.Options{Store: apis, Tokens: tokens, Keys: keys, URLs: opts.URLs,
-		Origins: originClient, Logger: logger, Now: now}
-	gw := gateway.New(gwOpts)
-	mcp := gateway.NewMCP(gwOpts)
 	registry := gateway.NewManager(gateway.ManagerOptions{Store: apis, Fetch: safehttp.New(opts.Fetch),
 		AllowPrivate: opts.Fetch.AllowPrivate, Now: now})
 	join := browserjoin.New(browserjoin.Options{Store: joins, Tokens: tokens, Logger: logger, Now: now})
@@ -168,7 +175,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	mountOps(ops)
 	platform := newRouter()
 	mountOps(platform)
-	admin.MountAdmin(platform, feedback.MountReports, sess.MountEnd, keys.MountAdmin, registry.Mount)
+	admin.MountAdmin(platform, feedback.MountReports, sess.MountEnd, keys.MountAdmin, registry.Mount, opStore.Mount)
 	platform.Route("/company/v1", func(r chi.Router) {
 		r.Use(tenant.RequireAPIKey(p.Tenants))
 		admin.MountCompanyAPI(r)
@@ -177,6 +184,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		companyConvs.Mount(r)
 		registry.Mount(r)
 		join.MountCompany(r)
+		opStore.Mount(r)
 	})
 	platform.With(tenant.BySlug(p.Tenants)).Get("/.well-known/oauth-authorization-server/t/{slug}", disc.ServeASMetadata)
 	platform.With(tenant.BySlug(p.Tenants)).Get("/.well-known/oauth-protected-resource/t/{slug}/mcp", mcp.ServeMetadata)

@@ -193,6 +193,7 @@ func testPatchMerge(t *testing.T, env *testkit.Env) {
 		"conversations": {"enabled": false, "access": "signed_in"},
 		"feedback": {"enabled": false, "alternatives": [{"task": "Pay with a gift card", "alternative": {"instructions": "Gift cards are sold in our shops."}}]},
 		"web": {"browser_join": true},
+		"operations": {"enabled": true},
 		"excluded_tasks": [{"task": "Close an account"}],
 		"skill_index": {"$schema": "` + schema020 + `", "skills": []},
 		"agents": {"accept": "listed", "client_ids": ["https://agent.example/agent.json"],
@@ -223,9 +224,10 @@ func testPatchMerge(t *testing.T, env *testkit.Env) {
 		},
 		{
 			name:  "null resets settings to their defaults",
-			patch: `{"conversations": null, "feedback": null, "web": null, "organization": {"logo_uri": null}, "skill_index": null}`,
+			patch: `{"conversations": null, "feedback": null, "web": null, "operations": null, "organization": {"logo_uri": null}, "skill_index": null}`,
 			want: `{"conversations": {"enabled": true, "access": "session"}, "feedback": {"enabled": true, "alternatives": []},
-				"mcp": {"signed_out": false}, "web": {"browser_join": false}, "organization": {"logo_uri": null}, "skill_index": null}`,
+				"mcp": {"signed_out": false}, "web": {"browser_join": false}, "operations": {"enabled": false},
+				"organization": {"logo_uri": null}, "skill_index": null}`,
 		},
 		{
 			name:  "null resets lists to empty",
@@ -317,6 +319,11 @@ func testPatchMerge(t *testing.T, env *testkit.Env) {
 			name:  "null resets sign_in_refused to empty, keeps the rest of agents",
 			patch: `{"agents": {"sign_in_refused": null}}`,
 			want:  `{"agents": {"sign_in_refused": {"https://agent.example/agent.json": null}}}`,
+		},
+		{
+			name:  "turn operations off",
+			patch: `{"operations": {"enabled": false}}`,
+			want:  `{"operations": {"enabled": false}}`,
 		},
 		{
 			name:  "empty patch changes nothing",

@@ -28,6 +28,9 @@ type Settings struct {
 	Feedback      Feedback       `json:"feedback"`
 	ExcludedTasks []ExcludedTask `json:"excluded_tasks"`
 	APIs          []API          `json:"apis"`
+	// Operations turns on the Operations extension (version 3) at the
+	// Company's APIs.
+	Operations Operations `json:"operations"`
 	// MCP configures the hosted MCP server, listed in poppy.json once the
 	// Company registers a tool.
 	MCP MCP `json:"mcp"`
@@ -236,6 +239,13 @@ type API struct {
 	Type        string `json:"type"`
 	URL         string `json:"url"`
 	Description string `json:"description,omitempty"`
+}
+
+// Operations configures the Operations extension (extension 2).
+type Operations struct {
+	// Enabled lists operations version 3 in poppy.json: the Company's
+	// origins may answer gateway calls with proposals.
+	Enabled bool `json:"enabled"`
 }
 
 // MCP configures the Company's hosted MCP server at {issuer}/mcp.

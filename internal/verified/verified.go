@@ -86,6 +86,11 @@ type Claims struct {
 	// origin receives it.
 	Method string `json:"htm,omitempty"`
 	Path   string `json:"htu,omitempty"`
+	// OperationID, Revision and Approver state the approval an approved
+	// operation is performed under (Operations extension 6).
+	OperationID string `json:"operation_id,omitempty"`
+	Revision    string `json:"revision,omitempty"`
+	Approver    string `json:"approver,omitempty"`
 }
 
 // Signer signs JWTs with a Company's platform key (signing.Keys).

@@ -1,0 +1,103 @@
+package discovery_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/poppyhost/poppyhost/internal/discovery"
+	"github.com/poppyhost/poppyhost/internal/testkit"
+)
+
+// The Operations extension (extension 2): a Company with the operations
+// setting on lists exactly "operations": [{"version": "3"}] in poppy.json's
+// extensions, next to the extensions it lists itself, with no endpoint
+// (the platform asks for no approval on the Company's website yet); a
+// Company with it off lists no operations.
+
+// operationsEntry is poppy.json's operations member as JSON.
+const operationsEntry = `[{"version": "3"}]`
+
+func extensionsOf(t *testing.T, c companyCase) (json.RawMessage, bool) {
+	t.Helper()
+	raw, err := json.Marshal(discovery.BuildPoppyJSON(c.company(t), "ops.example", goldenURLs))
+	require.NoError(t, err)
+	var doc map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	ext, ok := doc["extensions"]
+	return ext, ok
+}
+
+func TestPoppyJSONListsOperations(t *testing.T) {
+	t.Parallel()
+	const own = `"extensions": {
+		"mediated-sign-in": {"version": "1"},
+		"ops.example/gift-wrap": {"version": "2", "endpoint": "https://api.ops.example/poppy/gift-wrap"}
+	}`
+	const ownJSON = `"mediated-sign-in": {"version": "1"},
+		"ops.example/gift-wrap": {"version": "2", "endpoint": "https://api.ops.example/poppy/gift-wrap"}`
+	body := func(settings string) companyCase {
+		return companyCase{name: "operations", body: `{"slug": "ops", "organization": {"name": "Ops Shop",
+			"domain": "ops.example"}` + settings + `}`}
+	}
+
+	t.Run("on, with the Company's own extensions", func(t *testing.T) {
+		ext, ok := extensionsOf(t, body(`, "operations": {"enabled": true}, `+own))
+		require.True(t, ok)
+		require.JSONEq(t, `{`+ownJSON+`, "operations": `+operationsEntry+`}`, string(ext))
+	})
+	t.Run("on, alone", func(t *testing.T) {
+		ext, ok := extensionsOf(t, body(`, "operations": {"enabled": true}`))
+		require.True(t, ok)
+		require.JSONEq(t, `{"operations": `+operationsEntry+`}`, string(ext))
+	})
+	t.Run("off, with the Company's own extensions", func(t *testing.T) {
+		ext, ok := extensionsOf(t, body(`, "operations": {"enabled": false}, `+own))
+		require.True(t, ok)
+		require.JSONEq(t, `{`+ownJSON+`}`, string(ext))
+	})
+	t.Run("off by default, no extensions at all", func(t *testing.T) {
+		_, ok := extensionsOf(t, body(``))
+		require.False(t, ok, "no extensions: the member is left out")
+	})
+	t.Run("the Company's settings are not changed", func(t *testing.T) {
+		c := body(`, "operations": {"enabled": true}, ` + own).company(t)
+		before, err := json.Marshal(c.Settings)
+		require.NoError(t, err)
+		discovery.BuildPoppyJSON(c, "ops.example", goldenURLs)
+		after, err := json.Marshal(c.Settings)
+		require.NoError(t, err)
+		require.Equal(t, string(before), string(after))
+		require.NotContains(t, c.Settings.Extensions, "operations")
+	})
+}
+
+// TestPatchOperationsShowsAtOnce: turning the setting on and off through
+// the admin API changes the served poppy.json at once, and the Company's
+// own extensions stay as they are.
+func TestPatchOperationsShowsAtOnce(t *testing.T) {
+	t.Parallel()
+	env := testkit.Setup(t)
+	env.CreateCompany(t, map[string]any{"slug": "opsserved",
+		"organization": map[string]any{"name": "Ops Served", "domain": "opsserved.example"},
+		"extensions":   map[string]any{"opsserved.example/gift-wrap": map[string]any{"version": "1"}}})
+	patch := func(body string) {
+		t.Helper()
+		resp := env.Admin(t, http.MethodPatch, "/admin/v1/companies/opsserved", json.RawMessage(body))
+		require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	}
+	extensions := func() map[string]any {
+		t.Helper()
+		return obj(requireDocument(t, get(t, env, env.URL("opsserved.example", poppyPath)), "poppy.json")["extensions"])
+	}
+	own := map[string]any{"version": "1"}
+
+	require.Equal(t, map[string]any{"opsserved.example/gift-wrap": own}, extensions())
+	patch(`{"operations": {"enabled": true}}`)
+	require.Equal(t, map[string]any{"opsserved.example/gift-wrap": own,
+		"operations": []any{map[string]any{"version": "3"}}}, extensions())
+	patch(`{"operations": {"enabled": false}}`)
+	require.Equal(t, map[string]any{"opsserved.example/gift-wrap": own}, extensions())
+}

@@ -1,0 +1,95 @@
+package operations
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/poppyhost/poppyhost/internal/sessions"
+)
+
+func TestParseApprovalHeader(t *testing.T) {
+	a, err := ParseApprovalHeader([]string{`operation_id="exc_5Rt2", revision="1791487200-k3Jd9Qx2mW8v", approver="user", ` +
+		`approved_at=1791487260, input_type="tap", reference="apr_01JD8ZK3Q9", later_member=?1;p=2`})
+	require.NoError(t, err)
+	require.Equal(t, &Approval{OperationID: "exc_5Rt2", Revision: "1791487200-k3Jd9Qx2mW8v", Approver: "user",
+		ApprovedAt: 1791487260, InputType: "tap", Reference: "apr_01JD8ZK3Q9"}, a, "unknown members are ignored")
+
+	a, err = ParseApprovalHeader([]string{`operation_id="exc_5Rt2", revision="r1"`, `approver="agent", input_type="voice"`})
+	require.NoError(t, err, "a dictionary split over two header lines")
+	require.Empty(t, a.InputType, "input_type means nothing with agent")
+
+	none, err := ParseApprovalHeader(nil)
+	require.NoError(t, err)
+	require.Nil(t, none)
+
+	for _, bad := range []string{
+		`operation_id="exc_5Rt2", revision="r1"`,                   // no approver
+		`operation_id="exc_5Rt2", revision="r1", approver="robot"`, // unknown approver
+		`operation_id="exc 5Rt2", revision="r1", approver="user"`,  // not an ID
+		`operation_id="exc_5Rt2", approver="user"`,                 // no revision
+		`operation_id=exc_5Rt2, revision="r1", approver="user"`,    // a Token, not a String
+		`operation_id="e", revision="r", approver="user", approved_at="now"`,
+		`operation_id="e", revision="r", approver="user"; (`, // not a dictionary
+	} {
+		_, err := ParseApprovalHeader([]string{bad})
+		require.ErrorIs(t, err, ErrApproval, bad)
+	}
+}
+
+func TestParseApprovalJSON(t *testing.T) {
+	a, err := ParseApprovalJSON(json.RawMessage(`{"operation_id": "exc_5Rt2", "revision": "r1", "approver": "user", "extra": [1]}`))
+	require.NoError(t, err)
+	require.Equal(t, "exc_5Rt2", a.OperationID)
+	_, err = ParseApprovalJSON(json.RawMessage(`{"operation_id": "exc_5Rt2", "revision": "r1"}`))
+	require.ErrorIs(t, err, ErrApproval)
+	_, err = ParseApprovalJSON(json.RawMessage(`[1]`))
+	require.ErrorIs(t, err, ErrApproval)
+}
+
+func TestDeclared(t *testing.T) {
+	require.True(t, Declared(&sessions.Session{Extensions: map[string]string{"operations": "3"}}, nil), "client metadata")
+	require.False(t, Declared(&sessions.Session{Extensions: map[string]string{"operations": "2"}}, nil), "another version")
+	for header, want := range map[string]bool{
+		`"operations";v="3"`:                           true,
+		`"mediated-sign-in";v="1", "operations";v="3"`: true,
+		`operations;v="3"`:                             true,
+		`"operations";v=3`:                             true,
+		`"operations";v="2"`:                           false,
+		`"operations"`:                                 false,
+		`"other";v="3"`:                                false,
+		`"operations";v="3" ((`:                        false,
+	} {
+		require.Equal(t, want, Declared(nil, []string{header}), header)
+	}
+}
+
+func TestParseProposal(t *testing.T) {
+	p, err := ParseProposal([]byte(`{"action_key": "exchange o1", "terms": {"a": 1}, "summary": "Exchange", "unknown": true}`))
+	require.NoError(t, err)
+	require.Equal(t, DefaultExpiry, p.expiry())
+	for _, bad := range []string{
+		`{"terms": {"a": 1}}`,
+		`{"action_key": "k", "terms": [1]}`,
+		`{"action_key": "k"}`,
+		`{"action_key": "k", "terms": {}, "expires_in": -1}`,
+		`{"action_key": "k", "terms": {}, "expires_in": 99999999}`,
+		`not json`,
+	} {
+		_, err := ParseProposal([]byte(bad))
+		require.ErrorIs(t, err, ErrProposal, bad)
+	}
+}
+
+func TestRequestSameComparesMeaning(t *testing.T) {
+	a := &Request{Method: "POST", Path: "/orders/o1/exchanges", Body: []byte(`{"a": 1, "b": [1, 2]}`)}
+	require.True(t, a.Same(&Request{Method: "POST", Path: "/orders/o1/exchanges", Body: []byte(`{"b":[1,2],"a":1}`)}))
+	require.False(t, a.Same(&Request{Method: "POST", Path: "/orders/o1/exchanges", Body: []byte(`{"a": 2, "b": [1, 2]}`)}))
+	require.False(t, a.Same(&Request{Method: "PUT", Path: "/orders/o1/exchanges", Body: a.Body}))
+	require.False(t, a.Same(&Request{Method: "POST", Path: "/orders/o2/exchanges", Body: a.Body}))
+	require.False(t, a.Same(&Request{Method: "POST", Path: "/orders/o1/exchanges", Query: "x=1", Body: a.Body}))
+	text := &Request{Method: "POST", Path: "/x", Body: []byte("a=1")}
+	require.True(t, text.Same(&Request{Method: "POST", Path: "/x", Body: []byte("a=1")}))
+	require.False(t, text.Same(&Request{Method: "POST", Path: "/x", Body: []byte("a=2")}))
+}
