@@ -528,3 +528,382 @@ func (bl *benchBaseline) median() float64 {
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
+
+// BenchmarkOperations measures the Operations extension at the gateway
+// (extension 4, 6, 7) on the Company of BenchmarkGateway with operations
+// on, signed in with the same warm access token and Session:
+//
+//   - plain: POST {issuer}/api/ops/orders/42/notes, which the origin
+//     performs directly (no proposal, no approval): the gateway's
+//     operations path reads the body and forwards the call.
+//   - approved: POST .../orders/42/exchanges with Poppy-Approval for an
+//     operation proposed for it before (each iteration its own, with a
+//     distinct action_key from a counter in the body; the proposing
+//     request runs with the timer stopped). Timed: the approval's check,
+//     the claim, the origin's call with the approval in Poppy-Verified and
+//     Idempotency-Key, and the stored answer. x-plain is its ns/op over
+//     the median ns/op of the plain runs.
+//   - approved-parallel: b.N operations proposed before the timer, then
+//     approved from 4×GOMAXPROCS clients, each once: req/s is the
+//     throughput of concurrent distinct approved calls.
+//
+// Each reports req/s, p50 and p99, and the CPU per request of this process
+// and of PostgreSQL, as BenchmarkGateway does.
+func BenchmarkOperations(b *testing.B) {
+	g := newGatewayBench(b)
+	o := newOpsBench(b, g)
+	var plain benchBaseline
+	b.Run("plain", func(b *testing.B) {
+		plain.start(b)
+		o.runPlain(b)
+		plain.end(b)
+	})
+	plain.close()
+	b.Run("approved", func(b *testing.B) { o.runApproved(b, &plain) })
+	b.Run("approved-parallel", func(b *testing.B) { o.runApprovedParallel(b) })
+}
+
+const opsBenchAPI = "ops"
+
+// opsBenchOpenAPI declares the two POSTs, for an access token with
+// orders:read (the scope the bench's token carries).
+const opsBenchOpenAPI = `{
+  "openapi": "3.0.3",
+  "info": {"title": "Shop operations", "version": "1"},
+  "paths": {
+    "/orders/{id}/notes": {"post": {
+      "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+      "security": [{"shop_oauth": ["orders:read"]}],
+      "responses": {"201": {"description": "a note"}}
+    }},
+    "/orders/{id}/exchanges": {"post": {
+      "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+      "security": [{"shop_oauth": ["orders:read"]}],
+      "responses": {"201": {"description": "an exchange"}}
+    }}
+  },
+  "components": {"securitySchemes": {"shop_oauth": {"type": "oauth2", "flows": {"authorizationCode": {
+    "authorizationUrl": "https://shop.example/authorize", "tokenUrl": "https://shop.example/token",
+    "scopes": {"orders:read": "See your orders"}}}}}}
+}`
+
+// opsBenchAnswer is the origin's answer to a performed POST.
+var opsBenchAnswer = []byte(`{"id":"ex_42","status":"accepted","order_id":"42"}` + "\n")
+
+// opsOrigin answers /v1/orders/42/notes with opsBenchAnswer, and
+// /v1/orders/42/exchanges as an origin under the origin contract does: a
+// proposal when Poppy-Verified states no operation_id (its payload is
+// decoded, not verified, as benchOrigin does not either), opsBenchAnswer
+// when it does, counting the approved calls that carry the operation's
+// Idempotency-Key.
+type opsOrigin struct {
+	performed, plain atomic.Int64
+}
+
+func (o *opsOrigin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	raw, _ := io.ReadAll(r.Body)
+	if r.URL.Path == "/v1/orders/42/notes" {
+		o.plain.Add(1)
+		opsWrite(w, http.StatusCreated, "application/json", opsBenchAnswer)
+		return
+	}
+	var claims struct {
+		OperationID string `json:"operation_id"`
+		Revision    string `json:"revision"`
+	}
+	if parts := strings.Split(r.Header.Get(verified.Header), "."); len(parts) == 3 {
+		if payload, err := base64.RawURLEncoding.DecodeString(parts[1]); err == nil {
+			_ = json.Unmarshal(payload, &claims)
+		}
+	}
+	if claims.OperationID == "" {
+		var body struct {
+			N int64 `json:"n"`
+		}
+		_ = json.Unmarshal(raw, &body)
+		n := strconv.FormatInt(body.N, 10)
+		opsWrite(w, http.StatusOK, "application/poppy-proposal+json", []byte(`{"action_key":"exchange 42 n`+n+
+			`","summary":"Exchange item `+n+` of order 42.","terms":{"order_id":"42","n":`+n+`}}`))
+		return
+	}
+	if r.Header.Get("Idempotency-Key") == claims.OperationID+"."+claims.Revision {
+		o.performed.Add(1)
+	}
+	opsWrite(w, http.StatusCreated, "application/json", opsBenchAnswer)
+}
+
+func opsWrite(w http.ResponseWriter, status int, contentType string, body []byte) {
+	w.Header().Set("Content-Type", contentType)
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// opsBench is BenchmarkGateway's Company with operations on and a second
+// API, ops, on its own origin.
+type opsBench struct {
+	g         *gatewayBench
+	origin    *opsOrigin
+	notes     string // the plain POST's URL
+	exchanges string // the operation's URL
+	n         atomic.Int64
+}
+
+// opsProposed is an operation proposed for the body {"n": n}.
+type opsProposed struct {
+	body     string
+	approval string
+}
+
+func newOpsBench(b *testing.B, g *gatewayBench) *opsBench {
+	b.Helper()
+	ctx := context.Background()
+	env := g.env
+	issuer := strings.TrimSuffix(g.signedIn.url, "/api/"+benchAPI+"/orders/42")
+	slug := issuer[strings.LastIndexByte(issuer, '/')+1:]
+	resp := env.Admin(b, http.MethodPatch, "/admin/v1/companies/"+slug,
+		map[string]any{"operations": map[string]any{"enabled": true}})
+	require.Equal(b, http.StatusOK, resp.Status, "%s", resp.Body)
+
+	o := &opsOrigin{}
+	srv := httptest.NewUnstartedServer(o)
+	srv.TLS = env.CA.ServerTLSConfig()
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	b.Cleanup(srv.Close)
+	env.Hosts.Add("ops-origin.test")
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	base := "https://" + net.JoinHostPort("ops-origin.test", port) + "/v1"
+
+	_, err := gateway.Compile(ctx, []byte(opsBenchOpenAPI))
+	require.NoError(b, err)
+	var companyID int64
+	require.NoError(b, env.Pool.QueryRow(ctx, `SELECT id FROM companies WHERE slug = $1`, slug).Scan(&companyID))
+	_, err = gateway.NewStore(env.Pool).PutAPI(ctx, companyID, &gateway.API{
+		Name: opsBenchAPI, Origin: base, Description: "Exchanges", OpenAPI: json.RawMessage(opsBenchOpenAPI),
+		TimeoutSeconds:   gateway.DefaultTimeoutSeconds,
+		MaxRequestBytes:  gateway.DefaultMaxRequestBytes,
+		MaxResponseBytes: gateway.DefaultMaxResponseBytes,
+	}, time.Now())
+	require.NoError(b, err)
+
+	s := &opsBench{g: g, origin: o,
+		notes:     issuer + "/api/" + opsBenchAPI + "/orders/42/notes",
+		exchanges: issuer + "/api/" + opsBenchAPI + "/orders/42/exchanges"}
+	// Check the exchange once: proposed, approved, performed once, and the
+	// same stored answer on a retry without calling the origin.
+	p := s.propose(b)
+	for range 2 {
+		status, body := benchSend(g.env.Client, s.request(b, s.exchanges, p.body, p.approval))
+		require.Equal(b, http.StatusCreated, status, "%s", body)
+		require.Equal(b, string(opsBenchAnswer), body)
+	}
+	require.Equal(b, int64(1), o.performed.Load())
+	return s
+}
+
+// sign returns a fresh Poppy-Session for a POST to url in the signed-in
+// Session of the gateway bench.
+func (s *opsBench) sign(b *testing.B, url string) string {
+	g, c := s.g, s.g.signedIn
+	sum := sha256.Sum256([]byte(c.token))
+	claims := map[string]any{"iss": g.agent.ClientID, "aud": g.aud, "sid": c.sid, "sub": g.sub,
+		"htm": http.MethodPost, "htu": url, "iat": time.Now().Unix(),
+		"jti": "o" + strconv.FormatInt(g.n.Add(1), 10) + "_" + benchID()[:8],
+		"ath": base64.RawURLEncoding.EncodeToString(sum[:])}
+	return testkit.SignJWT(b, "ES256", g.agent.DelegatedKey(g.sub), g.header, claims)
+}
+
+// request is a signed-in POST of body to url, declaring the extension and
+// carrying approval when there is one.
+func (s *opsBench) request(b *testing.B, url, body, approval string) *http.Request {
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Poppy-Session", s.sign(b, url))
+	req.Header.Set("Authorization", "Bearer "+s.g.signedIn.token)
+	if url == s.exchanges {
+		req.Header.Set("Poppy-Extensions", `"operations";v="3"`)
+	}
+	if approval != "" {
+		req.Header.Set("Poppy-Approval", approval)
+	}
+	return req
+}
+
+// propose proposes a new operation, with its own action_key, and returns
+// the body and approval that perform it.
+func (s *opsBench) propose(b *testing.B) opsProposed {
+	body := `{"item_id":"itm_4Qa","n":` + strconv.FormatInt(s.n.Add(1), 10) + `}`
+	status, raw := benchSend(s.g.env.Client, s.request(b, s.exchanges, body, ""))
+	var answer struct {
+		Error     string `json:"error"`
+		Operation struct {
+			OperationID string `json:"operation_id"`
+			Revision    string `json:"revision"`
+		} `json:"operation"`
+	}
+	if status != http.StatusForbidden || json.Unmarshal([]byte(raw), &answer) != nil ||
+		answer.Error != "approval_required" || answer.Operation.OperationID == "" {
+		b.Fatalf("propose: status %d: %s", status, raw)
+	}
+	return opsProposed{body: body, approval: `operation_id="` + answer.Operation.OperationID + `", revision="` +
+		answer.Operation.Revision + `", approver="user"`}
+}
+
+// call sends req and fails unless it answers opsBenchAnswer with 201.
+func (s *opsBench) call(b *testing.B, req *http.Request) bool {
+	status, body := benchSend(s.g.env.Client, req)
+	if status != http.StatusCreated || body != string(opsBenchAnswer) {
+		b.Errorf("POST %s: status %d: %s", req.URL, status, body)
+		return false
+	}
+	return true
+}
+
+// opsMeasure brackets a timed section: CPU of this process and of
+// PostgreSQL, and the figures to report after it.
+type opsMeasure struct {
+	goBefore time.Duration
+	pgBefore benchPGTimes
+}
+
+func (s *opsBench) startMeasure(b *testing.B) opsMeasure {
+	m := opsMeasure{pgBefore: s.g.pgCPU(b), goBefore: benchGoCPU()}
+	b.ReportAllocs()
+	b.ResetTimer()
+	return m
+}
+
+func (s *opsBench) report(b *testing.B, m opsMeasure, took []time.Duration) float64 {
+	b.StopTimer()
+	goUsed := benchGoCPU() - m.goBefore
+	pgUsed := s.g.pgCPU(b).since(m.pgBefore)
+	nsop := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	b.ReportMetric(1e9/nsop, "req/s")
+	benchReportLatencies(b, took)
+	b.ReportMetric(float64(goUsed.Nanoseconds())/1e3/float64(b.N), "go-cpu-µs/op")
+	b.ReportMetric(float64(pgUsed.Nanoseconds())/1e3/float64(b.N), "pg-cpu-µs/op")
+	return nsop
+}
+
+func (s *opsBench) runPlain(b *testing.B) {
+	for range 2 {
+		if !s.call(b, s.request(b, s.notes, `{"text":"warm"}`, "")) {
+			b.FailNow()
+		}
+	}
+	reqs := make([]*http.Request, b.N)
+	for i := range reqs {
+		reqs[i] = s.request(b, s.notes, `{"text":"leave it at the door"}`, "")
+	}
+	took := make([]time.Duration, b.N)
+	before := s.origin.plain.Load()
+	m := s.startMeasure(b)
+	for i := range b.N {
+		start := time.Now()
+		if !s.call(b, reqs[i]) {
+			b.FailNow()
+		}
+		took[i] = time.Since(start)
+	}
+	s.report(b, m, took)
+	if got := s.origin.plain.Load() - before; got != int64(b.N) {
+		b.Fatalf("the origin got %d of %d calls", got, b.N)
+	}
+}
+
+// runApproved: serially, each iteration proposes a new operation with the
+// timer stopped, then times the approved call that performs it. StopTimer
+// keeps the proposing out of ns/op and allocs/op; its Go and PostgreSQL
+// CPU is measured around it and subtracted.
+func (s *opsBench) runApproved(b *testing.B, plain *benchBaseline) {
+	took := make([]time.Duration, b.N)
+	before := s.origin.performed.Load()
+	var goOut, pgOut time.Duration
+	m := s.startMeasure(b)
+	for i := range b.N {
+		b.StopTimer()
+		// Both readings of the backends' CPU are inside the stopped part.
+		g0, p0 := benchGoCPU(), s.g.pgCPU(b)
+		p := s.propose(b)
+		req := s.request(b, s.exchanges, p.body, p.approval)
+		pgOut += s.g.pgCPU(b).since(p0)
+		goOut += benchGoCPU() - g0
+		b.StartTimer()
+		start := time.Now()
+		if !s.call(b, req) {
+			b.FailNow()
+		}
+		took[i] = time.Since(start)
+	}
+	m.goBefore += goOut
+	nsop := s.reportExcluding(b, m, took, pgOut)
+	if got := s.origin.performed.Load() - before; got != int64(b.N) {
+		b.Fatalf("the origin performed %d of %d operations", got, b.N)
+	}
+	if base := plain.median(); base > 0 {
+		b.ReportMetric(nsop/base, "x-plain")
+		b.ReportMetric((nsop-base)/1e3, "added-µs/op")
+	}
+}
+
+// reportExcluding is report, less pgOut of PostgreSQL CPU spent outside
+// the timed sections.
+func (s *opsBench) reportExcluding(b *testing.B, m opsMeasure, took []time.Duration, pgOut time.Duration) float64 {
+	b.StopTimer()
+	goUsed := benchGoCPU() - m.goBefore
+	pgUsed := s.g.pgCPU(b).since(m.pgBefore) - pgOut
+	nsop := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	b.ReportMetric(1e9/nsop, "req/s")
+	benchReportLatencies(b, took)
+	b.ReportMetric(float64(goUsed.Nanoseconds())/1e3/float64(b.N), "go-cpu-µs/op")
+	b.ReportMetric(float64(pgUsed.Nanoseconds())/1e3/float64(b.N), "pg-cpu-µs/op")
+	return nsop
+}
+
+func (s *opsBench) runApprovedParallel(b *testing.B) {
+	clients := benchParallelism * runtime.GOMAXPROCS(0)
+	// Warm up as many connections as the run uses.
+	warm := make([]opsProposed, clients)
+	for i := range warm {
+		warm[i] = s.propose(b)
+	}
+	var wg sync.WaitGroup
+	for _, p := range warm {
+		wg.Go(func() { s.call(b, s.request(b, s.exchanges, p.body, p.approval)) })
+	}
+	wg.Wait()
+	if b.Failed() {
+		b.FailNow()
+	}
+	reqs := make([]*http.Request, b.N)
+	for i := range reqs {
+		p := s.propose(b)
+		reqs[i] = s.request(b, s.exchanges, p.body, p.approval)
+	}
+	took := make([]time.Duration, b.N)
+	before := s.origin.performed.Load()
+	var next atomic.Int64
+	m := s.startMeasure(b)
+	b.SetParallelism(benchParallelism)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := int(next.Add(1) - 1)
+			start := time.Now()
+			if !s.call(b, reqs[i]) {
+				return
+			}
+			took[i] = time.Since(start)
+		}
+	})
+	s.report(b, m, took)
+	if b.Failed() {
+		return
+	}
+	if got := s.origin.performed.Load() - before; got != int64(b.N) {
+		b.Fatalf("the origin performed %d of %d operations", got, b.N)
+	}
+}

@@ -196,9 +196,7 @@ func (g *Gateway) perform(w http.ResponseWriter, r *http.Request, k *call, owner
 		status, answer := g.proposed(ctx, k, owner, true, resp.Body, req, a.Revision)
 		httpx.WriteJSON(w, status, answer)
 	case outcomeDeclined:
-		var d operations.Decline
-		_ = json.Unmarshal(resp.Body, &d)
-		httpx.WriteJSON(w, http.StatusForbidden, declineBody(a, &d))
+		httpx.WriteJSON(w, http.StatusForbidden, declineBody(a, operations.ParseDecline(resp.Body)))
 	default:
 		writeStored(w, resp)
 	}

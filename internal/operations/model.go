@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -239,4 +240,45 @@ func (p *Proposal) expiry() time.Duration {
 type Decline struct {
 	Reason      string          `json:"reason,omitempty"`
 	Alternative json.RawMessage `json:"alternative,omitempty"`
+}
+
+// ParseDecline reads a decline body. Its alternative is kept only when it
+// is one as spec 9.2 describes, with https references: it is the Company's
+// content, shown to the User (extension 6).
+func ParseDecline(body []byte) *Decline {
+	var d Decline
+	if json.Unmarshal(body, &d) != nil {
+		return &Decline{}
+	}
+	if len(d.Reason) > maxSummary || strings.ContainsRune(d.Reason, 0) {
+		d.Reason = ""
+	}
+	if !validAlternative(d.Alternative) {
+		d.Alternative = nil
+	}
+	return &d
+}
+
+func validAlternative(raw json.RawMessage) bool {
+	if len(raw) == 0 {
+		return false
+	}
+	var alt struct {
+		Instructions string `json:"instructions"`
+		References   []struct {
+			Type string `json:"type"`
+			URL  string `json:"url"`
+		} `json:"references"`
+	}
+	if json.Unmarshal(raw, &alt) != nil || (alt.Instructions == "" && len(alt.References) == 0) {
+		return false
+	}
+	for _, r := range alt.References {
+		u, err := url.Parse(r.URL)
+		if err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil ||
+			(r.Type != "web" && r.Type != "openapi" && r.Type != "mcp") {
+			return false
+		}
+	}
+	return true
 }

@@ -93,3 +93,20 @@ func TestRequestSameComparesMeaning(t *testing.T) {
 	require.True(t, text.Same(&Request{Method: "POST", Path: "/x", Body: []byte("a=1")}))
 	require.False(t, text.Same(&Request{Method: "POST", Path: "/x", Body: []byte("a=2")}))
 }
+
+func TestParseDeclineKeepsOnlyValidAlternatives(t *testing.T) {
+	d := ParseDecline([]byte(`{"reason": "Only the account holder can.", "alternative": {"instructions": "Use the app.",
+		"references": [{"type": "web", "url": "https://example.com/account/close"}]}}`))
+	require.Equal(t, "Only the account holder can.", d.Reason)
+	require.NotNil(t, d.Alternative)
+	for _, bad := range []string{
+		`{"alternative": {"references": [{"type": "web", "url": "http://example.com/x"}]}}`,
+		`{"alternative": {"references": [{"type": "web", "url": "javascript:alert(1)"}]}}`,
+		`{"alternative": {"references": [{"type": "ftp", "url": "https://example.com"}]}}`,
+		`{"alternative": {}}`,
+		`{"alternative": "call us"}`,
+	} {
+		require.Nil(t, ParseDecline([]byte(bad)).Alternative, bad)
+	}
+	require.Equal(t, &Decline{}, ParseDecline([]byte(`not json`)))
+}
