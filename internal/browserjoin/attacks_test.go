@@ -159,7 +159,7 @@ func TestJoinAttacks(t *testing.T) {
 			mustRequest(t, http.MethodPost, r.env.URL(shop.Domain, browserjoin.Path), `{"code":"bc_x"}`, "application/json"),
 			mustRequest(t, http.MethodPost, r.env.URL(shop.Domain, browserjoin.Path), "code="+strings.Repeat("A", 8<<10), "application/x-www-form-urlencoded"),
 		} {
-			r.requireRefused(t, shop, send(t, b.client, req))
+			r.requireRefused(t, shop, testkit.Send(t, b.client, req))
 		}
 	})
 

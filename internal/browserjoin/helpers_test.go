@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"maps"
 	"net/http"
 	"net/http/cookiejar"
@@ -144,7 +143,7 @@ func (r *rig) authorizeAs(t *testing.T, a *testkit.Agent, c *company, domain str
 	} else if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	return send(t, r.env.Client, req)
+	return testkit.Send(t, r.env.Client, req)
 }
 
 // authorize is step 2 on c's domain by the rig's agent.
@@ -158,16 +157,6 @@ func (r *rig) mustAuthorize(t *testing.T, c *company, code, sid, token string) {
 	t.Helper()
 	resp := r.authorize(t, c, code, sid, token)
 	require.Equal(t, http.StatusNoContent, resp.Status, "authorize: %s", resp.Body)
-}
-
-func send(t *testing.T, client *http.Client, req *http.Request) *testkit.Response {
-	t.Helper()
-	resp, err := client.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return &testkit.Response{Status: resp.StatusCode, Header: resp.Header, Body: raw}
 }
 
 // requireError checks a JSON error body.
@@ -207,7 +196,7 @@ func (b *browser) open(t *testing.T, domain string) *joinPage {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, b.env.URL(domain, browserjoin.Path), nil)
 	require.NoError(t, err)
-	p := &joinPage{Response: send(t, b.client, req)}
+	p := &joinPage{Response: testkit.Send(t, b.client, req)}
 	if p.Status != http.StatusOK {
 		return p
 	}
@@ -250,7 +239,7 @@ func (b *browser) submit(t *testing.T, domain, code string) *testkit.Response {
 		strings.NewReader(url.Values{"code": {code}}.Encode()))
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	return send(t, b.client, req)
+	return testkit.Send(t, b.client, req)
 }
 
 // cookie returns the value of the cookie name the browser would send to

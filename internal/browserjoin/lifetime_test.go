@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/oauth2"
 
 	"github.com/poppyhost/poppyhost/internal/browserjoin"
+	"github.com/poppyhost/poppyhost/internal/testkit"
 )
 
 // TestCookieLifetime covers what a Session cookie acts for over time
@@ -25,11 +27,7 @@ func TestCookieLifetime(t *testing.T) {
 
 	t.Run("the agent signs out", func(t *testing.T) {
 		t.Parallel()
-		shop := r.fresh(t)
-		tok := r.signIn(t, shop, "orders:read")
-		b := r.browser(t)
-		sid := newSID()
-		cookie := r.join(t, b, shop, sid, tok.AccessToken)
+		shop, tok, _, sid, cookie := r.joinedSignedIn(t, "orders:read")
 		r.requireSignedIn(t, shop, cookie, sid, shop.Ada, "orders:read")
 		r.revoke(t, shop, tok.RefreshToken)
 		// The Session continues signed out (spec 5.5), and so does the
@@ -41,11 +39,7 @@ func TestCookieLifetime(t *testing.T) {
 	// the replaced one isn't sign-out.
 	t.Run("revoking a replaced refresh token keeps the account", func(t *testing.T) {
 		t.Parallel()
-		shop := r.fresh(t)
-		first := r.signIn(t, shop, "orders:read")
-		b := r.browser(t)
-		sid := newSID()
-		cookie := r.join(t, b, shop, sid, first.AccessToken)
+		shop, first, _, sid, cookie := r.joinedSignedIn(t, "orders:read")
 		// The User signs in again for more scopes; the agent revokes the
 		// replaced refresh token.
 		second := r.signIn(t, shop, "orders:read", "orders:write")
@@ -58,11 +52,7 @@ func TestCookieLifetime(t *testing.T) {
 
 	t.Run("the user disconnects the agent", func(t *testing.T) {
 		t.Parallel()
-		shop := r.fresh(t)
-		tok := r.signIn(t, shop, "orders:read", "orders:write")
-		b := r.browser(t)
-		sid := newSID()
-		cookie := r.join(t, b, shop, sid, tok.AccessToken)
+		shop, _, _, sid, cookie := r.joinedSignedIn(t, "orders:read", "orders:write")
 		r.requireSignedIn(t, shop, cookie, sid, shop.Ada, "orders:read", "orders:write")
 		require.NoError(t, r.env.Platform.Issuer.Store().Disconnect(t.Context(), shop.ID, shop.Ada, r.agent.ClientID))
 		r.requireSignedOut(t, shop, cookie, sid)
@@ -70,11 +60,7 @@ func TestCookieLifetime(t *testing.T) {
 
 	t.Run("the user disconnects the agent on the account page", func(t *testing.T) {
 		t.Parallel()
-		shop := r.fresh(t)
-		tok := r.signIn(t, shop, "orders:read")
-		b := r.browser(t)
-		sid := newSID()
-		cookie := r.join(t, b, shop, sid, tok.AccessToken)
+		shop, _, _, sid, cookie := r.joinedSignedIn(t, "orders:read")
 		disconnectOnAccountPage(t, r, shop)
 		r.requireSignedOut(t, shop, cookie, sid)
 	})
@@ -244,11 +230,7 @@ func TestSignInDoesNotComeBack(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			shop := r.fresh(t)
-			tok := r.signIn(t, shop, "orders:read", "orders:write")
-			b := r.browser(t)
-			sid := newSID()
-			cookie := r.join(t, b, shop, sid, tok.AccessToken)
+			shop, tok, _, sid, cookie := r.joinedSignedIn(t, "orders:read", "orders:write")
 			tc.signOut(t, shop, tok.RefreshToken)
 			r.requireSignedOut(t, shop, cookie, sid)
 			// The User signs the agent in again, granting less.
@@ -350,8 +332,19 @@ func TestBrowsingKeepsTheSessionInUse(t *testing.T) {
 
 	req, err := http.NewRequest(http.MethodGet, r.env.URL(shop.Domain, "/"), nil)
 	require.NoError(t, err)
-	resp := send(t, b.client, req)
+	resp := testkit.Send(t, b.client, req)
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 	require.Equal(t, sid, shop.origin.Last().Claims.SID)
 	require.True(t, lastSeen().After(old.Add(time.Minute)), "the website request counts as a use of the Session")
+}
+
+// joinedSignedIn signs ada in at a fresh Company with scopes and joins a
+// new browser to a new Session with the token.
+func (r *rig) joinedSignedIn(t *testing.T, scopes ...string) (*company, *oauth2.Token, *browser, string, string) {
+	t.Helper()
+	shop := r.fresh(t)
+	tok := r.signIn(t, shop, scopes...)
+	b := r.browser(t)
+	sid := newSID()
+	return shop, tok, b, sid, r.join(t, b, shop, sid, tok.AccessToken)
 }

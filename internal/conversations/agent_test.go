@@ -3,7 +3,6 @@ package conversations_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -98,12 +97,7 @@ func (a *agentSide) call(t *testing.T, method, path string, body any, o paReq) *
 
 func (a *agentSide) callVia(t *testing.T, client *http.Client, method, path string, body any, o paReq) *testkit.Response {
 	t.Helper()
-	resp, err := client.Do(a.request(t, context.Background(), method, path, body, o))
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return &testkit.Response{Status: resp.StatusCode, Header: resp.Header, Body: raw}
+	return testkit.Send(t, client, a.request(t, context.Background(), method, path, body, o))
 }
 
 // paMsg is a Personal Agent message with text.

@@ -194,8 +194,11 @@ func TestOperationsAPIChecks(t *testing.T) {
 	r, x := newOperationsRig(t, "ops-checks")
 	ada := r.signIn(t, r.agent, "ada", "orders:read", "orders:write")
 	bob := r.signIn(t, r.agent, "bob", "orders:read", "orders:write")
-	send := func(token, body, approvalHeader string, declare bool) *testkit.Response {
+	send := func(token, body, approvalHeader string, declare bool, sub ...string) *testkit.Response {
 		o := opts{token: token}
+		if len(sub) > 0 {
+			o.sub = sub[0]
+		}
 		if declare {
 			o.header = append(o.header, "Poppy-Extensions", declares)
 		}
@@ -243,6 +246,9 @@ func TestOperationsAPIChecks(t *testing.T) {
 		replaced := requireOperation(t, send(ada, jacket, approval(op, ""), true))
 		require.NotEqual(t, op.Operation.Revision, replaced.Operation.Revision)
 
+		// Another User of the same agent cannot approve it either.
+		otherUser := send(ada, jacket, approval(replaced, ""), true, "usr_other")
+		require.NotEqual(t, replaced.Operation.OperationID, requireOperation(t, otherUser).Operation.OperationID)
 		// Bob cannot approve ada's operation: handled as no approval.
 		bobs := requireOperation(t, send(bob, jacket, approval(replaced, ""), true))
 		require.NotEqual(t, replaced.Operation.OperationID, bobs.Operation.OperationID)
@@ -251,6 +257,24 @@ func TestOperationsAPIChecks(t *testing.T) {
 		require.Equal(t, http.StatusUnauthorized, resp.Status, "%s", resp.Body)
 		require.NotEmpty(t, resp.Header.Get("WWW-Authenticate"))
 		require.Zero(t, x.performed.Load())
+	})
+	t.Run("expired", func(t *testing.T) {
+		op := requireOperation(t, send(ada, jacket, "", true))
+		_, err := r.env.Pool.Exec(context.Background(), `UPDATE operation_revisions SET expires_at = now() - interval '1 second'
+			WHERE company_id = $1 AND operation_id = $2`, r.companyID, op.Operation.OperationID)
+		require.NoError(t, err)
+		fresh := requireOperation(t, send(ada, jacket, approval(op, ""), true))
+		require.Equal(t, op.Operation.OperationID, fresh.Operation.OperationID)
+		require.NotEqual(t, op.Operation.Revision, fresh.Operation.Revision, "an expired revision is never performed")
+		require.Zero(t, x.performed.Load())
+	})
+	t.Run("the same terms under a stale revision get a new one", func(t *testing.T) {
+		op := requireOperation(t, send(ada, jacket, "", true))
+		stale := op
+		stale.Operation.Revision = "STALEREVISION"
+		fresh := requireOperation(t, send(ada, jacket, approval(stale, ""), true))
+		require.NotEqual(t, "STALEREVISION", fresh.Operation.Revision)
+		require.Equal(t, op.Operation.Revision, fresh.Operation.Revision, "the current revision: the approval named another")
 	})
 	t.Run("declined, then resent", func(t *testing.T) {
 		op := requireOperation(t, send(ada, jacket, "", true))

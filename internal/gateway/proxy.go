@@ -107,6 +107,9 @@ func New(opts Options) (*Gateway, error) {
 	opts = opts.withDefaults()
 	g := &Gateway{opts: opts, cache: map[apiKey]*compiled{}, transport: opts.Origins.RoundTripper(),
 		errorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn)}
+	if opts.Operations != nil && (opts.Pool == nil || opts.Companies == nil) {
+		return nil, errors.New("gateway: operations need Pool and Companies for their settle job")
+	}
 	if opts.Pool != nil {
 		// Insert only: the platform's River client works the jobs.
 		c, err := river.NewClient(riverpgxv5.New(opts.Pool), &river.Config{Logger: opts.Logger})

@@ -217,12 +217,7 @@ func (r *rig) call(t *testing.T, method, path string, body any, o opts) *testkit
 	if client == nil {
 		client = r.client
 	}
-	resp, err := client.Do(r.request(t, method, path, body, o))
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return &testkit.Response{Status: resp.StatusCode, Header: resp.Header, Body: raw}
+	return testkit.Send(t, client, r.request(t, method, path, body, o))
 }
 
 // http1 returns a client that reaches the platform over HTTP/1.1, which

@@ -109,7 +109,7 @@ func (s *webSite) join(t *testing.T, sid, token string) *webBrowser {
 	t.Helper()
 	b := s.browser(t)
 	// Step 1: the page, its code and the join cookie.
-	page := webSend(t, b.client, s.request(t, http.MethodGet, browserjoin.Path, nil))
+	page := testkit.Send(t, b.client, s.request(t, http.MethodGet, browserjoin.Path, nil))
 	require.Equal(t, http.StatusOK, page.Status, "%s", page.Body)
 	m := regexpCode.FindSubmatch(page.Body)
 	require.NotNil(t, m, "no code in %s", page.Body)
@@ -120,13 +120,13 @@ func (s *webSite) join(t *testing.T, sid, token string) *webBrowser {
 	req.Header.Set("Content-Type", "application/json")
 	s.agent.Sign(t, req, testkit.SessionClaims{Aud: s.issuer, SID: sid, Sub: "usr_ada", AccessToken: token},
 		testkit.SessionOptions{})
-	resp := webSend(t, s.env.Client, req)
+	resp := testkit.Send(t, s.env.Client, req)
 	require.Equal(t, http.StatusNoContent, resp.Status, "%s", resp.Body)
 
 	// Step 3: the browser submits it and gets the Session cookie.
 	req = s.request(t, http.MethodPost, browserjoin.Path, url.Values{"code": {code}}.Encode())
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp = webSend(t, b.client, req)
+	resp = testkit.Send(t, b.client, req)
 	require.Equal(t, http.StatusSeeOther, resp.Status, "%s", resp.Body)
 	require.NotEmpty(t, b.token(s), "no Session cookie after the join")
 	return b
@@ -169,17 +169,7 @@ func (s *webSite) do(t *testing.T, client *http.Client, method, path string, bod
 	if client == nil {
 		client = s.env.Client
 	}
-	return webSend(t, client, s.request(t, method, path, body, header...))
-}
-
-func webSend(t *testing.T, client *http.Client, req *http.Request) *testkit.Response {
-	t.Helper()
-	resp, err := client.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return &testkit.Response{Status: resp.StatusCode, Header: resp.Header, Body: raw}
+	return testkit.Send(t, client, s.request(t, method, path, body, header...))
 }
 
 // webHostile are headers a browser might send that must not reach the
@@ -468,7 +458,7 @@ func TestWebsiteOriginCookies(t *testing.T) {
 			early = append(early, h)
 			return nil
 		}}))
-	resp := webSend(t, b.client, req)
+	resp := testkit.Send(t, b.client, req)
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 	require.Equal(t, "welcome", string(resp.Body))
 	require.Equal(t, []string{"shop_login=abc; Path=/; Secure; HttpOnly", "theme=dark"}, resp.Header.Values("Set-Cookie"))
@@ -523,10 +513,10 @@ func TestWebsitePlatformPaths(t *testing.T) {
 
 	// A Company without a website.
 	s.env.CreateCompany(t, map[string]any{"slug": "plain", "organization": map[string]any{"name": "Plain", "domain": "plain.example"}})
-	resp = webSend(t, s.env.Client, mustRequest(t, http.MethodGet, s.env.URL("plain.example", "/about")))
+	resp = testkit.Send(t, s.env.Client, mustRequest(t, http.MethodGet, s.env.URL("plain.example", "/about")))
 	require.Equal(t, http.StatusNotFound, resp.Status, "%s", resp.Body)
 	require.Equal(t, "not_found", resp.JSON(t)["error"])
-	resp = webSend(t, s.env.Client, mustRequest(t, http.MethodGet, s.env.URL("plain.example", "/.well-known/poppy.json")))
+	resp = testkit.Send(t, s.env.Client, mustRequest(t, http.MethodGet, s.env.URL("plain.example", "/.well-known/poppy.json")))
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 	require.Equal(t, 1, s.origin.Calls("", "/about"))
 }

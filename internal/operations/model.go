@@ -83,15 +83,17 @@ func (a *Approval) validate() error {
 	if a.Approver == ApproverAgent {
 		a.InputType = ""
 	}
-	if len(a.InputType) > 64 || len(a.Reference) > 256 {
-		a.InputType, a.Reference = truncate(a.InputType, 64), truncate(a.Reference, 256)
-	}
+	// Optional members are the Personal Agent's statements, never a
+	// reason to refuse: kept short and storable.
+	a.InputType, a.Reference = storable(a.InputType, 64), storable(a.Reference, 256)
 	return nil
 }
 
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
+// storable cuts s to n bytes of valid UTF-8 without NUL.
+func storable(s string, n int) string {
+	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "")
+	for len(s) > n {
+		s = strings.ToValidUTF8(s[:n], "")
 	}
 	return s
 }
@@ -216,10 +218,13 @@ func ParseProposal(body []byte) (*Proposal, error) {
 	}
 	t := bytes.TrimSpace(p.Terms)
 	switch {
-	case p.ActionKey == "" || len(p.ActionKey) > maxActionKey:
-		return nil, fmt.Errorf("%w: action_key must be 1 to %d characters", ErrProposal, maxActionKey)
+	case p.ActionKey == "" || len(p.ActionKey) > maxActionKey || strings.ContainsRune(p.ActionKey, 0):
+		return nil, fmt.Errorf("%w: action_key must be 1 to %d characters, no NUL", ErrProposal, maxActionKey)
 	case len(t) == 0 || t[0] != '{':
 		return nil, fmt.Errorf("%w: terms must be a JSON object", ErrProposal)
+	case bytes.Contains(t, []byte(`\u0000`)):
+		// PostgreSQL's jsonb cannot store it.
+		return nil, fmt.Errorf("%w: terms must not contain NUL", ErrProposal)
 	case len(p.Summary) > maxSummary || strings.ContainsRune(p.Summary, 0):
 		return nil, fmt.Errorf("%w: summary must be text of at most %d bytes", ErrProposal, maxSummary)
 	case p.ExpiresIn < 0 || time.Duration(p.ExpiresIn)*time.Second > MaxExpiry:

@@ -2,7 +2,9 @@ package operations
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -75,6 +77,8 @@ func TestParseProposal(t *testing.T) {
 		`{"action_key": "k"}`,
 		`{"action_key": "k", "terms": {}, "expires_in": -1}`,
 		`{"action_key": "k", "terms": {}, "expires_in": 99999999}`,
+		`{"action_key": "k\u0000", "terms": {}}`,
+		`{"action_key": "k", "terms": {"a": "x\u0000y"}}`,
 		`not json`,
 	} {
 		_, err := ParseProposal([]byte(bad))
@@ -109,4 +113,13 @@ func TestParseDeclineKeepsOnlyValidAlternatives(t *testing.T) {
 		require.Nil(t, ParseDecline([]byte(bad)).Alternative, bad)
 	}
 	require.Equal(t, &Decline{}, ParseDecline([]byte(`not json`)))
+}
+
+func TestApprovalOptionalMembersAreKeptStorable(t *testing.T) {
+	a, err := ParseApprovalJSON(json.RawMessage(`{"operation_id": "o", "revision": "r", "approver": "user",
+		"input_type": "t\u0000ap", "reference": "` + strings.Repeat("é", 200) + `"}`))
+	require.NoError(t, err, "optional members are never a reason to refuse")
+	require.Equal(t, "tap", a.InputType)
+	require.LessOrEqual(t, len(a.Reference), 256)
+	require.True(t, utf8.ValidString(a.Reference))
 }

@@ -192,7 +192,13 @@ func (e *Env) Do(t testing.TB, method, rawURL string, body any, headers ...strin
 		}
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := e.Client.Do(req)
+	return Send(t, e.Client, req)
+}
+
+// Send sends req with client and reads the whole response.
+func Send(t testing.TB, client *http.Client, req *http.Request) *Response {
+	t.Helper()
+	resp, err := client.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
