@@ -103,7 +103,7 @@ func (g *Gateway) serveOperations(w http.ResponseWriter, r *http.Request, k *cal
 		return
 	}
 	g.forward(w, r, k.api, k.target, jwt, func(resp *http.Response) error {
-		if !isType(resp.Header, operations.ProposalType) {
+		if !isType(resp.Header.Get("Content-Type"), operations.ProposalType) {
 			return nil
 		}
 		raw, err := io.ReadAll(io.LimitReader(resp.Body, maxProposal))
@@ -215,11 +215,10 @@ const (
 // the operation's.
 func (g *Gateway) conclude(ctx context.Context, k *call, a *operations.Approval, resp *operations.Response) (int, error) {
 	store, now := g.opts.Operations, g.opts.Now()
-	h := http.Header{"Content-Type": {resp.ContentType}}
 	switch {
-	case isType(h, operations.ProposalType):
+	case isType(resp.ContentType, operations.ProposalType):
 		return outcomeNewTerms, store.Release(ctx, k.co.ID, a.OperationID, a.Revision, false, now)
-	case isType(h, operations.DeclineType):
+	case isType(resp.ContentType, operations.DeclineType):
 		return outcomeDeclined, store.Release(ctx, k.co.ID, a.OperationID, a.Revision, true, now)
 	}
 	return outcomePerformed, store.Performed(ctx, k.co.ID, a.OperationID, resp, now)
@@ -277,8 +276,9 @@ func (g *Gateway) send(ctx context.Context, k *call, a *operations.Approval, req
 		Location: resp.Header.Get("Location"), ETag: resp.Header.Get("ETag"), Body: body}, nil
 }
 
-func isType(h http.Header, want string) bool {
-	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
+// isType reports whether a Content-Type is the media type want.
+func isType(contentType, want string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
 	return err == nil && mt == want
 }
 

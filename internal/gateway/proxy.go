@@ -261,21 +261,18 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	facts := verified.FromRequest(sessions.FromContext(ctx), grant)
-	target := *c.origin
-	target.RawPath = strings.TrimSuffix(c.origin.EscapedPath(), "/") + rest
-	target.Path, _ = url.PathUnescape(target.RawPath)
-	target.RawQuery = r.URL.RawQuery
+	target := originTarget(c.origin, rest, r.URL.RawQuery)
 	r.Body = http.MaxBytesReader(w, r.Body, c.api.MaxRequestBytes)
 	if co.Settings.Operations.Enabled {
-		g.serveOperations(w, r, &call{co: co, api: c.api, target: &target, rest: rest, facts: facts, grant: grant})
+		g.serveOperations(w, r, &call{co: co, api: c.api, target: target, rest: rest, facts: facts, grant: grant})
 		return
 	}
-	jwt, err := g.sign(ctx, co, c.api, &target, r.Method, facts, nil)
+	jwt, err := g.sign(ctx, co, c.api, target, r.Method, facts, nil)
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return
 	}
-	g.forward(w, r, c.api, &target, jwt, nil)
+	g.forward(w, r, c.api, target, jwt, nil)
 }
 
 // sign makes the Poppy-Verified of a call to target, stating the approval
@@ -316,4 +313,14 @@ func (g *Gateway) authorize(ctx context.Context, r *http.Request, co *tenant.Com
 		ch.Description = "the access token lacks scopes this operation needs"
 	}
 	return nil, ch
+}
+
+// originTarget is the URL a request for escapedPath (with rawQuery) goes
+// to at origin: the origin's path followed by the request's, as escaped.
+func originTarget(origin *url.URL, escapedPath, rawQuery string) *url.URL {
+	target := *origin
+	target.RawPath = strings.TrimSuffix(origin.EscapedPath(), "/") + escapedPath
+	target.Path, _ = url.PathUnescape(target.RawPath)
+	target.RawQuery = rawQuery
+	return &target
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -97,11 +96,8 @@ func (g *Gateway) settle(ctx context.Context, a SettleArgs) error {
 	if err != nil {
 		return river.JobCancel(err)
 	}
-	target := *origin
-	target.RawPath = strings.TrimSuffix(origin.EscapedPath(), "/") + u.Request.Path
-	target.Path, _ = url.PathUnescape(target.RawPath)
-	target.RawQuery = u.Request.Query
-	k := &call{co: co, api: api, target: &target, rest: u.Request.Path, facts: u.Facts}
+	k := &call{co: co, api: api, target: originTarget(origin, u.Request.Path, u.Request.Query), rest: u.Request.Path,
+		facts: u.Facts}
 	resp, err := g.send(ctx, k, u.Approval, u.Request)
 	if err != nil {
 		return fmt.Errorf("gateway: settle %s: %w", a.OperationID, err)

@@ -129,10 +129,7 @@ func (s *Website) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	target := *origin
-	target.RawPath = strings.TrimSuffix(origin.EscapedPath(), "/") + r.URL.EscapedPath()
-	target.Path, _ = url.PathUnescape(target.RawPath)
-	target.RawQuery = r.URL.RawQuery
+	target := originTarget(origin, r.URL.EscapedPath(), r.URL.RawQuery)
 	jwt := ""
 	if ws != nil {
 		jwt, err = verified.Sign(ctx, s.opts.Keys, c.ID, verified.Claims{
@@ -155,7 +152,7 @@ func (s *Website) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	call := &relay{
 		transport: s.transport,
 		errorLog:  s.errorLog,
-		target:    &target,
+		target:    target,
 		timeout:   websiteTimeout,
 		upgrades:  true,
 		rewrite: func(out *http.Request) {

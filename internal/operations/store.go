@@ -96,7 +96,7 @@ func (s *Store) Propose(ctx context.Context, companyID int64, owner Owner, iface
 	// One proposal per action at a time: the advisory lock keeps two
 	// first proposals from making two operations.
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`,
-		stringsJoin(companyID, owner, iface, target, p.ActionKey)); err != nil {
+		lockKey(companyID, owner, iface, target, p.ActionKey)); err != nil {
 		return nil, err
 	}
 	var (
@@ -158,17 +158,10 @@ func (s *Store) Propose(ctx context.Context, companyID int64, owner Owner, iface
 	return &Operation{OperationID: id, Revision: newRev, Summary: p.Summary, Terms: p.Terms, ExpiresAt: expires.UTC()}, nil
 }
 
-func stringsJoin(companyID int64, o Owner, parts ...string) string {
-	b, _ := json.Marshal(append([]any{"operation", companyID, o.ClientID, o.UserID, o.AccountID}, anySlice(parts)...))
+// lockKey names one action of one owner for an advisory lock.
+func lockKey(companyID int64, o Owner, iface, target, actionKey string) string {
+	b, _ := json.Marshal([]any{"operation", companyID, o.ClientID, o.UserID, o.AccountID, iface, target, actionKey})
 	return string(b)
-}
-
-func anySlice(s []string) []any {
-	out := make([]any, len(s))
-	for i, v := range s {
-		out[i] = v
-	}
-	return out
 }
 
 func sameJSON(a, b json.RawMessage) bool {
