@@ -211,16 +211,21 @@ func (h *Handler) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	web := &c.Settings.Web
-	previous := ""
-	if ck, err := r.Cookie(web.Cookie()); err == nil {
-		previous = ck.Value
+	// Every earlier Session cookie of the browser ends: a join replaces
+	// it (spec 6, step 3), also one of another Domain with the same name.
+	var previous []string
+	for _, ck := range r.CookiesNamed(web.Cookie()) {
+		previous = append(previous, ck.Value)
 	}
 	lifetime := maxWebSession
 	if idle := time.Duration(c.Settings.Sessions.IdleTimeoutSeconds) * time.Second; idle > 0 && idle < lifetime {
 		lifetime = idle
 	}
 	token := rand.Text() + rand.Text()
-	if err := h.opts.Store.start(ctx, c.ID, token, previous, g, now, now.Add(lifetime)); err != nil {
+	if err := h.opts.Store.start(ctx, c.ID, token, previous, g, now, now.Add(lifetime)); errors.Is(err, errCode) {
+		fail("The Session this browser was to join has ended. Go back to your personal agent and start again.")
+		return
+	} else if err != nil {
 		httpx.WriteError(w, r, err)
 		return
 	}
@@ -255,11 +260,15 @@ func idleLimit(c *tenant.Company) time.Duration {
 // Lookup returns what the request's Session cookie acts for, or nil when
 // it carries none that is active (LookupToken).
 func (h *Handler) Lookup(ctx context.Context, c *tenant.Company, r *http.Request) (*WebSession, error) {
-	ck, err := r.Cookie(c.Settings.Web.Cookie())
-	if err != nil || ck.Value == "" {
-		return nil, nil
+	// A browser may hold cookies of the same name for several Domains;
+	// the active one acts.
+	for _, ck := range r.CookiesNamed(c.Settings.Web.Cookie()) {
+		ws, err := h.LookupToken(ctx, c, ck.Value)
+		if err != nil || ws != nil {
+			return ws, err
+		}
 	}
-	return h.LookupToken(ctx, c, ck.Value)
+	return nil, nil
 }
 
 // LookupToken returns what a Session cookie's value acts for, or nil. The

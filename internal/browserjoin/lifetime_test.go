@@ -348,3 +348,21 @@ func (r *rig) joinedSignedIn(t *testing.T, scopes ...string) (*company, *oauth2.
 	sid := newSID()
 	return shop, tok, b, sid, r.join(t, b, shop, sid, tok.AccessToken)
 }
+
+// TestJoinIntoAnEndedSession: a Session that ended between steps 2 and 3
+// gets no cookie; the failed step 3 answers with the error page.
+func TestJoinIntoAnEndedSession(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	shop := r.fresh(t)
+	b := r.browser(t)
+	sid := newSID()
+	code := b.mustOpen(t, shop.Domain)
+	r.mustAuthorize(t, shop, code, sid, "")
+	_, err := r.env.Pool.Exec(context.Background(), `UPDATE sessions SET ended_at = now() WHERE company_id = $1 AND sid = $2`, shop.ID, sid)
+	require.NoError(t, err)
+	resp := b.submit(t, shop.Domain, code)
+	require.Equal(t, http.StatusBadRequest, resp.Status, "%s", resp.Body)
+	require.Empty(t, b.cookie(shop.Domain, sessionCookie))
+	require.Zero(t, r.count(t, `SELECT count(*) FROM web_sessions WHERE company_id = $1`, shop.ID))
+}

@@ -136,17 +136,18 @@ func (s *Store) touch(ctx context.Context, companyID int64, w *WebSession, now t
 	return err
 }
 
-// start records a web session for g under token, ending the one the
-// browser carried before (previous, when not ""), in one transaction.
-func (s *Store) start(ctx context.Context, companyID int64, token, previous string, g *Grant, now, expires time.Time) error {
+// start records a web session for g under token, ending the ones the
+// browser carried before (previous), in one transaction. It returns
+// errCode when the Session has ended since step 2.
+func (s *Store) start(ctx context.Context, companyID int64, token string, previous []string, g *Grant, now, expires time.Time) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback(ctx)
-	if previous != "" {
+	for _, p := range previous {
 		if _, err := tx.Exec(ctx, `UPDATE web_sessions SET ended_at = $3
-			WHERE company_id = $1 AND token = $2 AND ended_at IS NULL`, companyID, hash(previous), now); err != nil {
+			WHERE company_id = $1 AND token = $2 AND ended_at IS NULL`, companyID, hash(p), now); err != nil {
 			return err
 		}
 	}
@@ -154,11 +155,16 @@ func (s *Store) start(ctx context.Context, companyID int64, token, previous stri
 	if g.AccountID != 0 {
 		account = &g.AccountID
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO web_sessions (company_id, token, client_id, sid, account_id, scopes,
+	tag, err := tx.Exec(ctx, `INSERT INTO web_sessions (company_id, token, client_id, sid, account_id, scopes,
 			extensions, created_at, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-		companyID, hash(token), g.ClientID, g.SID, account, nonNil(g.Scopes), g.Extensions, now, expires); err != nil {
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9 FROM sessions
+		WHERE company_id = $1 AND client_id = $3 AND sid = $4 AND ended_at IS NULL`,
+		companyID, hash(token), g.ClientID, g.SID, account, nonNil(g.Scopes), g.Extensions, now, expires)
+	if err != nil {
 		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return errCode
 	}
 	return tx.Commit(ctx)
 }
@@ -167,7 +173,9 @@ func (s *Store) start(ctx context.Context, companyID int64, token, previous stri
 // active: not ended, not expired, the Session not ended and used within
 // idle (0: no idle limit). Its account and scopes are kept only while the
 // Personal Agent holds a valid refresh or access token for the account
-// (spec 5.5: signing out revokes them, as does a disconnect); otherwise
+// (spec 5.5: signing out revokes them, as does a disconnect; the issuer's
+// SignedOut hook records it, this check covers tokens that expired);
+// otherwise
 // it acts for the Session signed out. It returns nil for no active web
 // session.
 func (s *Store) lookup(ctx context.Context, companyID int64, token string, idle time.Duration, now time.Time) (*WebSession, error) {
@@ -178,7 +186,7 @@ func (s *Store) lookup(ctx context.Context, companyID int64, token string, idle 
 	err := s.pool.QueryRow(ctx, `SELECT w.client_id, w.sid, s.user_id, s.agent_id, w.scopes, w.extensions, w.expires_at,
 			s.last_seen_at,
 			CASE WHEN EXISTS (SELECT 1 FROM oauth_tokens t WHERE t.company_id = w.company_id
-				AND t.account_id = w.account_id AND t.client_id = w.client_id AND t.kind IN ('refresh', 'access')
+				AND t.account_id = w.account_id AND t.client_id = w.client_id AND t.kind = 'refresh'
 				AND t.active AND t.expires_at > $3) THEN w.account_id END
 		FROM web_sessions w JOIN sessions s USING (company_id, client_id, sid)
 		WHERE w.company_id = $1 AND w.token = $2 AND w.ended_at IS NULL AND w.expires_at > $3
