@@ -30,6 +30,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/html"
 
+	webops "github.com/poppyhost/poppyhost/internal/operations"
 	"github.com/poppyhost/poppyhost/internal/testkit"
 )
 
@@ -104,6 +105,7 @@ var operations = []string{
 	"GET /t/{slug}/account",
 	"POST /t/{slug}/account",
 	"POST /t/{slug}/poppy/feedback",
+	"POST /t/{slug}/poppy/operations",
 	"POST /t/{slug}/poppy/conversations",
 	"POST /t/{slug}/poppy/conversations/{conversation_id}/messages",
 	"GET /t/{slug}/poppy/conversations/{conversation_id}/events",
@@ -207,7 +209,7 @@ func TestDocument(t *testing.T) {
 			case strings.HasPrefix(path, "/company/v1/"), path == "/t/{slug}/oauth/introspect":
 				assert.Equal(t, openapi3.SecurityRequirements{{"companyAPIKey": {}}}, *op.Security, name)
 			case strings.HasPrefix(path, "/t/{slug}/poppy/conversations"), strings.HasPrefix(path, "/t/{slug}/api/"),
-				path == "/poppy/browser-session/authorize":
+				path == "/poppy/browser-session/authorize", path == "/t/{slug}/poppy/operations":
 				// Signed out or signed in (spec 8.2, 6 step 2); at the
 				// gateway the API's own description decides which (spec 7).
 				assert.Equal(t, openapi3.SecurityRequirements{{}, {"agentAccessToken": {}}}, *op.Security, name)
@@ -556,7 +558,7 @@ func fullCompany() map[string]any {
 			map[string]any{"type": "mcp", "url": "https://mcp.acme.example/mcp"},
 		},
 		"mcp":        map[string]any{"signed_out": false, "description": "Order tools"},
-		"operations": map[string]any{"enabled": false},
+		"operations": map[string]any{"enabled": false, "web": false},
 		"web": map[string]any{"browser_join": true, "origin": "https://www.acme.example",
 			"cookie_name": "acme_poppy", "cookie_domain": "acme.example", "landing_path": "/welcome",
 			"scope_rules": []any{
@@ -704,7 +706,7 @@ func TestContract(t *testing.T) {
 		assert.Equal(t, map[string]any{"idle_timeout_seconds": float64(2592000)}, m["sessions"])
 		assert.Equal(t, map[string]any{"per_agent": float64(6000), "per_session": float64(600), "per_address": float64(1200)}, m["rate_limits"])
 		assert.Equal(t, map[string]any{"signed_out": false}, m["mcp"])
-		assert.Equal(t, map[string]any{"enabled": false}, m["operations"])
+		assert.Equal(t, map[string]any{"enabled": false, "web": false}, m["operations"])
 		assert.NotContains(t, m, "skill_index")
 
 		// Without an issuer the Company is identified by its domain.
@@ -2683,7 +2685,7 @@ paths:
 		// whether it took effect is unknown. The action key names the
 		// method and the case, so each is its own operation.
 		r = c.do(t, call{method: patch, path: "/admin/v1/companies/acme", token: admin, want: 200, body: `{"operations":{"enabled":true}}`})
-		assert.Equal(t, map[string]any{"enabled": true}, r.JSON(t)["operations"])
+		assert.Equal(t, map[string]any{"enabled": true, "web": false}, r.JSON(t)["operations"])
 		const exchanges = `openapi: 3.1.0
 info: {title: Exchanges, version: '1'}
 paths:
@@ -2841,7 +2843,7 @@ paths:
 		assert.Len(t, opsDoc["extensions"], len(acme["extensions"].(map[string]any))+1)
 		c.do(t, call{method: del, path: apis + "/exchanges", token: acmeKey, want: 204})
 		r = c.do(t, call{method: patch, path: "/admin/v1/companies/acme", token: admin, want: 200, body: `{"operations":null}`})
-		assert.Equal(t, map[string]any{"enabled": false}, r.JSON(t)["operations"])
+		assert.Equal(t, map[string]any{"enabled": false, "web": false}, r.JSON(t)["operations"])
 		assert.NotContains(t, c.do(t, call{method: get, host: "acme.example", path: "/.well-known/poppy.json", want: 200}).JSON(t)["extensions"], "operations")
 
 		// The Company's audit of those operations, on the Company API and
@@ -3267,6 +3269,89 @@ paths:
 		assert.Equal(t, "slug", r.JSON(t)["fields"].([]any)[0].(map[string]any)["field"])
 		c.do(t, call{method: post, path: "/admin/v1/companies", token: admin, want: 201,
 			body: `{"slug":"corner2","organization":{"name":"Corner Shop","domain":"corner.example"}}`})
+	})
+
+	t.Run("website operations", func(t *testing.T) {
+		// A Company whose website uses operations (Operations extension 4,
+		// 6, "Websites"); the operations its website would return are made
+		// in its store, as the website proxy makes them.
+		c.do(t, call{method: post, path: "/admin/v1/companies", token: admin, want: 201, body: map[string]any{
+			"slug": "webops", "organization": map[string]any{"name": "Web Ops", "domain": "webops.example"},
+			"web":        map[string]any{"browser_join": true, "origin": "https://www.webops.example"},
+			"operations": map[string]any{"enabled": true, "web": true},
+		}})
+		ctx := context.Background()
+		webIssuer, path := env.PublicURL("/t/webops"), "/t/webops/poppy/operations"
+		in := func(req *http.Request) {
+			agent.Sign(t, req, testkit.SessionClaims{Aud: webIssuer, SID: "contract-webops"}, testkit.SessionOptions{})
+			if req.Header.Get("Poppy-Extensions") == "" {
+				req.Header.Set("Poppy-Extensions", `"operations";v="3"`)
+			}
+		}
+		var companyID int64
+		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT id FROM companies WHERE slug = 'webops'`).Scan(&companyID))
+		store := webops.NewStore(env.Pool)
+		propose := func(key string, account int64) (*webops.Operation, string) {
+			op, err := store.Propose(ctx, companyID, webops.Owner{ClientID: agent.ClientID, UserID: "usr_test", AccountID: account},
+				webops.InterfaceWeb, "web", &webops.Proposal{ActionKey: key, Terms: json.RawMessage(`{"sku": "m"}`)},
+				&webops.Request{Method: post, Path: "/orders/o1/exchange", Body: []byte("sku=m")}, "", time.Now())
+			require.NoError(t, err)
+			return op, webops.Ref(op.OperationID, op.Revision)
+		}
+		approve := func(op *webops.Operation) map[string]string {
+			return map[string]string{"Poppy-Approval": fmt.Sprintf(`operation_id=%q, revision=%q, approver="user"`, op.OperationID, op.Revision)}
+		}
+		refBody := func(ref string) map[string]string { return map[string]string{"ref": ref} }
+
+		op, ref := propose("exchange", 0)
+		r := c.do(t, call{method: post, path: path, session: in, body: refBody(ref), want: 403})
+		assert.Equal(t, op.OperationID, r.JSON(t)["operation"].(map[string]any)["operation_id"])
+		r = c.do(t, call{method: post, path: path, session: in, body: refBody(op.OperationID + ".nosuch"), want: 400})
+		// Undeclared: no operation (Operations extension 2).
+		undeclared := func(req *http.Request) {
+			req.Header.Set("Poppy-Extensions", `"gift-wrap";v="1"`)
+			in(req)
+		}
+		assert.Equal(t, "extension_required", c.do(t, call{method: post, path: path, session: undeclared, body: refBody(ref),
+			want: 403}).JSON(t)["error"])
+		assert.Equal(t, "invalid_request", r.JSON(t)["error"])
+		c.do(t, call{method: post, path: path, session: in, body: refBody(ref), header: map[string]string{"Poppy-Approval": `operation_id="x"`}, want: 400})
+		c.do(t, call{method: post, path: path, session: in, body: padded(t, refBody(ref), 8<<10), want: 413})
+		c.do(t, call{method: post, path: path, session: in, body: `{"ref":"x"}`, ctype: "text/plain", want: 415, docRejects: true})
+		c.do(t, call{method: post, path: path, session: in, body: refBody(ref), header: approve(op), want: 204})
+		r = c.do(t, call{method: post, path: path, session: in, body: refBody(ref), want: 200})
+		assert.Equal(t, map[string]any{"operation_id": op.OperationID, "status": "approved"}, r.JSON(t))
+		// An account's operation, signed out: a challenge.
+		_, accountRef := propose("close", 7)
+		r = c.do(t, call{method: post, path: path, session: in, body: refBody(accountRef), want: 401})
+		assert.NotEmpty(t, r.Header.Get("WWW-Authenticate"))
+
+		// The approval hook declines, or cannot be reached: nothing recorded.
+		hook := env.StartOrigin(t, "hook-webops.test", webIssuer, webIssuer)
+		hook.Handle(post, "/", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/poppy-decline+json")
+			_, _ = io.WriteString(w, `{"reason": "Not online."}`)
+		})
+		for _, h := range []struct {
+			url        string
+			want, then int // the approval's answer, then the ref's
+		}{{hook.BaseURL(), 403, 400}, {"https://down.test/hook", 502, 403}} {
+			c.do(t, call{method: patch, path: "/admin/v1/companies/webops", token: admin, want: 200,
+				body: map[string]any{"operations": map[string]any{"enabled": true, "web": true, "approval_hook": h.url}}})
+			op, ref := propose("return "+h.url, 0)
+			c.do(t, call{method: post, path: path, session: in, body: refBody(ref), header: approve(op), want: h.want})
+			c.do(t, call{method: post, path: path, session: in, body: refBody(ref), want: h.then})
+		}
+		doc := c.do(t, call{method: get, host: "webops.example", path: "/.well-known/poppy.json", want: 200}).JSON(t)
+		assert.Equal(t, []any{map[string]any{"version": "3", "endpoint": webIssuer + "/poppy/operations"}},
+			doc["extensions"].(map[string]any)["operations"])
+
+		// Off: 404, and poppy.json lists no endpoint.
+		c.do(t, call{method: patch, path: "/admin/v1/companies/webops", token: admin, want: 200,
+			body: map[string]any{"operations": map[string]any{"enabled": true, "web": false}}})
+		c.do(t, call{method: post, path: path, session: in, body: refBody(ref), want: 404})
+		doc = c.do(t, call{method: get, host: "webops.example", path: "/.well-known/poppy.json", want: 200}).JSON(t)
+		assert.Equal(t, []any{map[string]any{"version": "3"}}, doc["extensions"].(map[string]any)["operations"])
 	})
 
 	t.Run("undocumented requests", func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"html/template"
 	"log/slog"
+	"maps"
 	"net/http"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/bearer"
 	"github.com/poppyhost/poppyhost/internal/httpx"
+	"github.com/poppyhost/poppyhost/internal/operations"
 	"github.com/poppyhost/poppyhost/internal/sessions"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
@@ -161,6 +163,15 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g := &Grant{ClientID: sess.ClientID, SID: sess.SID, Extensions: sess.Extensions}
+	if operations.Declared(nil, r.Header.Values(operations.ExtensionsHeader)) && sess.Extensions[operations.Name] != operations.Version {
+		// The browser's requests declare what this step declared, by the
+		// client metadata or by the header (Operations extension 2).
+		g.Extensions = maps.Clone(sess.Extensions)
+		if g.Extensions == nil {
+			g.Extensions = map[string]string{}
+		}
+		g.Extensions[operations.Name] = operations.Version
+	}
 	if grant != nil {
 		g.AccountID, g.Scopes = grant.AccountID, grant.Scopes
 	}

@@ -170,6 +170,23 @@ func TestAuthorize(t *testing.T) {
 		require.Empty(t, scopes)
 	})
 
+	t.Run("declared by the header counts for the browser", func(t *testing.T) {
+		code := r.browser(t).mustOpen(t, shop.Domain)
+		sid := newSID()
+		req, err := http.NewRequest(http.MethodPost, r.env.URL(shop.Domain, browserjoin.AuthorizePath),
+			strings.NewReader(`{"code": "`+code+`"}`))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Poppy-Extensions", `"gift-wrap";v="1", "operations";v="3"`)
+		r.agent.Sign(t, req, testkit.SessionClaims{Aud: shop.Aud, SID: sid, Sub: userID(sid)}, testkit.SessionOptions{})
+		resp := testkit.Send(t, r.env.Client, req)
+		require.Equal(t, http.StatusNoContent, resp.Status, "%s", resp.Body)
+		var ext map[string]string
+		require.NoError(t, r.env.Pool.QueryRow(t.Context(), `SELECT extensions FROM browser_join_codes
+			WHERE code = sha256(convert_to($1, 'UTF8'))`, code).Scan(&ext))
+		require.Equal(t, "3", ext["operations"])
+	})
+
 	t.Run("signed in records account and scopes", func(t *testing.T) {
 		code := r.browser(t).mustOpen(t, shop.Domain)
 		sid := newSID()

@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/poppyhost/poppyhost/internal/operations"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
@@ -190,8 +192,15 @@ func (s *Store) start(ctx context.Context, companyID int64, o Owner, req StartRe
 	if req.AcceptedEventID != "" && req.ParentID == "" {
 		return nil, invalid("user_requested_event_id needs parent_conversation_id (spec 8.10)")
 	}
-	var hash []byte
+	var (
+		hash     []byte
+		approval *operations.Approval
+	)
 	if req.Message != nil {
+		var err error
+		if approval, err = s.takeApproval(ctx, o, req.Message); err != nil {
+			return nil, err
+		}
 		hash = contentHash(req.Message, "start", req.ParentID, req.AcceptedEventID)
 	}
 	return retried(func() (*Conversation, error) {
@@ -264,6 +273,10 @@ func (s *Store) start(ctx context.Context, companyID int64, o Owner, req StartRe
 			}
 			if req.Message != nil {
 				if err := rememberMessage(ctx, tx, c, o, req.Message.ID, hash); err != nil {
+					return err
+				}
+				// The first message is the first event.
+				if err := s.schedulePerform(ctx, tx, c, o, req.Message.ID, 1, approval); err != nil {
 					return err
 				}
 			}
@@ -357,6 +370,10 @@ func (s *Store) Send(ctx context.Context, companyID int64, o Owner, id string, m
 }
 
 func (s *Store) send(ctx context.Context, companyID int64, o Owner, id string, m *Message, p Policy, check precheck) (*Conversation, error) {
+	approval, err := s.takeApproval(ctx, o, m)
+	if err != nil {
+		return nil, err
+	}
 	hash := contentHash(m, "send", id)
 	return retried(func() (*Conversation, error) {
 		return s.ownedTx(ctx, companyID, o, id, true, func(tx pgx.Tx, c *Conversation) (*Conversation, error) {
@@ -393,10 +410,14 @@ func (s *Store) send(ctx context.Context, companyID int64, o Owner, id string, m
 					return nil, invalid("the conversation's context would have more than %d fields", maxContextKeys)
 				}
 			}
+			seq := c.LastSeq + 1
 			if err := s.appendEvents(ctx, tx, c, p.afterMessage(c), c.Responder, agentMessageEvent(m, o)); err != nil {
 				return nil, err
 			}
 			if err := rememberMessage(ctx, tx, c, o, m.ID, hash); err != nil {
+				return nil, err
+			}
+			if err := s.schedulePerform(ctx, tx, c, o, m.ID, seq, approval); err != nil {
 				return nil, err
 			}
 			return c, s.deliver(ctx, tx, c)

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/poppyhost/poppyhost/internal/httpx"
+	"github.com/poppyhost/poppyhost/internal/operations"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
@@ -303,7 +304,7 @@ func (m *CompanyMessage) check(co *tenant.Company) (*Message, error) {
 		if len(v) == 0 || v[0] != '{' {
 			return nil, invalid("message.extensions.%s must be a JSON object (spec 8.4)", name)
 		}
-		if _, ok := co.Settings.Extensions[name]; !ok {
+		if _, ok := co.Settings.Extensions[name]; !ok && name != operations.Name {
 			return nil, invalid("message.extensions.%s: the Company does not list this extension in its settings (spec 3.3)", name)
 		}
 	}
@@ -403,12 +404,27 @@ func (s *Store) CompanyPost(ctx context.Context, co *tenant.Company, id string, 
 			return nil, err
 		}
 	}
+	ops, err := takeCompanyOps(ctx, co, m, cm.ID != "", s.ops)
+	if err != nil {
+		return nil, err
+	}
 	return s.companyTx(ctx, co.ID, id, func(tx pgx.Tx, c *Conversation) (*Posted, error) {
 		declared, err := agentExtensions(ctx, tx, c)
 		if err != nil {
 			return nil, err
 		}
 		dropUndeclared(m, co, declared)
+		if ops != nil {
+			if err := requireDeclared(declared); err != nil {
+				return nil, err
+			}
+			if replay, err := replayOps(ctx, tx, c, m, ops); err != nil || replay != nil {
+				return replay, err
+			}
+			if err := s.attachOps(ctx, tx, co, c, m, ops); err != nil {
+				return nil, err
+			}
+		}
 		if m.Text == nil && len(m.Data) == 0 && m.Extensions == nil {
 			return nil, invalid("the Personal Agent lists none of the message's extensions with the Company's version, and " +
 				"a message needs text, data or extensions (spec 8.4)")

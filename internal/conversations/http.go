@@ -13,6 +13,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/bearer"
 	"github.com/poppyhost/poppyhost/internal/httpx"
+	"github.com/poppyhost/poppyhost/internal/operations"
 	"github.com/poppyhost/poppyhost/internal/sessions"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/verified"
@@ -55,6 +56,7 @@ func (h *Handler) owner(w http.ResponseWriter, r *http.Request) (Owner, bool) {
 		return Owner{}, false
 	}
 	o := Owner{ClientID: sess.ClientID, UserID: sess.UserID, Verified: verified.FromRequest(sess, g)}
+	declareOperations(o.Verified, operations.Declared(sess, r.Header.Values(operations.ExtensionsHeader)))
 	if g != nil {
 		o.AccountID = g.AccountID
 	}

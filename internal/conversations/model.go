@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/poppyhost/poppyhost/internal/httpx"
+	"github.com/poppyhost/poppyhost/internal/operations"
 	"github.com/poppyhost/poppyhost/internal/sessions"
 )
 
@@ -147,7 +148,9 @@ func checkAgentMessage(m *Message, known func(name string) bool) error {
 		if len(v) == 0 || v[0] != '{' {
 			return invalid("message.extensions.%s must be a JSON object (spec 8.4)", name)
 		}
-		if !known(name) {
+		// operations is the platform's: the store keeps it when the
+		// Company has it on (takeApproval).
+		if !known(name) && name != operations.Name {
 			delete(m.Extensions, name)
 		}
 	}

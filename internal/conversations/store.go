@@ -40,6 +40,8 @@ type Store struct {
 	pool    *pgxpool.Pool
 	enqueue Enqueuer
 	now     func() time.Time
+	// ops is set by EnableOperations; nil leaves operations off.
+	ops *opsWiring
 }
 
 // NewStore returns a Store. enqueue may be nil: nothing is delivered.

@@ -313,19 +313,26 @@ func (d *Delivery) post(ctx context.Context, co *tenant.Company, url string, sec
 	if err != nil {
 		return err
 	}
-	now := d.opts.Now()
 	// Facts stored with the event, or else only what the conversation
 	// itself proves: its owner, with no Session, account or scopes.
 	v := e.verified
 	if v == nil {
 		v = &verified.Facts{ClientID: view.Owner.ClientID, UserID: view.Owner.UserID}
 	}
-	jwt, err := verified.Sign(ctx, d.opts.Keys, co.ID, verified.Claims{Issuer: d.opts.URLs.Identifier(co), Audience: url,
-		Facts: *v, ConversationID: view.ID, EventID: eventID(e.Seq)}, now)
+	return d.send(ctx, co, url, secrets, view.ID+"."+eventID(e.Seq), body,
+		verified.Claims{Facts: *v, ConversationID: view.ID, EventID: eventID(e.Seq)})
+}
+
+// send posts one signed delivery, msgID its webhook-id, with claims in
+// Poppy-Verified, bound to the Company and the webhook.
+func (d *Delivery) send(ctx context.Context, co *tenant.Company, url string, secrets [][]byte, msgID string, body []byte,
+	claims verified.Claims) error {
+	now := d.opts.Now()
+	claims.Issuer, claims.Audience = d.opts.URLs.Identifier(co), url
+	jwt, err := verified.Sign(ctx, d.opts.Keys, co.ID, claims, now)
 	if err != nil {
 		return err
 	}
-	msgID := view.ID + "." + eventID(e.Seq)
 	ts := strconv.FormatInt(now.Unix(), 10)
 	header := http.Header{}
 	header.Set("Content-Type", "application/json")

@@ -9,6 +9,7 @@ package discovery
 import (
 	"sort"
 
+	"github.com/poppyhost/poppyhost/internal/operations"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
@@ -111,9 +112,13 @@ func BuildPoppyJSON(c *tenant.Company, domain string, urls tenant.URLs) PoppyJSO
 	}
 	if s.Operations.Enabled {
 		// As the extension shows it: an array of entries (DESIGN.md,
-		// Versions). No endpoint: the Company's website asks for no
-		// approval through the platform yet.
-		doc.Extensions["operations"] = []map[string]string{{"version": "3"}}
+		// Versions). The endpoint only when the website asks for approval
+		// through the platform (extension 2).
+		entry := map[string]string{"version": "3"}
+		if s.Operations.Web {
+			entry["endpoint"] = base + operations.EndpointPath
+		}
+		doc.Extensions["operations"] = []map[string]string{entry}
 	}
 	return doc
 }

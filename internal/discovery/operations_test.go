@@ -14,7 +14,8 @@ import (
 // The Operations extension (extension 2): a Company with the operations
 // setting on lists exactly "operations": [{"version": "3"}] in poppy.json's
 // extensions, next to the extensions it lists itself, with no endpoint
-// (the platform asks for no approval on the Company's website yet); a
+// unless operations.web is on: then the entry lists {issuer}/poppy/operations,
+// where Personal Agents get and approve the website's operations; a
 // Company with it off lists no operations.
 
 // operationsEntry is poppy.json's operations member as JSON.
@@ -52,6 +53,13 @@ func TestPoppyJSONListsOperations(t *testing.T) {
 		ext, ok := extensionsOf(t, body(`, "operations": {"enabled": true}`))
 		require.True(t, ok)
 		require.JSONEq(t, `{"operations": `+operationsEntry+`}`, string(ext))
+	})
+	t.Run("on for the website: the endpoint is listed", func(t *testing.T) {
+		ext, ok := extensionsOf(t, body(`, "operations": {"enabled": true, "web": true},
+			"web": {"origin": "https://www.ops.example", "browser_join": true}`))
+		require.True(t, ok)
+		require.JSONEq(t, `{"operations": [{"version": "3",
+			"endpoint": "https://poppyhost.example/t/ops/poppy/operations"}]}`, string(ext))
 	})
 	t.Run("off, with the Company's own extensions", func(t *testing.T) {
 		ext, ok := extensionsOf(t, body(`, "operations": {"enabled": false}, `+own))

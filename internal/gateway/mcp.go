@@ -34,6 +34,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -45,6 +46,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/discovery"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/issuer"
+	"github.com/poppyhost/poppyhost/internal/operations"
 	"github.com/poppyhost/poppyhost/internal/sessions"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/verified"
@@ -63,16 +65,17 @@ const (
 
 // MCP is each Company's hosted MCP server at {issuer}/mcp.
 type MCP struct {
+	g       *Gateway
 	opts    Options
 	client  *http.Client
 	handler *mcp.StreamableHTTPHandler
 }
 
-// NewMCP returns the hosted MCP server. opts are the gateway's: Origins
-// reaches the tools' URLs.
-func NewMCP(opts Options) *MCP {
-	opts = opts.withDefaults()
-	m := &MCP{opts: opts}
+// NewMCP returns the hosted MCP server of g: its Origins reach the tools'
+// URLs, and its operations are performed by g.
+func NewMCP(g *Gateway) *MCP {
+	opts := g.opts
+	m := &MCP{g: g, opts: opts}
 	if opts.Origins != nil {
 		// Tools are performed by one POST: a redirect is the origin's
 		// answer, not somewhere to send the arguments and Poppy-Verified.
@@ -192,6 +195,7 @@ func (m *MCP) serve(w http.ResponseWriter, r *http.Request) {
 			ResourceMetadata: m.opts.Tokens.MetadataURL(co, res)})
 		return
 	}
+	var calls []calledTool
 	if r.Method == http.MethodPost {
 		body, err := io.ReadAll(io.LimitReader(r.Body, MaxMCPRequestBytes+1))
 		if err != nil {
@@ -203,13 +207,22 @@ func (m *MCP) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		if ch := scopeChallenge(tools, calledTools(body), grant); ch != nil {
+		calls = decodeCalls(body)
+		ch := scopeChallenge(tools, calls, grant)
+		if ch == nil {
+			if ch, err = m.accountChallenge(ctx, co, sess, grant, calls); err != nil {
+				httpx.WriteError(w, r, err)
+				return
+			}
+		}
+		if ch != nil {
 			ch.ResourceMetadata = m.opts.Tokens.MetadataURL(co, res)
 			bearer.WriteError(w, r, ch)
 			return
 		}
 	}
-	call := &toolCall{m: m, co: co, grant: grant, facts: verified.FromRequest(sess, grant), log: httpx.Logger(ctx)}
+	call := &toolCall{m: m, co: co, sess: sess, grant: grant, facts: verified.FromRequest(sess, grant), log: httpx.Logger(ctx)}
+	call.declare(operations.Declared(sess, r.Header.Values(operations.ExtensionsHeader)) || carriesApproval(calls))
 	server := mcp.NewServer(&mcp.Implementation{Name: co.Slug, Version: "poppyhost"}, &mcp.ServerOptions{
 		Logger: slog.New(warnOnly{call.log.Handler()}),
 		// Stateless, the server never notifies a client of changes, and
@@ -221,21 +234,29 @@ func (m *MCP) serve(w http.ResponseWriter, r *http.Request) {
 			call.log.WarnContext(ctx, "mcp: skipping a tool the SDK refuses", slog.String("tool", t.Name), slog.Any("err", err))
 		}
 	}
-	m.handler.ServeHTTP(w, r.WithContext(context.WithValue(ctx, serverKey{}, server)))
+	m.handler.ServeHTTP(&performingWriter{ResponseWriter: w, r: r, call: call},
+		r.WithContext(context.WithValue(ctx, serverKey{}, server)))
 }
 
-// calledTools returns the names of the tools a JSON-RPC body (one message
-// or a batch) calls. It reads the body as the SDK does (readBatch): its
+// calledTool is a tools/call of a request: the tool's name and the
+// approval in its _meta, as sent.
+type calledTool struct {
+	name     string
+	approval json.RawMessage
+}
+
+// decodeCalls returns the tools/call requests of a JSON-RPC body (one
+// message or a batch). It reads the body as the SDK does (readBatch): its
 // decoder matches keys case-sensitively, where encoding/json's structs
 // would also take "Method" or "NAME" and see another call than the one
 // the SDK serves. A body that does not parse calls none: the SDK answers
 // it with a parse error.
-func calledTools(body []byte) []string {
+func decodeCalls(body []byte) []calledTool {
 	var raws []json.RawMessage
 	if json.Unmarshal(body, &raws) != nil {
 		raws = []json.RawMessage{body}
 	}
-	var names []string
+	var calls []calledTool
 	for _, raw := range raws {
 		msg, err := jsonrpc.DecodeMessage(raw)
 		req, ok := msg.(*jsonrpc.Request)
@@ -247,20 +268,23 @@ func calledTools(body []byte) []string {
 		var params map[string]json.RawMessage
 		var name string
 		if json.Unmarshal(req.Params, &params) == nil && json.Unmarshal(params["name"], &name) == nil {
-			names = append(names, name)
+			var meta map[string]json.RawMessage
+			_ = json.Unmarshal(params["_meta"], &meta)
+			calls = append(calls, calledTool{name: name, approval: meta[operations.MetaApproval]})
 		}
 	}
-	return names
+	return calls
 }
 
 // scopeChallenge returns the challenge for calls of tools whose scopes
 // grant (nil signed out) lacks, or nil. Unknown names pass: the SDK
 // answers them. Signed in, it is MCP's step-up: 403 insufficient_scope
 // with the scopes the calls need.
-func scopeChallenge(tools []*Tool, called []string, grant *bearer.Grant) *bearer.Challenge {
+func scopeChallenge(tools []*Tool, called []calledTool, grant *bearer.Grant) *bearer.Challenge {
 	var needed []string
 	refused := false
-	for _, name := range called {
+	for _, call := range called {
+		name := call.name
 		i := slices.IndexFunc(tools, func(t *Tool) bool { return t.Name == name })
 		if i < 0 || len(tools[i].Scopes) == 0 {
 			continue
@@ -316,9 +340,16 @@ func addTool(server *mcp.Server, t *Tool, h mcp.ToolHandler) (err error) {
 type toolCall struct {
 	m     *MCP
 	co    *tenant.Company
-	grant *bearer.Grant // nil signed out
+	sess  *sessions.Session // nil for MCP clients that do not speak Poppy
+	grant *bearer.Grant     // nil signed out
 	facts *verified.Facts
-	log   *slog.Logger
+	// declared: the request declares the Operations extension, by the
+	// client metadata, Poppy-Extensions or an approval.
+	declared bool
+	// performing is set when a call's operation is being performed: the
+	// answer is then 503 with Retry-After (performingWriter).
+	performing atomic.Bool
+	log        *slog.Logger
 }
 
 // handler returns the handler of tool t: a POST of the call's arguments
@@ -339,64 +370,100 @@ func (c *toolCall) handler(t *Tool) mcp.ToolHandler {
 		if args[0] != '{' {
 			return toolError("the arguments must be a JSON object"), nil
 		}
-		timeout := time.Duration(t.TimeoutSeconds) * time.Second
-		if timeout <= 0 {
-			timeout = DefaultTimeoutSeconds * time.Second
+		approval, refused := c.approval(req.Params.Meta)
+		if refused != nil {
+			return refused, nil
 		}
-		timeout = min(timeout, MaxTimeoutSeconds*time.Second)
-		ctx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
-
-		target, err := url.Parse(t.URL)
-		if err != nil {
-			return c.failed(ctx, t, "the tool's URL is not valid", err), nil
+		avoid := ""
+		if approval != nil {
+			result, stale, err := c.performApproved(ctx, t, args, approval)
+			if err != nil || result != nil {
+				return result, err
+			}
+			if stale {
+				avoid = approval.Revision
+			}
 		}
-		path := target.EscapedPath()
-		if path == "" {
-			path = "/"
+		ans, failed, err := c.callOrigin(ctx, t, args)
+		if err != nil || failed != nil {
+			return failed, err
 		}
-		jwt, err := verified.Sign(ctx, c.m.opts.Keys, c.co.ID, verified.Claims{
-			Issuer: c.m.opts.URLs.Identifier(c.co), Audience: t.URL, Facts: *c.facts,
-			Tool: t.Name, Method: http.MethodPost, Path: path,
-		}, c.m.opts.Now())
-		if err != nil {
-			return nil, err
+		if isType(ans.ContentType, operations.ProposalType) || isType(ans.ContentType, operations.DeclineType) {
+			return c.proposed(ctx, t, args, ans, avoid), nil
 		}
-		// A new request: nothing of the Personal Agent's (Authorization,
-		// Poppy-Session, cookies) reaches the origin.
-		out, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL, bytes.NewReader(args))
-		if err != nil {
-			return c.failed(ctx, t, "the tool's URL is not valid", err), nil
-		}
-		out.Header.Set("Content-Type", "application/json")
-		out.Header.Set("Accept", "application/json")
-		out.Header.Set(verified.Header, jwt)
-		resp, err := c.m.client.Do(out)
-		if err != nil {
-			return c.originFailed(ctx, t, err), nil
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(io.LimitReader(resp.Body, MaxToolResponseBytes+1))
-		if err != nil {
-			return c.originFailed(ctx, t, err), nil
-		}
-		if len(body) > MaxToolResponseBytes {
-			return c.failed(ctx, t, fmt.Sprintf("the Company's origin answered with more than %d bytes", MaxToolResponseBytes),
-				errResponseTooLarge), nil
-		}
-		return c.result(ctx, t, resp, body), nil
+		return c.result(ctx, t, ans), nil
 	}
 }
 
+// callOrigin POSTs a call's arguments to t.URL with Poppy-Verified and
+// reads the answer; failed is the tool error when the origin did not
+// answer usably.
+func (c *toolCall) callOrigin(ctx context.Context, t *Tool, args []byte) (*operations.Response, *mcp.CallToolResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, toolTimeout(t))
+	defer cancel()
+	target, err := url.Parse(t.URL)
+	if err != nil {
+		return nil, c.failed(ctx, t, "the tool's URL is not valid", err), nil
+	}
+	jwt, err := verified.Sign(ctx, c.m.opts.Keys, c.co.ID, verified.Claims{
+		Issuer: c.m.opts.URLs.Identifier(c.co), Audience: t.URL, Facts: *c.facts,
+		Tool: t.Name, Method: http.MethodPost, Path: toolPath(target),
+	}, c.m.opts.Now())
+	if err != nil {
+		return nil, nil, err
+	}
+	// A new request: nothing of the Personal Agent's (Authorization,
+	// Poppy-Session, cookies) reaches the origin.
+	out, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL, bytes.NewReader(args))
+	if err != nil {
+		return nil, c.failed(ctx, t, "the tool's URL is not valid", err), nil
+	}
+	out.Header.Set("Content-Type", "application/json")
+	out.Header.Set("Accept", "application/json")
+	out.Header.Set(verified.Header, jwt)
+	resp, err := c.m.client.Do(out)
+	if err != nil {
+		return nil, c.originFailed(ctx, t, err), nil
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxToolResponseBytes+1))
+	if err != nil {
+		return nil, c.originFailed(ctx, t, err), nil
+	}
+	if len(body) > MaxToolResponseBytes {
+		return nil, c.failed(ctx, t, fmt.Sprintf("the Company's origin answered with more than %d bytes", MaxToolResponseBytes),
+			errResponseTooLarge), nil
+	}
+	return &operations.Response{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: body}, nil, nil
+}
+
+// toolPath is the escaped path of a tool's URL, as Poppy-Verified states it.
+func toolPath(u *url.URL) string {
+	if p := u.EscapedPath(); p != "" {
+		return p
+	}
+	return "/"
+}
+
+// toolTimeout bounds a call of t.
+func toolTimeout(t *Tool) time.Duration {
+	timeout := time.Duration(t.TimeoutSeconds) * time.Second
+	if timeout <= 0 {
+		timeout = DefaultTimeoutSeconds * time.Second
+	}
+	return min(timeout, MaxTimeoutSeconds*time.Second)
+}
+
 // result turns the origin's answer into the call's result.
-func (c *toolCall) result(ctx context.Context, t *Tool, resp *http.Response, body []byte) *mcp.CallToolResult {
-	media, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+func (c *toolCall) result(ctx context.Context, t *Tool, resp *operations.Response) *mcp.CallToolResult {
+	body := resp.Body
+	media, _, _ := mime.ParseMediaType(resp.ContentType)
 	isJSON := media == "application/json" || strings.HasSuffix(media, "+json")
 	text := isJSON || strings.HasPrefix(media, "text/")
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+	if resp.Status < 200 || resp.Status > 299 {
 		c.log.InfoContext(ctx, "mcp: tool origin refused the call", slog.String("tool", t.Name),
-			slog.Int("status", resp.StatusCode))
-		msg := fmt.Sprintf("the Company's origin refused the call (HTTP %d)", resp.StatusCode)
+			slog.Int("status", resp.Status))
+		msg := fmt.Sprintf("the Company's origin refused the call (HTTP %d)", resp.Status)
 		if snippet := bytes.TrimSpace(body); text && len(snippet) > 0 {
 			cut := len(snippet) > maxToolErrorText
 			if cut {
@@ -408,12 +475,6 @@ func (c *toolCall) result(ctx context.Context, t *Tool, resp *http.Response, bod
 			}
 		}
 		return toolError(msg)
-	}
-	switch media {
-	case "application/poppy-proposal+json", "application/poppy-decline+json":
-		// The origin contract's approvals are not offered through MCP
-		// yet: a proposal is not a result, and nothing was performed.
-		return toolError("the Company's origin asked for an approval, which this MCP server does not support yet: " + string(body))
 	}
 	if isJSON && json.Valid(body) {
 		result := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(body)}}}

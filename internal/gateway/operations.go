@@ -6,13 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/poppyhost/poppyhost/internal/bearer"
 	"github.com/poppyhost/poppyhost/internal/httpx"
@@ -67,37 +65,41 @@ func (g *Gateway) serveOperations(w http.ResponseWriter, r *http.Request, k *cal
 		ContentType: r.Header.Get("Content-Type"), Body: body}
 	// A request that carries an approval uses the extension (extension 2).
 	declared := approval != nil || operations.Declared(sess, r.Header.Values(operations.ExtensionsHeader))
+	if declared && k.facts.Extensions[operations.Name] != operations.Version {
+		// The origin learns the request declares the extension, however it
+		// declared it: without it, approval is the Company's own business.
+		k.facts.Extensions = maps.Clone(k.facts.Extensions)
+		if k.facts.Extensions == nil {
+			k.facts.Extensions = map[string]string{}
+		}
+		k.facts.Extensions[operations.Name] = operations.Version
+	}
 	owner := k.owner(sess)
 	avoid := ""
 	if approval != nil {
-		checked, err := g.opts.Operations.Check(ctx, k.co.ID, owner, operations.InterfaceAPI, k.api.Name, approval, req, g.opts.Now())
+		out, err := g.Perform(ctx, &operations.Action{Company: k.co, Interface: operations.InterfaceAPI,
+			Target: k.api.Name, Owner: owner, Facts: k.facts, Request: req}, approval)
 		if err != nil {
 			httpx.WriteError(w, r, err)
 			return
 		}
-		switch checked.Verdict {
-		case operations.CannotApprove:
+		switch out.Kind {
+		case operations.OutcomeUnapproved:
 			approval = nil
-		case operations.NeedsAccount:
+		case operations.OutcomeNeedsAccount:
 			bearer.WriteError(w, r, &bearer.Challenge{Description: "this operation belongs to an account: sign in to approve it",
 				ResourceMetadata: g.opts.Tokens.MetadataURL(k.co, bearer.Resource{})})
 			return
-		case operations.Performed:
-			writeStored(w, checked.Response)
-			return
-		case operations.Performing:
-			writePerforming(w, r)
-			return
-		case operations.Stale:
+		case operations.OutcomeStale:
 			avoid, approval = approval.Revision, nil
-		case operations.Approved:
-			g.perform(w, r, k, owner, approval, req)
+		default:
+			writeOutcome(w, r, approval, out)
 			return
 		}
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
-	jwt, err := g.sign(ctx, k.co, k.api, k.target, r.Method, k.facts, nil)
+	jwt, err := g.sign(ctx, k.co, k.api, k.target, r.Method, k.facts)
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return
@@ -113,6 +115,9 @@ func (g *Gateway) serveOperations(w http.ResponseWriter, r *http.Request, k *cal
 		}
 		status, answer := g.proposed(ctx, k, owner, declared, raw, req, avoid)
 		replaceResponse(resp, status, answer)
+		if status == http.StatusServiceUnavailable {
+			resp.Header.Set("Retry-After", retryAfter)
+		}
 		if status == http.StatusForbidden && !declared {
 			// At an API, extension_required is a challenge (spec 3.3).
 			resp.Header.Set("WWW-Authenticate", `Bearer realm="poppyhost", error="extension_required", extension="operations"`)
@@ -138,6 +143,9 @@ func (g *Gateway) proposed(ctx context.Context, k *call, owner operations.Owner,
 			"error_description": "this action needs approval through the operations extension, version 3, which the request does not declare"}
 	}
 	op, err := g.opts.Operations.Propose(ctx, k.co.ID, owner, operations.InterfaceAPI, k.api.Name, p, req, avoid, g.opts.Now())
+	if busy := (*operations.PerformingError)(nil); errors.As(err, &busy) {
+		return http.StatusServiceUnavailable, performingBody(ctx)
+	}
 	if err != nil {
 		httpx.Logger(ctx).ErrorContext(ctx, "gateway: record operation", "api", k.api.Name, "err", err)
 		return http.StatusInternalServerError, map[string]string{"error": httpx.CodeInternal}
@@ -145,83 +153,21 @@ func (g *Gateway) proposed(ctx context.Context, k *call, owner operations.Owner,
 	return http.StatusForbidden, map[string]any{"error": operations.CodeApprovalRequired, "operation": op}
 }
 
-// perform performs an approved operation once: the claim picks one
-// performer among concurrent retries, which sends the request to the
-// origin with the approval in Poppy-Verified and Idempotency-Key
-// {operation_id}.{revision}, and stores the answer.
-func (g *Gateway) perform(w http.ResponseWriter, r *http.Request, k *call, owner operations.Owner,
-	a *operations.Approval, req *operations.Request) {
-	ctx := r.Context()
-	store := g.opts.Operations
-	won, err := store.Claim(ctx, k.co.ID, a, k.facts, g.opts.Now(), func(ctx context.Context, tx pgx.Tx) error {
-		return g.scheduleSettle(ctx, tx, k, a)
-	})
-	if err != nil {
-		httpx.WriteError(w, r, err)
-		return
-	}
-	if !won {
-		// Another retry won meanwhile: answer as it stands now.
-		checked, err := store.Check(ctx, k.co.ID, owner, operations.InterfaceAPI, k.api.Name, a, req, g.opts.Now())
-		if err != nil {
-			httpx.WriteError(w, r, err)
-			return
-		}
-		if checked.Verdict == operations.Performed {
-			writeStored(w, checked.Response)
-			return
-		}
+// writeOutcome answers an approval at an API with what became of it:
+// the stored answer, 503 while performing, approval_declined, or the
+// new revision the origin proposed.
+func writeOutcome(w http.ResponseWriter, r *http.Request, a *operations.Approval, out *operations.Outcome) {
+	switch out.Kind {
+	case operations.OutcomePerformed:
+		writeStored(w, out.Response)
+	case operations.OutcomePerforming:
 		writePerforming(w, r)
-		return
+	case operations.OutcomeDeclined:
+		httpx.WriteJSON(w, http.StatusForbidden, declineBody(a, out.Decline))
+	case operations.OutcomeNewTerms:
+		httpx.WriteJSON(w, http.StatusForbidden, map[string]any{"error": operations.CodeApprovalRequired,
+			"operation": out.Operation})
 	}
-	// The outcome is recorded whatever happens to this request.
-	ctx = context.WithoutCancel(ctx)
-	resp, err := g.send(ctx, k, a, req)
-	if err != nil {
-		// Unknown whether it took effect: still performing (extension 7),
-		// until the settle job learns the outcome.
-		httpx.Logger(ctx).WarnContext(ctx, "gateway: approved call did not complete", "api", k.api.Name,
-			"operation_id", a.OperationID, "err", err)
-		writePerforming(w, r)
-		return
-	}
-	outcome, err := g.conclude(ctx, k, a, resp)
-	if err != nil {
-		httpx.WriteError(w, r, err)
-		return
-	}
-	switch outcome {
-	case outcomeNewTerms:
-		// Nothing was performed: a new revision to approve.
-		status, answer := g.proposed(ctx, k, owner, true, resp.Body, req, a.Revision)
-		httpx.WriteJSON(w, status, answer)
-	case outcomeDeclined:
-		httpx.WriteJSON(w, http.StatusForbidden, declineBody(a, operations.ParseDecline(resp.Body)))
-	default:
-		writeStored(w, resp)
-	}
-}
-
-// Outcomes of an approved call.
-const (
-	outcomePerformed = iota
-	outcomeNewTerms
-	outcomeDeclined
-)
-
-// conclude records what the origin answered an approved call: new terms
-// (a proposal) and a decline perform nothing and return the operation to
-// proposed, the declined revision for good; any other answer is stored as
-// the operation's.
-func (g *Gateway) conclude(ctx context.Context, k *call, a *operations.Approval, resp *operations.Response) (int, error) {
-	store, now := g.opts.Operations, g.opts.Now()
-	switch {
-	case isType(resp.ContentType, operations.ProposalType):
-		return outcomeNewTerms, store.Release(ctx, k.co.ID, a.OperationID, a.Revision, false, now)
-	case isType(resp.ContentType, operations.DeclineType):
-		return outcomeDeclined, store.Release(ctx, k.co.ID, a.OperationID, a.Revision, true, now)
-	}
-	return outcomePerformed, store.Performed(ctx, k.co.ID, a.OperationID, resp, now)
 }
 
 // declineBody is approval_declined at an API (extension 6).
@@ -234,46 +180,6 @@ func declineBody(a *operations.Approval, d *operations.Decline) map[string]any {
 		out["alternative"] = d.Alternative
 	}
 	return out
-}
-
-// send sends an approved request to the origin and reads its whole answer.
-func (g *Gateway) send(ctx context.Context, k *call, a *operations.Approval, req *operations.Request) (*operations.Response, error) {
-	jwt, err := g.sign(ctx, k.co, k.api, k.target, req.Method, k.facts, a)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(k.api.TimeoutSeconds)*time.Second)
-	defer cancel()
-	out, err := http.NewRequestWithContext(ctx, req.Method, k.target.String(), bytes.NewReader(req.Body))
-	if err != nil {
-		return nil, err
-	}
-	if req.ContentType != "" {
-		out.Header.Set("Content-Type", req.ContentType)
-	}
-	out.Header.Set("Accept", "application/json")
-	out.Header.Set(verified.Header, jwt)
-	// One key per approved revision (DESIGN.md): an origin that proposed
-	// new terms is not stuck replaying its old answer.
-	out.Header.Set("Idempotency-Key", a.OperationID+"."+a.Revision)
-	resp, err := g.transport.RoundTrip(out)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, k.api.MaxResponseBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(body)) > k.api.MaxResponseBytes {
-		return nil, errResponseTooLarge
-	}
-	if resp.StatusCode >= 500 {
-		// The origin failed: whether it performed is unknown.
-		return nil, errors.New("gateway: origin answered " + strconv.Itoa(resp.StatusCode))
-	}
-	return &operations.Response{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"),
-		Location: resp.Header.Get("Location"), ETag: resp.Header.Get("ETag"), Body: body}, nil
 }
 
 // isType reports whether a Content-Type is the media type want.
@@ -314,7 +220,12 @@ func writeStored(w http.ResponseWriter, resp *operations.Response) {
 func writePerforming(w http.ResponseWriter, r *http.Request) {
 	// Not a failure (extension 7), so not logged as one.
 	w.Header().Set("Retry-After", retryAfter)
-	httpx.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"error": httpx.CodeUnavailable,
-		"error_description": "the operation is being performed; send the same request with the same approval again after Retry-After seconds",
-		"request_id":        httpx.RequestID(r.Context())})
+	httpx.WriteJSON(w, http.StatusServiceUnavailable, performingBody(r.Context()))
+}
+
+// performingBody is the body of a 503 while an operation is performed.
+func performingBody(ctx context.Context) map[string]string {
+	return map[string]string{"error": httpx.CodeUnavailable,
+		"error_description": "the operation is being performed; send the same request again after Retry-After seconds",
+		"request_id":        httpx.RequestID(ctx)}
 }

@@ -130,6 +130,9 @@ func TestOperationsAPIJacketExchange(t *testing.T) {
 	require.JSONEq(t, `{"order_id": "o1", "item_id": "itm_4Qa", "replacement_sku": "stormline-insulated-m",
 		"price_difference": {"amount": "70.00", "currency": "USD"}}`, string(op.Operation.Terms))
 	require.Zero(t, x.performed.Load())
+	// The origin learns the request declared the extension (here by its
+	// header): without it, approval would be the Company's own business.
+	require.Equal(t, "3", r.origin.Last().Claims.Extensions["operations"])
 	// The same request again: the same operation and revision.
 	again := requireOperation(t, exchange(jacket, "", opts{}))
 	require.Equal(t, op.Operation, again.Operation)
@@ -357,6 +360,16 @@ func TestOperationsAPIOriginTimeoutSettles(t *testing.T) {
 	require.NotEmpty(t, first.Header.Get("Retry-After"))
 	retry := r.call(t, http.MethodPost, api("/orders/o1/exchanges"), jacket, o)
 	require.Equal(t, http.StatusServiceUnavailable, retry.Status, "%s", retry.Body)
+	// A new request for the same action meanwhile gets no second
+	// operation, which could be approved and performed again.
+	fresh := r.call(t, http.MethodPost, api("/orders/o1/exchanges"), jacket,
+		opts{token: token, header: []string{"Poppy-Extensions", declares}})
+	require.Equal(t, http.StatusServiceUnavailable, fresh.Status, "%s", fresh.Body)
+	require.Equal(t, "5", fresh.Header.Get("Retry-After"))
+	var operations int
+	require.NoError(t, r.env.Pool.QueryRow(context.Background(), `SELECT count(*) FROM operations WHERE company_id = $1`,
+		r.companyID).Scan(&operations))
+	require.Equal(t, 1, operations)
 
 	require.Eventually(t, func() bool {
 		return r.call(t, http.MethodPost, api("/orders/o1/exchanges"), jacket, o).Status == http.StatusCreated

@@ -29,7 +29,7 @@ import (
 
 // Error codes of the gateway's own failures, beside the protocol's.
 const (
-	CodeOriginUnreachable = "origin_unreachable"
+	CodeOriginUnreachable = httpx.CodeOriginUnreachable
 	CodeOriginTimeout     = "origin_timeout"
 	CodeOriginTooLarge    = "origin_response_too_large"
 )
@@ -54,7 +54,7 @@ type Options struct {
 	Operations *operations.Store
 	Pool       *pgxpool.Pool
 	Companies  interface {
-		Get(ctx context.Context, slug string) (*tenant.Company, error)
+		GetByID(ctx context.Context, id int64) (*tenant.Company, error)
 	}
 	// Now is the clock [time.Now].
 	Now func() time.Time
@@ -267,7 +267,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		g.serveOperations(w, r, &call{co: co, api: c.api, target: target, rest: rest, facts: facts, grant: grant})
 		return
 	}
-	jwt, err := g.sign(ctx, co, c.api, target, r.Method, facts, nil)
+	jwt, err := g.sign(ctx, co, c.api, target, r.Method, facts)
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return
@@ -275,16 +275,11 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	g.forward(w, r, c.api, target, jwt, nil)
 }
 
-// sign makes the Poppy-Verified of a call to target, stating the approval
-// it is performed under when there is one.
+// sign makes the Poppy-Verified of a call to target.
 func (g *Gateway) sign(ctx context.Context, co *tenant.Company, api *API, target *url.URL, method string,
-	facts *verified.Facts, a *operations.Approval) (string, error) {
-	claims := verified.Claims{Issuer: g.opts.URLs.Identifier(co), Audience: api.Origin, Facts: *facts,
-		API: api.Name, Method: method, Path: target.EscapedPath()}
-	if a != nil {
-		claims.OperationID, claims.Revision, claims.Approver = a.OperationID, a.Revision, a.Approver
-	}
-	return verified.Sign(ctx, g.opts.Keys, co.ID, claims, g.opts.Now())
+	facts *verified.Facts) (string, error) {
+	return verified.Sign(ctx, g.opts.Keys, co.ID, verified.Claims{Issuer: g.opts.URLs.Identifier(co), Audience: api.Origin,
+		Facts: *facts, API: api.Name, Method: method, Path: target.EscapedPath()}, g.opts.Now())
 }
 
 // URLPath is the escaped path of an API's gateway URL on the platform's

@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/poppyhost/poppyhost/internal/operations"
+	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
 // SettleArgs is the job that finishes an approved operation whose outcome
@@ -27,7 +26,7 @@ type SettleArgs struct {
 // Kind names the job in River.
 func (SettleArgs) Kind() string { return "gateway_settle_operation" }
 
-// settleAttempts and River's backoff retry an origin for about two days.
+// settleAttempts and River's backoff retry an origin for about six and a half days (attempt⁴ seconds apart).
 const settleAttempts = 20
 
 // InsertOpts keeps one settle per operation waiting.
@@ -41,14 +40,6 @@ func (SettleArgs) InsertOpts() river.InsertOpts {
 // settleMargin is how long after an approved call's timeout its settle
 // job looks at it.
 const settleMargin = 5 * time.Second
-
-// scheduleSettle inserts the operation's settle job in tx.
-func (g *Gateway) scheduleSettle(ctx context.Context, tx pgx.Tx, k *call, a *operations.Approval) error {
-	at := g.opts.Now().Add(time.Duration(k.api.TimeoutSeconds)*time.Second + settleMargin)
-	_, err := g.inserter.InsertTx(ctx, tx, SettleArgs{CompanyID: k.co.ID, OperationID: a.OperationID},
-		&river.InsertOpts{ScheduledAt: at})
-	return err
-}
 
 type settleWorker struct {
 	river.WorkerDefaults[SettleArgs]
@@ -70,38 +61,33 @@ func (g *Gateway) settle(ctx context.Context, a SettleArgs) error {
 	if err != nil || u == nil {
 		return err
 	}
-	var slug string
-	if err := g.opts.Pool.QueryRow(ctx, `SELECT slug FROM companies WHERE id = $1`, a.CompanyID).Scan(&slug); err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		return err
+	co, err := g.opts.Companies.GetByID(ctx, a.CompanyID)
+	if errors.Is(err, tenant.ErrNotFound) {
+		// Deleted with its operations.
+		return nil
 	}
-	co, err := g.opts.Companies.Get(ctx, slug)
 	if err != nil {
 		return err
 	}
-	api, err := g.opts.Store.GetAPI(ctx, co.ID, u.Target)
-	if err != nil {
-		// An API removed meanwhile cannot be asked; the operation stays
-		// performing, never reported as failed.
+	dest, err := g.destination(ctx, co, u.Interface, u.Target, u.Request)
+	if errors.Is(err, errGone) {
+		// What it was proposed for was removed meanwhile and cannot be
+		// asked; the operation stays performing, never reported as failed.
 		return river.JobCancel(fmt.Errorf("gateway: settle %s: %w", a.OperationID, err))
+	}
+	if err != nil {
+		return err
 	}
 	// A call claimed after this job was scheduled may still be waiting
 	// for the origin: give it its time first.
-	if wait := u.Since.Add(time.Duration(api.TimeoutSeconds)*time.Second + settleMargin).Sub(g.opts.Now()); wait > 0 {
+	if wait := u.Since.Add(dest.timeout + settleMargin).Sub(g.opts.Now()); wait > 0 {
 		return river.JobSnooze(wait)
 	}
-	origin, err := url.Parse(api.Origin)
+	resp, err := g.send(ctx, co, dest, u.Facts, u.Approval, u.Request)
 	if err != nil {
-		return river.JobCancel(err)
+		return fmt.Errorf("gateway: settle %s: %w", a.OperationID, withoutURL(err))
 	}
-	k := &call{co: co, api: api, target: originTarget(origin, u.Request.Path, u.Request.Query), rest: u.Request.Path,
-		facts: u.Facts}
-	resp, err := g.send(ctx, k, u.Approval, u.Request)
-	if err != nil {
-		return fmt.Errorf("gateway: settle %s: %w", a.OperationID, err)
-	}
-	_, err = g.conclude(ctx, k, u.Approval, resp)
+	// No one waits for new terms: the next request gets them.
+	_, err = g.conclude(ctx, &operations.Action{Company: co, Interface: u.Interface, Target: u.Target}, u.Approval, nil, resp)
 	return err
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/browserjoin"
 	"github.com/poppyhost/poppyhost/internal/httpx"
+	"github.com/poppyhost/poppyhost/internal/operations"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
@@ -70,16 +71,18 @@ type WebSessions interface {
 // Website proxies a Company's domains to its website origin.
 type Website struct {
 	opts      Options
+	g         *Gateway
 	sessions  WebSessions
 	transport http.RoundTripper
 	errorLog  *log.Logger
 }
 
-// NewWebsite returns the website proxy. Of opts it uses Keys, URLs,
-// Origins, Logger and Now.
-func NewWebsite(opts Options, sessions WebSessions) *Website {
-	opts = opts.withDefaults()
-	return &Website{opts: opts, sessions: sessions, transport: opts.Origins.RoundTripper(),
+// NewWebsite returns the website proxy of gateway g, which performs its
+// operations. Of g's options it uses Keys, URLs, Origins, Operations,
+// Logger and Now.
+func NewWebsite(g *Gateway, sessions WebSessions) *Website {
+	opts := g.opts
+	return &Website{opts: opts, g: g, sessions: sessions, transport: opts.Origins.RoundTripper(),
 		errorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn)}
 }
 
@@ -126,6 +129,12 @@ func (s *Website) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.ContentLength > websiteMaxRequestBytes {
 		s.fail(w, r, httpx.CodeRequestTooLarge, nil)
+		return
+	}
+	// Website operations (weboperations.go): a recorded approval may
+	// perform the request here.
+	wr, done := s.webOperation(w, r, c, ws)
+	if done {
 		return
 	}
 
@@ -180,8 +189,13 @@ func (s *Website) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				s.end(ctx, c, tokens)
 				resp.Header.Add("Set-Cookie", deleteCookie(web, name, r.Host).String())
 			}
-			// Website operations will plug in here: the origin's answer
-			// to a request, with its web session (ws) when it has one.
+			if isType(resp.Header.Get("Content-Type"), operations.ProposalType) {
+				if end {
+					// Signed out in the same answer: no Session to ask.
+					return s.proposal(r, c, nil, resp)
+				}
+				return s.proposal(r, c, wr, resp)
+			}
 			return nil
 		},
 		// Informational answers (103 Early Hints) pass before modify sees
@@ -419,12 +433,15 @@ func (s *Website) fail(w http.ResponseWriter, r *http.Request, code string, caus
 	s.page(w, r, status, code, p)
 }
 
-// websitePage is an error page of the website proxy.
+// websitePage is a page of the website proxy: an error, or a request
+// waiting for approval (weboperations.go).
 type websitePage struct {
 	Title   string
 	Message string
 	// Scopes are the missing scopes a 403 names.
 	Scopes []string
+	// Continue repeats a request waiting for approval.
+	Continue *continueControl
 }
 
 var websiteTemplate = template.Must(template.New("website").Parse(`<!doctype html>
@@ -443,17 +460,33 @@ var websiteTemplate = template.Must(template.New("website").Parse(`<!doctype htm
 {{- end}}
 </ul>
 {{- end}}
+{{- with .Continue}}
+{{- if .Link}}
+<p>Once it is approved, continue to do it.</p>
+<p><a id="continue" href="{{.Action}}">Continue</a></p>
+{{- else if .Method}}
+<p>Once it is approved, continue to do it.</p>
+<form id="continue" method="{{.Method}}" action="{{.Action}}">
+{{- range .Fields}}
+<input type="hidden" name="{{.Name}}" value="{{.Value}}">
+{{- end}}
+<button type="submit">Continue</button>
+</form>
+{{- else}}
+<p>This page cannot send the request again. Once it is approved, reload this page to send it again (your browser asks first), or repeat the action on the website.</p>
+{{- end}}
+{{- end}}
 </html>
 `))
 
-// page writes an error page: HTML, unless the request asks for JSON and
-// not HTML, which gets {"error", "error_description"} and, for missing
-// scopes, "scope" (space-separated, as in OAuth). It is never stored.
+// page writes a page: HTML, unless a script asked (fromScript), which
+// gets {"error", "error_description"} and, for missing scopes, "scope"
+// (space-separated, as in OAuth). It is never stored, and its only form
+// (Continue) submits to the same domain.
 func (s *Website) page(w http.ResponseWriter, r *http.Request, status int, code string, p websitePage) {
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
-	accept := strings.ToLower(strings.Join(r.Header.Values("Accept"), ","))
-	if strings.Contains(accept, "json") && !strings.Contains(accept, "text/html") {
+	if fromScript(r) {
 		body := map[string]string{"error": code, "error_description": p.Message}
 		if len(p.Scopes) > 0 {
 			body["scope"] = strings.Join(p.Scopes, " ")
@@ -462,7 +495,7 @@ func (s *Website) page(w http.ResponseWriter, r *http.Request, status int, code 
 		return
 	}
 	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	w.WriteHeader(status)

@@ -34,6 +34,9 @@ const (
 	CodeRateLimited          = "rate_limited"
 	CodeInternal             = "internal_error"
 	CodeUnavailable          = "unavailable"
+	// CodeOriginUnreachable: a Company's origin or approval hook gave no
+	// usable answer.
+	CodeOriginUnreachable = "origin_unreachable"
 )
 
 // statusOf is the one table from error code to HTTP status.
@@ -54,6 +57,7 @@ var statusOf = map[string]int{
 	CodeRateLimited:          http.StatusTooManyRequests,
 	CodeInternal:             http.StatusInternalServerError,
 	CodeUnavailable:          http.StatusServiceUnavailable,
+	CodeOriginUnreachable:    http.StatusBadGateway,
 }
 
 // FieldError names one invalid field of a request body.

@@ -8,6 +8,9 @@
 // operations, approvals, proposals and declines; whether a request
 // declares the extension; and the Store, whose single conditional UPDATE
 // picks one performer among concurrent retries and which keeps the
-// origin's answer for every later retry. The gateway calls it for APIs.
-// It owns operations, operation_revisions.
+// origin's answer for every later retry; and the hourly sweep that forgets
+// expired operations. The gateway performs operations for its APIs, MCP
+// tools and the website, and for conversations through the Performer
+// interface. It owns operations, operation_revisions and
+// operation_approvals (a website's recorded approvals).
 package operations

@@ -32,6 +32,10 @@ const (
 	ExtensionsHeader = "Poppy-Extensions"
 )
 
+// MetaApproval is the _meta key of an approval in an MCP tool call
+// (extension 6).
+const MetaApproval = "personalagentprotocol.org/approval"
+
 // Error codes of the extension.
 const (
 	CodeApprovalRequired = "approval_required"

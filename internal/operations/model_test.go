@@ -96,6 +96,18 @@ func TestRequestSameComparesMeaning(t *testing.T) {
 	text := &Request{Method: "POST", Path: "/x", Body: []byte("a=1")}
 	require.True(t, text.Same(&Request{Method: "POST", Path: "/x", Body: []byte("a=1")}))
 	require.False(t, text.Same(&Request{Method: "POST", Path: "/x", Body: []byte("a=2")}))
+
+	// Forms and queries by meaning: however a browser percent-encodes them
+	// when it submits the form again.
+	const form = "application/x-www-form-urlencoded"
+	f := &Request{Method: "POST", Path: "/x", Query: "q=a%20b&r=%7e", ContentType: form, Body: []byte("note=a%20b&sku=m%2dl")}
+	require.True(t, f.Same(&Request{Method: "POST", Path: "/x", Query: "q=a+b&r=~", ContentType: form + "; charset=utf-8",
+		Body: []byte("note=a+b&sku=m-l")}))
+	require.False(t, f.Same(&Request{Method: "POST", Path: "/x", Query: "q=a+b&r=~", ContentType: form,
+		Body: []byte("sku=m-l&note=a+b")}), "the order of fields counts")
+	require.False(t, f.Same(&Request{Method: "POST", Path: "/x", Query: "q=a+c&r=~", ContentType: form, Body: f.Body}))
+	require.False(t, f.Same(&Request{Method: "POST", Path: "/x", Query: f.Query, ContentType: "text/plain",
+		Body: []byte("note=a+b&sku=m-l")}), "only forms are compared as forms")
 }
 
 func TestParseDeclineKeepsOnlyValidAlternatives(t *testing.T) {

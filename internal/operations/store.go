@@ -6,8 +6,12 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"mime"
+	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,7 +22,10 @@ import (
 
 // Interfaces an operation can be proposed at.
 const (
-	InterfaceAPI = "api"
+	InterfaceAPI          = "api"
+	InterfaceMCP          = "mcp"
+	InterfaceConversation = "conversation"
+	InterfaceWeb          = "web"
 )
 
 // Owner is who can approve an operation (extension 3): the Personal Agent
@@ -33,28 +40,74 @@ type Owner struct {
 // Request is the origin request a revision performs, and that an
 // approved retry must ask for again (extension 6, check 3).
 type Request struct {
+	// API is the registered API a conversation's request goes to; at the
+	// other interfaces the operation's target says where it goes.
+	API         string `json:"api,omitempty"`
 	Method      string `json:"method"`
 	Path        string `json:"path"`
 	Query       string `json:"query,omitempty"`
 	ContentType string `json:"content_type,omitempty"`
 	Body        []byte `json:"body,omitempty"`
+	// Host and Accept are a website request's: the Company domain it was
+	// made on and what the browser accepts, which the website's origin
+	// gets again when it is performed. They do not change what it asks.
+	Host   string `json:"host,omitempty"`
+	Accept string `json:"accept,omitempty"`
 }
 
 // Same reports whether r asks for what o asks for: the same method and
 // target URI, and content of the same meaning (JSON compared as values, so
 // member order and spacing do not count).
 func (r *Request) Same(o *Request) bool {
-	if r.Method != o.Method || r.Path != o.Path || r.Query != o.Query {
+	if r.API != o.API || r.Method != o.Method || r.Path != o.Path || !sameForm(r.Query, o.Query) {
 		return false
 	}
 	if bytes.Equal(r.Body, o.Body) {
 		return true
+	}
+	if isForm(r.ContentType) && isForm(o.ContentType) {
+		return sameForm(string(r.Body), string(o.Body))
 	}
 	var a, b any
 	if json.Unmarshal(r.Body, &a) != nil || json.Unmarshal(o.Body, &b) != nil {
 		return false
 	}
 	return reflect.DeepEqual(a, b)
+}
+
+// isForm reports whether a Content-Type is an HTML form's.
+func isForm(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mt == "application/x-www-form-urlencoded"
+}
+
+// sameForm compares two application/x-www-form-urlencoded strings (a
+// query or a form body) by meaning: the same names and values in the same
+// order, however they are percent-encoded ("a+b", "a%20b").
+func sameForm(a, b string) bool {
+	if a == b {
+		return true
+	}
+	pa, okA := formPairs(a)
+	pb, okB := formPairs(b)
+	return okA && okB && slices.Equal(pa, pb)
+}
+
+func formPairs(s string) ([][2]string, bool) {
+	var out [][2]string
+	for part := range strings.SplitSeq(s, "&") {
+		if part == "" {
+			continue
+		}
+		name, value, _ := strings.Cut(part, "=")
+		n, err1 := url.QueryUnescape(name)
+		v, err2 := url.QueryUnescape(value)
+		if err1 != nil || err2 != nil {
+			return nil, false
+		}
+		out = append(out, [2]string{n, v})
+	}
+	return out, true
 }
 
 // Response is the origin's answer to a performed operation, returned to
@@ -85,7 +138,8 @@ func newID(prefix string) string { return prefix + rand.Text() }
 // that is already proposed keeps its operation_id; its revision changes
 // only when the terms differ or the revision expired, or when it would be
 // avoid, the revision an approval named (extension 6: never answer an
-// approval with the revision it names).
+// approval with the revision it names). While the action's operation is
+// being performed it returns a *PerformingError.
 func (s *Store) Propose(ctx context.Context, companyID int64, owner Owner, iface, target string, p *Proposal,
 	req *Request, avoid string, now time.Time) (*Operation, error) {
 	tx, err := s.pool.Begin(ctx)
@@ -93,6 +147,17 @@ func (s *Store) Propose(ctx context.Context, companyID int64, owner Owner, iface
 		return nil, err
 	}
 	defer tx.Rollback(ctx)
+	op, err := ProposeTx(ctx, tx, companyID, owner, iface, target, p, req, avoid, now)
+	if err != nil {
+		return nil, err
+	}
+	return op, tx.Commit(ctx)
+}
+
+// ProposeTx is Propose in tx, for a caller that records the operation
+// with a change of its own (a conversation's message).
+func ProposeTx(ctx context.Context, tx pgx.Tx, companyID int64, owner Owner, iface, target string, p *Proposal,
+	req *Request, avoid string, now time.Time) (*Operation, error) {
 	// One proposal per action at a time: the advisory lock keeps two
 	// first proposals from making two operations.
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`,
@@ -102,26 +167,44 @@ func (s *Store) Propose(ctx context.Context, companyID int64, owner Owner, iface
 	var (
 		id, rev    string
 		terms      json.RawMessage
+		stored     Request
 		revExpires time.Time
 		retired    bool
 	)
-	err = tx.QueryRow(ctx, `SELECT o.id, o.revision, r.terms, r.expires_at,
+	// The row is locked against a concurrent Claim: a revision is never
+	// replaced while it is being performed.
+	err := tx.QueryRow(ctx, `SELECT o.id, o.revision, r.terms, r.request, r.expires_at,
 			r.declined_at IS NOT NULL OR r.replaced_at IS NOT NULL FROM operations o
 		JOIN operation_revisions r ON r.company_id = o.company_id AND r.operation_id = o.id AND r.revision = o.revision
 		WHERE o.company_id = $1 AND o.client_id = $2 AND o.user_id = $3 AND o.account_id = $4 AND o.interface = $5
-			AND o.target = $6 AND o.action_key = $7 AND o.status = 'proposed'`,
-		companyID, owner.ClientID, owner.UserID, owner.AccountID, iface, target, p.ActionKey).Scan(&id, &rev, &terms, &revExpires, &retired)
+			AND o.target = $6 AND o.action_key = $7 AND o.status = 'proposed'
+		FOR UPDATE OF o`,
+		companyID, owner.ClientID, owner.UserID, owner.AccountID, iface, target, p.ActionKey).Scan(
+		&id, &rev, &terms, &stored, &revExpires, &retired)
 	found := err == nil
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return nil, err
 	}
-	if found && rev != avoid && !retired && now.Before(revExpires) && sameJSON(terms, p.Terms) {
-		// The same terms: the same revision, its summary kept up to date.
-		if _, err := tx.Exec(ctx, `UPDATE operation_revisions SET summary = $4, request = $5
-			WHERE company_id = $1 AND operation_id = $2 AND revision = $3`, companyID, id, rev, p.Summary, req); err != nil {
+	if !found {
+		// The same action being performed: a second operation for it could
+		// be approved and performed twice.
+		var busy string
+		err := tx.QueryRow(ctx, `SELECT id FROM operations WHERE company_id = $1 AND client_id = $2 AND user_id = $3
+				AND account_id = $4 AND interface = $5 AND target = $6 AND action_key = $7 AND status = 'performing'
+			LIMIT 1`, companyID, owner.ClientID, owner.UserID, owner.AccountID, iface, target, p.ActionKey).Scan(&busy)
+		if err == nil {
+			return nil, &PerformingError{OperationID: busy}
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
 			return nil, err
 		}
-		if err := tx.Commit(ctx); err != nil {
+	}
+	if found && rev != avoid && !retired && now.Before(revExpires) && sameJSON(terms, p.Terms) && stored.Same(req) {
+		// The same terms for the same request: the same revision, its
+		// summary kept up to date. Another request is another revision,
+		// so an approval performs only the request it was given for.
+		if _, err := tx.Exec(ctx, `UPDATE operation_revisions SET summary = $4, request = $5
+			WHERE company_id = $1 AND operation_id = $2 AND revision = $3`, companyID, id, rev, p.Summary, req); err != nil {
 			return nil, err
 		}
 		return &Operation{OperationID: id, Revision: rev, Summary: p.Summary, Terms: p.Terms, ExpiresAt: revExpires.UTC()}, nil
@@ -143,7 +226,7 @@ func (s *Store) Propose(ctx context.Context, companyID int64, owner Owner, iface
 		}
 		if _, err := tx.Exec(ctx, `UPDATE operations SET revision = $3, updated_at = $4,
 				expires_at = greatest(expires_at, $5)
-			WHERE company_id = $1 AND id = $2`, companyID, id, newRev, now, expires); err != nil {
+			WHERE company_id = $1 AND id = $2 AND status = 'proposed'`, companyID, id, newRev, now, expires); err != nil {
 			return nil, err
 		}
 	}
@@ -152,10 +235,16 @@ func (s *Store) Propose(ctx context.Context, companyID int64, owner Owner, iface
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, companyID, id, newRev, p.Terms, p.Summary, req, now, expires); err != nil {
 		return nil, err
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, err
-	}
 	return &Operation{OperationID: id, Revision: newRev, Summary: p.Summary, Terms: p.Terms, ExpiresAt: expires.UTC()}, nil
+}
+
+// PerformingError: a proposal for an action whose operation is being
+// performed. The request is answered as a retry of that operation would
+// be (extension 7), never with a second operation for the same action.
+type PerformingError struct{ OperationID string }
+
+func (e *PerformingError) Error() string {
+	return "operations: the action's operation " + e.OperationID + " is being performed"
 }
 
 // lockKey names one action of one owner for an advisory lock.
@@ -197,10 +286,15 @@ const (
 type Checked struct {
 	Verdict  Verdict
 	Response *Response
+	// Operation is the approved revision, and Request what performs it,
+	// with Approved.
+	Operation *Operation
+	Request   *Request
 }
 
 // Check makes the checks of extension 6 for approval a on req, sent by
-// owner (AccountID 0 signed out) at iface and target.
+// owner (AccountID 0 signed out) at iface and target. In a conversation
+// req may be nil: the operation's own request is performed.
 func (s *Store) Check(ctx context.Context, companyID int64, owner Owner, iface, target string, a *Approval,
 	req *Request, now time.Time) (*Checked, error) {
 	var (
@@ -243,21 +337,27 @@ func (s *Store) Check(ctx context.Context, companyID int64, owner Owner, iface, 
 		expires  time.Time
 		declined *time.Time
 		replaced *time.Time
+		terms    json.RawMessage
+		summary  string
 	)
-	err = s.pool.QueryRow(ctx, `SELECT request, expires_at, declined_at, replaced_at FROM operation_revisions
+	err = s.pool.QueryRow(ctx, `SELECT request, expires_at, declined_at, replaced_at, terms, summary
+		FROM operation_revisions
 		WHERE company_id = $1 AND operation_id = $2 AND revision = $3`, companyID, a.OperationID, a.Revision).Scan(
-		&stored, &expires, &declined, &replaced)
+		&stored, &expires, &declined, &replaced, &terms, &summary)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return &Checked{Verdict: Stale}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
+	// In a conversation the request is the one its proposal named: the
+	// operation being the conversation's (target) is check 3.
 	if a.Revision != current || replaced != nil || declined != nil || !now.Before(expires) || gotTarget != target ||
-		!stored.Same(req) {
+		iface != InterfaceConversation && !stored.Same(req) {
 		return &Checked{Verdict: Stale}, nil
 	}
-	return &Checked{Verdict: Approved}, nil
+	return &Checked{Verdict: Approved, Request: &stored, Operation: &Operation{OperationID: a.OperationID,
+		Revision: a.Revision, Summary: summary, Terms: terms, ExpiresAt: expires.UTC()}}, nil
 }
 
 // Claim makes the request carrying approval a the operation's one
@@ -274,7 +374,9 @@ func (s *Store) Claim(ctx context.Context, companyID int64, a *Approval, facts *
 	defer tx.Rollback(ctx)
 	tag, err := tx.Exec(ctx, `UPDATE operations SET status = 'performing', approval = $4, facts = $5,
 			performing_since = $6, updated_at = $6
-		WHERE company_id = $1 AND id = $2 AND revision = $3 AND status = 'proposed'`,
+		WHERE company_id = $1 AND id = $2 AND revision = $3 AND status = 'proposed'
+			AND EXISTS (SELECT 1 FROM operation_revisions r WHERE r.company_id = $1 AND r.operation_id = $2
+				AND r.revision = $3 AND r.declined_at IS NULL AND r.replaced_at IS NULL AND r.expires_at > $6)`,
 		companyID, a.OperationID, a.Revision, a, facts, now)
 	if err != nil || tag.RowsAffected() != 1 {
 		return false, err
@@ -288,22 +390,23 @@ func (s *Store) Claim(ctx context.Context, companyID int64, a *Approval, facts *
 // Unsettled is an operation being performed, as its settle job needs it.
 type Unsettled struct {
 	// Since is when it was claimed.
-	Since    time.Time
-	Target   string
-	Approval *Approval
-	Facts    *verified.Facts
-	Request  *Request
+	Since     time.Time
+	Interface string
+	Target    string
+	Approval  *Approval
+	Facts     *verified.Facts
+	Request   *Request
 }
 
-// Performing returns the operation id while it is being performed, or nil
-// once it settled.
+// Performing returns what the settle job of operation id needs while it is
+// being performed, or nil once it settled.
 func (s *Store) Performing(ctx context.Context, companyID int64, id string) (*Unsettled, error) {
 	u := &Unsettled{Request: &Request{}}
-	err := s.pool.QueryRow(ctx, `SELECT o.performing_since, o.target, o.approval, o.facts, r.request FROM operations o
+	err := s.pool.QueryRow(ctx, `SELECT o.performing_since, o.interface, o.target, o.approval, o.facts, r.request FROM operations o
 		JOIN operation_revisions r ON r.company_id = o.company_id AND r.operation_id = o.id
 			AND r.revision = o.approval->>'revision'
 		WHERE o.company_id = $1 AND o.id = $2 AND o.status = 'performing'`, companyID, id).Scan(
-		&u.Since, &u.Target, &u.Approval, &u.Facts, u.Request)
+		&u.Since, &u.Interface, &u.Target, &u.Approval, &u.Facts, u.Request)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -343,6 +446,15 @@ func (s *Store) Release(ctx context.Context, companyID int64, id, revision strin
 		return err
 	}
 	return tx.Commit(ctx)
+}
+
+// Decline retires revision of operation id for good when an approval of
+// it was declined before it was performed (the approval hook): nothing is
+// recorded of the approval, and the revision is never approved again.
+func (s *Store) Decline(ctx context.Context, companyID int64, id, revision string, now time.Time) error {
+	_, err := s.pool.Exec(ctx, `UPDATE operation_revisions SET declined_at = coalesce(declined_at, $4)
+		WHERE company_id = $1 AND operation_id = $2 AND revision = $3`, companyID, id, revision, now)
+	return err
 }
 
 // Revision is a revision as the Company API lists it.

@@ -149,7 +149,16 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		return nil, err
 	}
 	gateway.AddJobs(workers, gw)
-	mcp := gateway.NewMCP(gwOpts)
+	// A Company Agent's proposals are performed by the gateway (DESIGN.md,
+	// "Company Agent").
+	conversations.EnableOperations(workers, convStore, delivery, conversations.OperationsOptions{
+		CheckRequest: func(ctx context.Context, co *tenant.Company, req *operations.Request) error {
+			return gw.CheckRequest(ctx, co, req, nil)
+		},
+		Operations: opStore, Performer: gw,
+	})
+	periodic = append(periodic, operations.AddJobs(workers, opStore, now)...)
+	mcp := gateway.NewMCP(gw)
 	jobCfg := jobs.Config{Workers: workers, Periodic: periodic}
 	if p.Jobs, err = jobs.New(opts.Pool, jobCfg, logger); err != nil {
 		return nil, err
@@ -196,6 +205,10 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		r.With(offered(func(s *tenant.Settings) bool { return s.Feedback.Enabled }), sess.Require(limits),
 			tokens.Require(bearer.Resource{})).
 			Post("/poppy/feedback", feedback.ServeFeedback)
+		// Website operations (extension 6): no scope, as an API otherwise.
+		r.With(offered(func(s *tenant.Settings) bool { return s.Operations.Enabled && s.Operations.Web }),
+			sess.Require(limits), tokens.Require(bearer.Resource{})).
+			Post(gateway.OperationsPath, gw.ServeWebOperations)
 		// Every Company has signing keys: they sign Poppy-Verified for its
 		// origin and agent webhook even without an issuer.
 		r.Get("/oauth/jwks.json", keys.ServeJWKS)
@@ -221,7 +234,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	// Every other path of a Company domain is the Company's website,
 	// proxied to web.origin (404 without one). A path above asked with
 	// another method stays ours: 405.
-	company.NotFound(gateway.NewWebsite(gwOpts, join).ServeHTTP)
+	company.NotFound(gateway.NewWebsite(gw, join).ServeHTTP)
 
 	host := tenant.HostRouter(p.Tenants, opts.URLs.Public.Hostname(), platform, company, ops)
 	p.handler = httpx.Instrument(logger, metrics, opts.Proxies.Middleware(host))

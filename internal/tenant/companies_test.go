@@ -193,7 +193,7 @@ func testPatchMerge(t *testing.T, env *testkit.Env) {
 		"conversations": {"enabled": false, "access": "signed_in"},
 		"feedback": {"enabled": false, "alternatives": [{"task": "Pay with a gift card", "alternative": {"instructions": "Gift cards are sold in our shops."}}]},
 		"web": {"browser_join": true},
-		"operations": {"enabled": true},
+		"operations": {"enabled": true, "web": false},
 		"excluded_tasks": [{"task": "Close an account"}],
 		"skill_index": {"$schema": "` + schema020 + `", "skills": []},
 		"agents": {"accept": "listed", "client_ids": ["https://agent.example/agent.json"],
@@ -226,7 +226,7 @@ func testPatchMerge(t *testing.T, env *testkit.Env) {
 			name:  "null resets settings to their defaults",
 			patch: `{"conversations": null, "feedback": null, "web": null, "operations": null, "organization": {"logo_uri": null}, "skill_index": null}`,
 			want: `{"conversations": {"enabled": true, "access": "session"}, "feedback": {"enabled": true, "alternatives": []},
-				"mcp": {"signed_out": false}, "web": {"browser_join": false}, "operations": {"enabled": false},
+				"mcp": {"signed_out": false}, "web": {"browser_join": false}, "operations": {"enabled": false, "web": false},
 				"organization": {"logo_uri": null}, "skill_index": null}`,
 		},
 		{

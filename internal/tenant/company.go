@@ -246,6 +246,13 @@ type Operations struct {
 	// Enabled lists operations version 3 in poppy.json: the Company's
 	// origins may answer gateway calls with proposals.
 	Enabled bool `json:"enabled"`
+	// Web turns operations on for the website: poppy.json lists the
+	// extension's endpoint, which needs web.origin and web.browser_join.
+	Web bool `json:"web"`
+	// ApprovalHook, when set, is the HTTPS URL an approval that passed the
+	// checks is POSTed to before anything is recorded or performed; it
+	// answers 204 or a decline (DESIGN.md, the origin contract).
+	ApprovalHook string `json:"approval_hook,omitempty"`
 }
 
 // MCP configures the Company's hosted MCP server at {issuer}/mcp.

@@ -172,6 +172,12 @@ func (s *Store) Get(ctx context.Context, slug string) (*Company, error) {
 	return scanCompany(s.pool.QueryRow(ctx, `SELECT `+companyColumns+` FROM companies c WHERE c.slug = $1`, slug))
 }
 
+// GetByID returns the Company with id, for background jobs that name
+// Companies by their ID.
+func (s *Store) GetByID(ctx context.Context, id int64) (*Company, error) {
+	return scanCompany(s.pool.QueryRow(ctx, `SELECT `+companyColumns+` FROM companies c WHERE c.id = $1`, id))
+}
+
 // GetByDomain returns the Company that domain belongs to.
 func (s *Store) GetByDomain(ctx context.Context, domain string) (*Company, error) {
 	return scanCompany(s.pool.QueryRow(ctx, `SELECT `+companyColumns+`

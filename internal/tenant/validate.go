@@ -179,6 +179,7 @@ func Validate(slug string, s *Settings, publicHost string) error {
 	c.text("mcp.description", s.MCP.Description, false, maxDescription)
 	c.excludedTasks(s.ExcludedTasks, apis)
 	c.web(s)
+	c.operations(s)
 
 	c.extensions(s)
 	if s.SkillIndex != nil {
@@ -595,6 +596,21 @@ func (c *checker) skillURL(f, raw string) {
 		c.url(f, raw)
 	case u.Fragment != "":
 		c.add(f, "must not have a fragment")
+	}
+}
+
+// operations checks the Operations extension's settings.
+func (c *checker) operations(s *Settings) {
+	o := &s.Operations
+	if o.ApprovalHook != "" {
+		c.text("operations.approval_hook", o.ApprovalHook, false, maxWebPath)
+		c.url("operations.approval_hook", o.ApprovalHook)
+	}
+	if (o.Web || o.ApprovalHook != "") && !o.Enabled {
+		c.add("operations", "web and approval_hook need enabled: the extension must be on")
+	}
+	if o.Web && (s.Web.Origin == "" || !s.Web.BrowserJoin) {
+		c.add("operations.web", "needs web.origin and web.browser_join: only a browser joined to a Session gets operations (extension 2)")
 	}
 }
 

@@ -103,7 +103,7 @@ const fullBody = `{
     {"type": "mcp", "url": "https://mcp.stormline.example/mcp", "description": "Product search and sizing"},
     {"type": "openapi", "url": "https://api.stormline.example/v2/openapi.json"}
   ],
-  "operations": {"enabled": true},
+  "operations": {"enabled": true, "web": false, "approval_hook": "https://hooks.acme.example/approvals"},
   "mcp": {"signed_out": true, "description": "Product search and sizing"},
   "web": {
     "browser_join": true,
@@ -287,7 +287,7 @@ func testCreateDefaults(t *testing.T, env *testkit.Env) {
 				"conversations": {"enabled": true, "access": "session", "handoff_timeout_seconds": 0, "idle_close_seconds": 0,
 					"retention_days": 0},
 				"feedback": {"enabled": true, "alternatives": []},
-				"excluded_tasks": [], "apis": [], "operations": {"enabled": false}, "mcp": {"signed_out": false}, "web": {"browser_join": false, "scope_rules": []}, "extensions": {},
+				"excluded_tasks": [], "apis": [], "operations": {"enabled": false, "web": false}, "mcp": {"signed_out": false}, "web": {"browser_join": false, "scope_rules": []}, "extensions": {},
 				"auth": {"token_lifetimes": {"access_seconds": 0, "refresh_seconds": 0}},
 				"agents": {"accept": "all", "client_ids": [], "sign_in_refused": {}}, "sessions": {"idle_timeout_seconds": 2592000},
 				"rate_limits": {"per_agent": 6000, "per_session": 600, "per_address": 1200}}`
@@ -679,6 +679,11 @@ func testCreateValidation(t *testing.T, env *testkit.Env) {
 		// operations
 		{"operations enabled not a boolean", `{"operations": {"enabled": "yes"}}`, "operations.enabled"},
 		{"operations not an object", `{"operations": true}`, "operations"},
+		{"operations approval hook not https", `{"operations": {"enabled": true, "approval_hook": "http://hooks.acme.example/a"}}`, "operations.approval_hook"},
+		{"operations approval hook relative", `{"operations": {"enabled": true, "approval_hook": "/hooks"}}`, "operations.approval_hook"},
+		{"operations approval hook while off", `{"operations": {"approval_hook": "https://hooks.acme.example/a"}}`, "operations"},
+		{"operations web without website", `{"operations": {"enabled": true, "web": true}}`, "operations.web"},
+		{"operations web while off", `{"operations": {"web": true}, "web": {"browser_join": true, "origin": "https://www-origin.acme.example"}}`, "operations"},
 
 		// apis
 		{"api type unknown", `{"apis": [{"type": "graphql", "url": "https://api.acme.example/graphql"}]}`, "apis[0].type"},

@@ -1,0 +1,111 @@
+package operations_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/poppyhost/poppyhost/internal/operations"
+	"github.com/poppyhost/poppyhost/internal/verified"
+)
+
+// TestProposeWaitsForAClaim: new terms proposed while an approval of the
+// current revision is being claimed never replace the revision being
+// performed (extension 3: an approval covers exactly its revision's terms).
+// The proposal waits for the claim and then finds the action performing.
+func TestProposeWaitsForAClaim(t *testing.T) {
+	t.Parallel()
+	r := newSweepRig(t)
+	ctx := context.Background()
+	op := r.propose(t, "exchange", 0, time.Hour)
+	a := &operations.Approval{OperationID: op.OperationID, Revision: op.Revision, Approver: operations.ApproverUser}
+
+	claimed, release := make(chan struct{}), make(chan struct{})
+	won := make(chan bool, 1)
+	go func() {
+		ok, err := r.store.Claim(ctx, r.companyID, a, &verified.Facts{}, r.t0.Add(time.Minute),
+			func(context.Context, pgx.Tx) error {
+				close(claimed)
+				<-release // the claim's transaction stays open
+				return nil
+			})
+		if err != nil {
+			ok = false
+		}
+		won <- ok
+	}()
+	<-claimed
+
+	proposed := make(chan error, 1)
+	go func() {
+		p := &operations.Proposal{ActionKey: "exchange", Terms: json.RawMessage(`{"order_id": "o1", "size": "L"}`)}
+		_, err := r.store.Propose(ctx, r.companyID, r.owner, operations.InterfaceAPI, "orders-api", p,
+			&operations.Request{Method: "POST", Path: "/orders/o1/exchange", Body: []byte(`{}`)}, "", r.t0.Add(time.Minute))
+		proposed <- err
+	}()
+	select {
+	case err := <-proposed:
+		t.Fatalf("the proposal did not wait for the claim: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(release)
+	require.True(t, <-won)
+	err := <-proposed
+	var busy *operations.PerformingError
+	require.True(t, errors.As(err, &busy), "got %v", err)
+	require.Equal(t, op.OperationID, busy.OperationID)
+
+	var status, revision string
+	var replaced *time.Time
+	require.NoError(t, r.pool.QueryRow(ctx, `SELECT o.status, o.revision, r.replaced_at FROM operations o
+		JOIN operation_revisions r ON r.company_id = o.company_id AND r.operation_id = o.id AND r.revision = $3
+		WHERE o.company_id = $1 AND o.id = $2`, r.companyID, op.OperationID, op.Revision).Scan(&status, &revision, &replaced))
+	require.Equal(t, "performing", status)
+	require.Equal(t, op.Revision, revision, "the revision being performed is still the operation's")
+	require.Nil(t, replaced)
+}
+
+// TestProposeSameTermsOtherRequest: the same terms for another request
+// make another revision, so an approval performs only the request it was
+// given for.
+func TestProposeSameTermsOtherRequest(t *testing.T) {
+	t.Parallel()
+	r := newSweepRig(t)
+	first := r.propose(t, "exchange", 0, time.Hour)
+	again := r.propose(t, "exchange", time.Second, time.Hour)
+	require.Equal(t, first.Revision, again.Revision, "the same request and terms keep the revision")
+
+	p := &operations.Proposal{ActionKey: "exchange", Terms: json.RawMessage(`{"order_id": "o1"}`), ExpiresIn: 3600}
+	other, err := r.store.Propose(context.Background(), r.companyID, r.owner, operations.InterfaceAPI, "orders-api", p,
+		&operations.Request{Method: "POST", Path: "/orders/o1/exchange", Body: []byte(`{"note": "other"}`)}, "", r.t0.Add(2*time.Second))
+	require.NoError(t, err)
+	require.Equal(t, first.OperationID, other.OperationID)
+	require.NotEqual(t, first.Revision, other.Revision)
+}
+
+// TestClaimRefusesARetiredRevision: a claim never performs a revision that
+// was declined (the approval hook) or has expired meanwhile.
+func TestClaimRefusesARetiredRevision(t *testing.T) {
+	t.Parallel()
+	r := newSweepRig(t)
+	ctx := context.Background()
+	claim := func(op *operations.Operation, at time.Duration) bool {
+		a := &operations.Approval{OperationID: op.OperationID, Revision: op.Revision, Approver: operations.ApproverAgent}
+		won, err := r.store.Claim(ctx, r.companyID, a, &verified.Facts{}, r.t0.Add(at),
+			func(context.Context, pgx.Tx) error { return nil })
+		require.NoError(t, err)
+		return won
+	}
+	declined := r.propose(t, "declined", 0, time.Hour)
+	require.NoError(t, r.store.Decline(ctx, r.companyID, declined.OperationID, declined.Revision, r.t0))
+	require.False(t, claim(declined, time.Minute))
+
+	expired := r.propose(t, "expired", 0, time.Minute)
+	require.False(t, claim(expired, 2*time.Minute))
+	require.True(t, claim(r.propose(t, "fresh", 0, time.Hour), time.Minute))
+}
