@@ -1,7 +1,7 @@
 // Package e2e holds black-box tests of the built binaries: TestMain builds
-// cmd/server and cmd/migrate with `go build`, and the tests run them as
-// separate processes against real PostgreSQL, talking to them only over
-// HTTPS, signals and the database.
+// cmd/server, cmd/migrate and cmd/demo-origin with `go build`, and the
+// tests run them as separate processes against real PostgreSQL, talking to
+// them only over HTTPS, signals and the database.
 package e2e
 
 import (
@@ -38,8 +38,8 @@ const (
 
 // bins holds the paths of the built binaries; buildErr fails every test.
 var (
-	serverBin, migrateBin string
-	buildErr              error
+	serverBin, migrateBin, demoOriginBin string
+	buildErr                             error
 )
 
 func TestMain(m *testing.M) {
@@ -50,7 +50,9 @@ func TestMain(m *testing.M) {
 	}
 	serverBin = filepath.Join(dir, "server")
 	migrateBin = filepath.Join(dir, "migrate")
-	for out, pkg := range map[string]string{serverBin: "./cmd/server", migrateBin: "./cmd/migrate"} {
+	demoOriginBin = filepath.Join(dir, "demo-origin")
+	for out, pkg := range map[string]string{serverBin: "./cmd/server", migrateBin: "./cmd/migrate",
+		demoOriginBin: "./cmd/demo-origin"} {
 		cmd := exec.Command("go", "build", "-o", out, pkg)
 		cmd.Dir = ".." // the module root
 		if b, err := cmd.CombinedOutput(); err != nil {

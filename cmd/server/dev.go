@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -15,6 +16,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,6 +25,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/accounts"
 	"github.com/poppyhost/poppyhost/internal/config"
 	"github.com/poppyhost/poppyhost/internal/demoagent"
+	"github.com/poppyhost/poppyhost/internal/demoshop"
 	"github.com/poppyhost/poppyhost/internal/devca"
 	"github.com/poppyhost/poppyhost/internal/pglocal"
 	"github.com/poppyhost/poppyhost/internal/platform"
@@ -33,18 +36,24 @@ import (
 const (
 	demoSlug     = "stormline"
 	demoDomain   = "stormline.localhost"
-	demoUsername = "demo"
+	demoUsername = "ada"
 	devDatabase  = "poppyhost"
 	// The demo Company Agent (internal/demoagent): its host name, and the
-	// name of the API key dev mode makes for it at each start.
+	// name of the API key dev mode makes for it and the shop at each start.
 	demoAgentHost    = "agent." + demoDomain
 	demoAgentKeyName = "demo Company Agent (dev mode)"
+	// The demo Company's origin (internal/demoshop): its host name, and
+	// the name its orders API is registered under.
+	demoShopHost = "shop." + demoDomain
+	demoAPIName  = "orders"
 )
 
 // devSetup is what dev mode prepared before the platform starts.
 type devSetup struct {
 	dataDir      string
 	demoPassword string
+	// adaID is the demo account's ID, whose orders the shop has.
+	adaID int64
 	// cluster is the private PostgreSQL, stopped with the server when this
 	// process started it.
 	cluster *pglocal.Cluster
@@ -152,8 +161,9 @@ func demoSettings() tenant.Settings {
 	return s
 }
 
-// seed creates the demo Company and its account unless they exist, then
-// prints how to reach them.
+// seed creates the demo Company and its account unless they exist, sets
+// the account's password to the one in the data folder, then prints how
+// to reach them.
 func (d *devSetup) seed(ctx context.Context, p *platform.Platform, urls tenant.URLs, out io.Writer) error {
 	c, err := p.Tenants.Get(ctx, demoSlug)
 	if errors.Is(err, tenant.ErrNotFound) {
@@ -166,9 +176,18 @@ func (d *devSetup) seed(ctx context.Context, p *platform.Platform, urls tenant.U
 	if err != nil {
 		return err
 	}
-	if _, err := p.Accounts.Create(ctx, c.ID, demoUsername, d.demoPassword); err != nil && !errors.Is(err, accounts.ErrTaken) {
-		return err
+	acct, err := p.Accounts.Create(ctx, c.ID, demoUsername, d.demoPassword)
+	if errors.Is(err, accounts.ErrTaken) {
+		// The password file is the demo account's password: it may have
+		// been removed (and made anew) or replaced since the account was.
+		if acct, err = p.Accounts.Lookup(ctx, c.ID, demoUsername); err == nil {
+			err = p.Accounts.SetPassword(ctx, c.ID, acct.ID, d.demoPassword)
+		}
 	}
+	if err != nil {
+		return fmt.Errorf("the demo account %s: %w", demoUsername, err)
+	}
+	d.adaID = acct.ID
 	port := urls.Public.Port()
 	site := "https://" + demoDomain
 	if port != "" {
@@ -193,9 +212,16 @@ Sign in as the demo account, and see the Personal Agents connected to it:
 
   %s/account
 
+Run the jacket story with the reference Personal Agent, step by step
+(--via api, mcp or web for the other interfaces; docs/reference-agent.md):
+
+  go run ./cmd/poppy-agent story --company %s --ca %s --ca-key %s --user %s --password-file %s
+
 `, urls.Public, c.Settings.Organization.Name, c.Slug, site, urls.Issuer(c),
 		d.rel(filepath.Join(d.dataDir, "admin-token")), demoUsername, d.rel(filepath.Join(d.dataDir, "demo-password")),
-		d.rel(ca), d.rel(ca), site, urls.Issuer(c))
+		d.rel(ca), d.rel(ca), site, urls.Issuer(c),
+		site, d.rel(ca), d.rel(filepath.Join(d.dataDir, "dev-ca-key.pem")), demoUsername,
+		d.rel(filepath.Join(d.dataDir, "demo-password")))
 	return nil
 }
 
@@ -211,16 +237,19 @@ func (d *devSetup) rel(path string) string {
 	return path
 }
 
-// startAgent serves the demo Company Agent on a loopback HTTPS listener
-// with a dev CA certificate for demoAgentHost, gives it a new Company API
-// key (revoking the one of the last start) and a new webhook secret, and
-// makes it the demo Company's agent webhook. The platform must be serving
-// on platformAddr: the secret is made through the Company API. It returns
-// what stops the agent.
+// startAgent starts the demo Company's own systems, as a Company would
+// run them next to the platform: its origin, the Stormline shop
+// (internal/demoshop), and its Company Agent (internal/demoagent), each on
+// a loopback HTTPS listener with a dev CA certificate for its name. It
+// gives them a new Company API key (revoking the one of the last start)
+// and a new webhook secret, registers the shop's orders API and tools
+// through the Company API, and makes the shop the Company's website
+// (web.origin, browser join) with operations on every interface. The
+// platform must be serving on platformAddr. It returns what stops them.
 func (d *devSetup) startAgent(ctx context.Context, cfg config.Config, p *platform.Platform, urls tenant.URLs,
 	platformAddr net.Addr, logger *slog.Logger, out io.Writer) (stop func(), err error) {
 	if cfg.DevCADir == "" {
-		logger.Info("dev mode: no dev CA, so no demo Company Agent")
+		logger.Info("dev mode: no dev CA, so no demo shop or Company Agent")
 		return func() {}, nil
 	}
 	ca, err := devca.Load(cfg.DevCADir)
@@ -231,24 +260,13 @@ func (d *devSetup) startAgent(ctx context.Context, cfg config.Config, p *platfor
 	if err != nil {
 		return nil, err
 	}
-	keys, err := p.Tenants.ListAPIKeys(ctx, c.ID)
-	if err != nil {
-		return nil, err
-	}
-	for _, k := range keys {
-		if k.Name == demoAgentKeyName && k.RevokedAt == nil {
-			if err := p.Tenants.RevokeAPIKey(ctx, c.ID, k.ID); err != nil {
-				return nil, err
-			}
-		}
-	}
-	_, key, err := p.Tenants.CreateAPIKey(ctx, c.ID, demoAgentKeyName)
+	key, err := newDemoKey(ctx, p, c)
 	if err != nil {
 		return nil, err
 	}
 
-	// The agent reaches the platform on its listener, whatever the public
-	// URL's name resolves to.
+	// The shop and the agent reach the platform on its listener, whatever
+	// the public URL's name resolves to.
 	target := loopback(platformAddr)
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12},
@@ -262,37 +280,155 @@ func (d *devSetup) startAgent(ctx context.Context, cfg config.Config, p *platfor
 		return nil, fmt.Errorf("webhook secret: %w", err)
 	}
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	shopLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	agent := demoagent.New(demoagent.Options{Secret: secret, APIKey: key, BaseURL: urls.Public.String(),
-		Client: client, Logger: logger})
+	site := "https://" + demoDomain
+	if port := urls.Public.Port(); port != "" {
+		site += ":" + port
+	}
+	shop, err := demoshop.New(demoshop.Options{BaseURL: "https://" + demoShopHost + ":" + portOf(shopLn.Addr()),
+		SiteURL: site, Issuer: urls.Identifier(c), IssuerURL: urls.Issuer(c), Client: client, Logger: logger})
+	if err != nil {
+		shopLn.Close()
+		return nil, err
+	}
+	shop.Seed(strconv.FormatInt(d.adaID, 10))
+	stops = append(stops, serveTLS(shopLn, ca, shop), shop.Close)
+
+	agentLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	hook := "https://" + demoAgentHost + ":" + portOf(agentLn.Addr()) + "/poppy/webhook"
+	agent, err := demoagent.New(demoagent.Options{Secret: secret, APIKey: key, BaseURL: urls.Public.String(),
+		Client: client, Logger: logger, OrdersAPI: demoAPIName,
+		JWKSURL: urls.Base(c) + "/oauth/jwks.json", Issuer: urls.Identifier(c), WebhookURL: hook})
+	if err != nil {
+		agentLn.Close()
+		stop()
+		return nil, err
+	}
 	mux := http.NewServeMux()
 	mux.Handle("POST /poppy/webhook", agent)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	stops = append(stops, agent.Close, serveTLS(agentLn, ca, mux))
+
+	if err := d.configureDemo(ctx, p, urls, client, key, shop, hook); err != nil {
+		stop()
+		return nil, err
+	}
+	fmt.Fprintf(out, `The demo Company's own systems run on this machine:
+
+  shop (origin)  %s  (website, orders API at /api, tools at /tools)
+  website        %s/orders  (through the platform; join a browser at %s/poppy/browser-session)
+  orders API     %s/api/%s/orders  (description %s/openapi/%s.json)
+  MCP server     %s/mcp  (search_products, size_help, exchange_item)
+  Company Agent  %s  (its webhook)
+
+Personal Agents start conversations at %s/poppy/conversations; the demo Company
+Agent answers them (say return, jacket, order or specialist; hand off and Alex joins).
+Signed in as %s with orders:read and orders:write, "jacket" gets the insulated-jacket exchange as an operation to approve.
+
+`, shop.WebOrigin(), site, site, urls.Issuer(c), demoAPIName, urls.Issuer(c), demoAPIName, urls.Issuer(c), hook, urls.Base(c), demoUsername)
+	return stop, nil
+}
+
+// newDemoKey revokes the Company API key of dev mode's last start and
+// makes a new one.
+func newDemoKey(ctx context.Context, p *platform.Platform, c *tenant.Company) (string, error) {
+	keys, err := p.Tenants.ListAPIKeys(ctx, c.ID)
+	if err != nil {
+		return "", err
+	}
+	for _, k := range keys {
+		if k.Name == demoAgentKeyName && k.RevokedAt == nil {
+			if err := p.Tenants.RevokeAPIKey(ctx, c.ID, k.ID); err != nil {
+				return "", err
+			}
+		}
+	}
+	_, key, err := p.Tenants.CreateAPIKey(ctx, c.ID, demoAgentKeyName)
+	return key, err
+}
+
+// configureDemo registers the shop's orders API and tools through the
+// Company API, and sets the demo Company's agent webhook, website and
+// operations.
+func (d *devSetup) configureDemo(ctx context.Context, p *platform.Platform, urls tenant.URLs, client *http.Client,
+	key string, shop *demoshop.Shop, hook string) error {
+	base := urls.Public.String() + "/company/v1"
+	if err := companyPut(ctx, client, key, base+"/apis/"+demoAPIName, shop.APIRegistration()); err != nil {
+		return fmt.Errorf("registering the orders API: %w", err)
+	}
+	for _, t := range shop.Tools() {
+		if err := companyPut(ctx, client, key, base+"/tools/"+t.Name, t); err != nil {
+			return fmt.Errorf("registering the tool %s: %w", t.Name, err)
+		}
+	}
+	c, err := p.Tenants.Get(ctx, demoSlug)
+	if err != nil {
+		return err
+	}
+	s := c.Settings
+	s.Conversations.AgentWebhook = hook
+	s.Operations.Enabled, s.Operations.Web = true, true
+	s.Web.Origin, s.Web.BrowserJoin, s.Web.LandingPath = shop.WebOrigin(), true, "/orders"
+	s.MCP.SignedOut, s.MCP.Description = true, "Stormline's shop: product search, size help, exchanges"
+	if err := tenant.Validate(demoSlug, &s, urls.Public.Hostname()); err != nil {
+		return err
+	}
+	_, err = p.Tenants.Update(ctx, c, s)
+	return err
+}
+
+// companyPut PUTs body as JSON to a Company API URL with the API key.
+func companyPut(ctx context.Context, client *http.Client, key, url string, body any) error {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, url, bytes.NewReader(raw))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		return fmt.Errorf("%s: %s", resp.Status, msg)
+	}
+	return nil
+}
+
+// serveTLS serves h on ln with dev CA certificates, and returns what
+// stops it.
+func serveTLS(ln net.Listener, ca *devca.CA, h http.Handler) func() {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(tls.NewListener(ln, ca.ServerTLSConfig())) }()
-	stop = func() {
+	return func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
-		agent.Close()
 	}
+}
 
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	hook := "https://" + demoAgentHost + ":" + port + "/poppy/webhook"
-	s := c.Settings
-	s.Conversations.AgentWebhook = hook
-	if err := tenant.Validate(demoSlug, &s, urls.Public.Hostname()); err != nil {
-		stop()
-		return nil, err
-	}
-	if _, err := p.Tenants.Update(ctx, c, s); err != nil {
-		stop()
-		return nil, err
-	}
-	fmt.Fprintf(out, "The demo Company Agent answers conversations at %s (say return, jacket, order or specialist; hand off and Alex joins).\n\n", hook)
-	return stop, nil
+// portOf is the port of a listener's address.
+func portOf(addr net.Addr) string {
+	_, port, _ := net.SplitHostPort(addr.String())
+	return port
 }
 
 // newWebhookSecret makes the demo Company's webhook secret through the

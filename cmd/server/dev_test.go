@@ -23,8 +23,9 @@ import (
 
 // TestDevMode runs the README's first command as a test: a private
 // PostgreSQL, the dev CA and the demo Company, twice on the same folder
-// (the second run reuses everything), and the cluster stops with the
-// server.
+// (the second run reuses everything but the demo password, removed in
+// between, which it makes anew for the demo account), and the cluster
+// stops with the server.
 func TestDevMode(t *testing.T) {
 	if _, err := pglocal.FindBinaries(); err != nil {
 		t.Fatalf("dev mode needs PostgreSQL's server binaries: %v", err)
@@ -82,8 +83,12 @@ func TestDevMode(t *testing.T) {
 		require.Contains(t, string(body), `"name":"Stormline Outfitters"`)
 		require.Contains(t, string(body), `"orders:write"`)
 		demoAgentRefusesUnsigned(t, pool, out.String())
+		demoShopWired(t, client, string(body))
+		signInDemo(t, client, out.String(), filepath.Join(dir, "demo-password"))
 		if round == 0 {
-			signInDemo(t, client, out.String(), filepath.Join(dir, "demo-password"))
+			// The password file is lost: the next start makes a new one
+			// and the demo account's password is the new one.
+			require.NoError(t, os.Remove(filepath.Join(dir, "demo-password")))
 		}
 
 		cancel()
@@ -103,8 +108,10 @@ func TestDevMode(t *testing.T) {
 // name and refuses an unsigned delivery.
 func demoAgentRefusesUnsigned(t *testing.T, roots *x509.CertPool, printed string) {
 	t.Helper()
-	m := regexp.MustCompile(`Company Agent answers conversations at (https://agent\.stormline\.localhost:(\d+)/poppy/webhook)`).FindStringSubmatch(printed)
+	m := regexp.MustCompile(`Company Agent  (https://agent\.stormline\.localhost:(\d+)/poppy/webhook)  \(its webhook\)`).FindStringSubmatch(printed)
 	require.NotNil(t, m, "the dev server prints the demo Company Agent: %s", printed)
+	require.Equal(t, 1, strings.Count(printed, "/poppy/webhook"), "the webhook is printed once: %s", printed)
+	require.Contains(t, printed, "Personal Agents start conversations at https://poppyhost.localhost/t/stormline/poppy/conversations")
 	client := &http.Client{Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: roots},
 		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
@@ -116,6 +123,32 @@ func demoAgentRefusesUnsigned(t *testing.T, roots *x509.CertPool, printed string
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+}
+
+// demoShopWired checks that dev mode registered the demo shop: poppy.json
+// lists its orders API, the MCP server and the operations endpoint; the
+// published description is the shop's; and the website is the shop's,
+// proxied by the platform, where a visitor is asked to sign in.
+func demoShopWired(t *testing.T, client *http.Client, poppyJSON string) {
+	t.Helper()
+	require.Contains(t, poppyJSON, "/t/stormline/openapi/orders.json")
+	require.Contains(t, poppyJSON, "/t/stormline/mcp")
+	require.Contains(t, poppyJSON, `"operations"`)
+	require.Contains(t, poppyJSON, "/poppy/browser-session")
+
+	resp, err := client.Get("https://poppyhost.localhost/t/stormline/openapi/orders.json")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	require.Contains(t, string(body), "/orders/{id}/exchanges")
+
+	resp, err = client.Get("https://stormline.localhost/orders")
+	require.NoError(t, err)
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusForbidden, resp.StatusCode, "%s", body)
+	require.Contains(t, string(body), `<ul id="missing-scopes"><li>orders:read</li></ul>`, "the shop's own page")
 }
 
 // signInDemo signs in as the demo account on the issuer's account page,
@@ -137,12 +170,12 @@ func signInDemo(t *testing.T, client *http.Client, printed, passwordFile string)
 	csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(page)
 	require.NotNil(t, csrf, "%s", page)
 	resp, err = browser.PostForm(m[1], url.Values{"csrf": {string(csrf[1])}, "action": {"login"},
-		"username": {"demo"}, "password": {strings.TrimSpace(string(password))}})
+		"username": {"ada"}, "password": {strings.TrimSpace(string(password))}})
 	require.NoError(t, err)
 	page, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", page)
-	require.Contains(t, string(page), "demo", "the account page names the signed-in account")
+	require.Contains(t, string(page), "ada", "the account page names the signed-in account")
 	require.Contains(t, string(page), `value="signout"`)
 }
 

@@ -15,30 +15,50 @@
 //  2. "person", "human", "agent": nothing; the Personal Agent asks for a
 //     person with a handoff;
 //  3. "return": the return policy;
-//  4. "exchange", "jacket": offers the insulated jacket in exchange, with
-//     data {"replacement_sku": "stormline-insulated-m", "price_difference": 70};
+//  4. "exchange", "jacket": signed in with orders:read and orders:write,
+//     proposes the spec's exchange of the Stormline Jacket (M) on order
+//     ord_7Hk2 for the insulated one as an operation (Operations
+//     extension v3, "Conversations"): a message with
+//     extensions.operations.proposal, the shop's own terms
+//     (demoshop.ExchangeProposal) and the request that performs it on the
+//     orders API. A Personal Agent that does not declare the extension
+//     gets the offer as text, with data {"replacement_sku":
+//     "stormline-insulated-m", "price_difference": 70}. Signed out, or
+//     without those scopes, it posts an authorization need for them;
 //  5. "order": without orders:read in the delivery's Poppy-Verified facts
 //     (signed out: account ""), posts an authorization need for
-//     orders:read; with it, the status of a made-up order;
+//     orders:read; with it, the status of the demo order ord_7Hk2;
 //  6. anything else: a short help text.
 //
+// A message that carries an approval is not answered by these rules: its
+// text approves nothing (extension 6), and the outcome follows.
 // A state event with status queued (a handoff) makes "Alex", a person,
-// join after JoinDelay and say hello. Other events are acknowledged.
+// join after JoinDelay and say hello. An operation's outcome
+// (conversation.operation) is told in a message: done, declined (with
+// extensions.operations.declined), still going through, or not done.
+// Other events are acknowledged.
 //
 // Answers are posted before the delivery is acknowledged (a failure
 // answers 502, and the platform retries), with message IDs made from the
-// event ID, so a retried delivery does not post a message twice. The
-// agent reads Poppy-Verified without checking its signature against the
-// Company's key set (section 4): it is a demo on the platform's own
-// machine, and the delivery itself is signed. A real Company Agent checks
-// it.
+// event ID, so a retried delivery does not post a message twice.
+//
+// Each delivery's Poppy-Verified (section 4) is checked as any Company
+// Agent should: signed with the Company's key set (Options.JWKSURL, through
+// demoshop.KeySet, the shop's own verifier), iss the Company's identifier,
+// aud the webhook's URL, not expired, and naming the delivery's own
+// conversation and event (and operation, for an outcome). A delivery
+// whose Poppy-Verified is missing or does not verify is refused with 401
+// and nothing is posted; one that cannot be checked yet (the key set
+// cannot be fetched, or names a key fetched again only after a moment)
+// gets 503, so the platform retries it. The rules read the account,
+// scopes and extensions from the verified claims only.
 package demoagent
 
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -51,6 +71,8 @@ import (
 	"unicode"
 
 	"github.com/poppyhost/poppyhost/internal/conversations"
+	"github.com/poppyhost/poppyhost/internal/demoshop"
+	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
 // The texts and data the rules answer with.
@@ -59,13 +81,24 @@ const (
 		"Start a return from your orders page or at any Stormline store; return shipping is free."
 	ExchangeOffer = "We can exchange your jacket for the Stormline Insulated Jacket in medium. " +
 		"It costs $70 more than yours; shall I set up the exchange?"
-	OrderStatus = "Your latest order, SO-1042 (Stormline Rain Shell, size S), was delivered on Monday."
-	HelpText    = "I'm Stormline's assistant. I can help with returns, exchanges (say \"jacket\") and your orders. " +
+	ExchangeProposed = "I can exchange your Stormline Jacket for the insulated version in medium for $70 more. " +
+		"I'll do it once you approve."
+	ExchangeDone     = "Done: your exchange is booked. The Stormline Insulated Jacket (M) ships as soon as your jacket is on its way back."
+	ExchangeDeclined = "I haven't made the exchange."
+	ExchangeGoing    = "The exchange is going through; I'll confirm here once it's done."
+	ExchangeNewTerms = "The terms changed before I could make the exchange, so nothing was done. Ask me again for the current offer."
+	ExchangeNotDone  = "That approval doesn't match an exchange I can make now, so nothing was done."
+	ExchangeSignIn   = "Sign in to the account the exchange is for to approve it; nothing was done."
+	ExchangeFailed   = "I couldn't make the exchange"
+	OrderStatus      = "Your latest order, ord_7Hk2 (the Stormline Jacket (M) and Trail Socks), was delivered last week."
+	HelpText         = "I'm Stormline's assistant. I can help with returns, exchanges (say \"jacket\") and your orders. " +
 		"To talk with someone from our team, ask for a person."
 	UserRequestedReason = "A Stormline specialist would like to talk with you about your gear."
 	HelloText           = "Hi, I'm Alex from the Stormline team. I've read the conversation so far; how can I help?"
 	// OrdersScope is the scope the order rule needs.
 	OrdersScope = "orders:read"
+	// WriteScope is the scope the exchange needs besides OrdersScope.
+	WriteScope = "orders:write"
 )
 
 // ExchangeData is the data of the exchange offer.
@@ -83,19 +116,32 @@ type Options struct {
 	// BaseURL is the platform's public URL; the Company API is under
 	// {BaseURL}/company/v1.
 	BaseURL string
-	// Client reaches BaseURL over HTTPS.
+	// Client reaches BaseURL and JWKSURL over HTTPS.
 	Client *http.Client
 	// JoinDelay is how long Alex takes to join a handoff; default 2s.
 	JoinDelay time.Duration
 	// Logger receives failures; nil discards them.
 	Logger *slog.Logger
-	// Now is the clock [time.Now], for the timestamp check.
+	// Now is the clock [time.Now], for the timestamp check and
+	// Poppy-Verified's expiry.
 	Now func() time.Time
+	// OrdersAPI is the name the shop's orders API is registered under
+	// ["orders"]; exchanges proposed in conversations are performed there.
+	OrdersAPI string
+	// JWKSURL is the Company's key set, {issuer}/oauth/jwks.json, which
+	// signs Poppy-Verified. Required.
+	JWKSURL string
+	// Issuer is the Company's identifier, Poppy-Verified's iss. Required.
+	Issuer string
+	// WebhookURL is the agent webhook's URL as the Company configured it,
+	// Poppy-Verified's aud. Required.
+	WebhookURL string
 }
 
 // Agent is the demo Company Agent. Close it to stop pending joins.
 type Agent struct {
 	o      Options
+	keys   *demoshop.KeySet
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -107,7 +153,13 @@ type Agent struct {
 const maxSeen = 10000
 
 // New returns the agent.
-func New(o Options) *Agent {
+func New(o Options) (*Agent, error) {
+	if !strings.HasPrefix(o.JWKSURL, "https://") || o.Issuer == "" || o.WebhookURL == "" {
+		return nil, errors.New("demoagent: JWKSURL (https), Issuer and WebhookURL are required")
+	}
+	if o.Client == nil {
+		o.Client = &http.Client{Timeout: 10 * time.Second}
+	}
 	if o.JoinDelay <= 0 {
 		o.JoinDelay = 2 * time.Second
 	}
@@ -117,13 +169,23 @@ func New(o Options) *Agent {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.OrdersAPI == "" {
+		o.OrdersAPI = "orders"
+	}
 	o.BaseURL = strings.TrimSuffix(o.BaseURL, "/")
 	a := &Agent{o: o, seen: map[string]bool{}}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
-	return a
+	keys, err := demoshop.NewKeySet(a.ctx, o.JWKSURL, o.Client, o.Now)
+	if err != nil {
+		a.cancel()
+		return nil, err
+	}
+	a.keys = keys
+	return a, nil
 }
 
-// Close stops pending joins and waits for them.
+// Close stops pending joins and the key set's refreshes, and waits for the
+// joins.
 func (a *Agent) Close() {
 	a.cancel()
 	a.wg.Wait()
@@ -131,6 +193,7 @@ func (a *Agent) Close() {
 
 // delivery is the part of the webhook body the agent reads.
 type delivery struct {
+	Type string `json:"type"`
 	Data struct {
 		Conversation struct {
 			ID string `json:"id"`
@@ -140,18 +203,34 @@ type delivery struct {
 			Type    string `json:"type"`
 			Status  string `json:"status"`
 			Message *struct {
-				Text string `json:"text"`
+				Text       string `json:"text"`
+				Extensions struct {
+					Operations struct {
+						Approval json.RawMessage `json:"approval"`
+					} `json:"operations"`
+				} `json:"extensions"`
 			} `json:"message"`
 		} `json:"event"`
+		// Operation is the outcome of a conversation.operation delivery.
+		Operation *outcome `json:"operation"`
 	} `json:"data"`
 }
 
-// facts are the Poppy-Verified claims the agent uses.
-type facts struct {
-	ConversationID string   `json:"conversation_id"`
-	EventID        string   `json:"event_id"`
-	Account        string   `json:"account"`
-	Scopes         []string `json:"scopes"`
+// outcome is what became of an approval (docs/operations-extension.md,
+// "Conversations").
+type outcome struct {
+	OperationID string `json:"operation_id"`
+	Revision    string `json:"revision"`
+	Status      string `json:"status"`
+	EventID     string `json:"event_id"`
+	Response    *struct {
+		Status int             `json:"status"`
+		Body   json.RawMessage `json:"body"`
+	} `json:"response"`
+	Decline *struct {
+		Reason      string          `json:"reason"`
+		Alternative json.RawMessage `json:"alternative"`
+	} `json:"decline"`
 }
 
 // ServeHTTP handles one webhook delivery.
@@ -183,8 +262,22 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusBadRequest)
 		return
 	}
-	f := readFacts(r.Header.Get("Poppy-Verified"), d.Data.Conversation.ID, d.Data.Event.ID)
-	if err := a.handle(r.Context(), &d, f); err != nil {
+	c, status, err := a.checkVerified(r, &d)
+	if err != nil {
+		a.o.Logger.Warn("demo agent: refused a delivery's Poppy-Verified", slog.String("webhook_id", hookID),
+			slog.Any("err", err))
+		if status == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "5")
+		}
+		w.WriteHeader(status)
+		return
+	}
+	if d.Type == "conversation.operation" && d.Data.Operation != nil {
+		err = a.told(r.Context(), d.Data.Conversation.ID, d.Data.Operation)
+	} else {
+		err = a.handle(r.Context(), &d, c)
+	}
+	if err != nil {
 		// Not acknowledged: the platform retries (section 5).
 		a.o.Logger.Warn("demo agent: answering", slog.String("webhook_id", hookID), slog.Any("err", err))
 		w.WriteHeader(http.StatusBadGateway)
@@ -200,7 +293,7 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // handle applies the rules of the package comment to one event.
-func (a *Agent) handle(ctx context.Context, d *delivery, f facts) error {
+func (a *Agent) handle(ctx context.Context, d *delivery, f *verified.Claims) error {
 	conv, ev := d.Data.Conversation.ID, d.Data.Event
 	switch {
 	case ev.Type == "state" && ev.Status == "queued":
@@ -208,18 +301,14 @@ func (a *Agent) handle(ctx context.Context, d *delivery, f facts) error {
 		return nil
 	case ev.Type != "message" || ev.Message == nil:
 		return nil
+	case len(ev.Message.Extensions.Operations.Approval) > 0:
+		// Its text approves nothing, whatever it says; the outcome
+		// follows as a conversation.operation delivery.
+		return nil
 	}
 	words := wordsOf(ev.Message.Text)
 	reply := func(text string, data any) error {
-		msg := map[string]any{
-			"id":     "stormline-" + ev.ID,
-			"author": map[string]any{"type": "agent", "name": "Stormline assistant"},
-			"text":   text,
-		}
-		if data != nil {
-			msg["data"] = data
-		}
-		return a.post(ctx, conv, "/messages", map[string]any{"message": msg})
+		return a.say(ctx, conv, "stormline-"+ev.ID, text, "data", data)
 	}
 	switch {
 	case words.has("specialist"):
@@ -229,7 +318,14 @@ func (a *Agent) handle(ctx context.Context, d *delivery, f facts) error {
 	case words.has("return"):
 		return reply(ReturnPolicy, nil)
 	case words.has("exchange", "jacket"):
-		return reply(ExchangeOffer, ExchangeData)
+		switch {
+		case f.Account == "" || !slices.Contains(f.Scopes, OrdersScope) || !slices.Contains(f.Scopes, WriteScope):
+			return a.post(ctx, conv, "/authorization", map[string]any{"scope": OrdersScope + " " + WriteScope})
+		case f.Extensions["operations"] != "3":
+			return reply(ExchangeOffer, ExchangeData)
+		}
+		return a.say(ctx, conv, "stormline-"+ev.ID, ExchangeProposed, "extensions",
+			map[string]any{"operations": map[string]any{"proposal": a.jacketProposal()}})
 	case words.has("order"):
 		if f.Account == "" || !slices.Contains(f.Scopes, OrdersScope) {
 			return a.post(ctx, conv, "/authorization", map[string]any{"scope": OrdersScope})
@@ -238,6 +334,74 @@ func (a *Agent) handle(ctx context.Context, d *delivery, f facts) error {
 	default:
 		return reply(HelpText, nil)
 	}
+}
+
+// jacketProposal is the spec's jacket exchange as the shop proposes it,
+// with the orders API request that performs it.
+func (a *Agent) jacketProposal() map[string]any {
+	p, _ := demoshop.ExchangeProposal(demoshop.JacketOrderID, demoshop.JacketItemID, demoshop.JacketSKU,
+		demoshop.InsulatedJacketSKU)
+	return map[string]any{"action_key": p.ActionKey, "terms": p.Terms, "summary": p.Summary, "expires_in": p.ExpiresIn,
+		"perform": map[string]any{"api": a.o.OrdersAPI, "method": http.MethodPost,
+			"path": "/orders/" + demoshop.JacketOrderID + "/exchanges",
+			"body": map[string]any{"item_id": demoshop.JacketItemID, "replacement_sku": demoshop.InsulatedJacketSKU}}}
+}
+
+// told says in conv how an approved operation went. The message ID is
+// the outcome's, so a retried delivery posts nothing twice.
+func (a *Agent) told(ctx context.Context, conv string, oc *outcome) error {
+	id := "stormline-op-" + oc.OperationID + "-" + oc.Revision + "-" + oc.Status
+	switch oc.Status {
+	case "performed":
+		if oc.Response != nil && oc.Response.Status/100 == 2 {
+			return a.say(ctx, conv, id, ExchangeDone, "", nil)
+		}
+		text := ExchangeFailed + "."
+		if oc.Response != nil {
+			var e struct {
+				Description string `json:"error_description"`
+			}
+			if json.Unmarshal(oc.Response.Body, &e) == nil && e.Description != "" {
+				text = ExchangeFailed + ": " + e.Description + "."
+			}
+		}
+		return a.say(ctx, conv, id, text, "", nil)
+	case "declined":
+		declined := map[string]any{"operation_id": oc.OperationID, "revision": oc.Revision}
+		text := ExchangeDeclined
+		if oc.Decline != nil {
+			if oc.Decline.Reason != "" {
+				declined["reason"] = oc.Decline.Reason
+				text += " " + oc.Decline.Reason
+			}
+			if len(oc.Decline.Alternative) > 0 {
+				declined["alternative"] = oc.Decline.Alternative
+			}
+		}
+		return a.say(ctx, conv, id, text, "extensions", map[string]any{"operations": map[string]any{"declined": declined}})
+	case "performing":
+		return a.say(ctx, conv, id, ExchangeGoing, "", nil)
+	case "new_terms":
+		return a.say(ctx, conv, id, ExchangeNewTerms, "", nil)
+	case "needs_account":
+		return a.say(ctx, conv, id, ExchangeSignIn, "", nil)
+	default:
+		return a.say(ctx, conv, id, ExchangeNotDone, "", nil)
+	}
+}
+
+// say posts a message of the assistant with ID id, and member (data or
+// extensions) set to value when it is not nil.
+func (a *Agent) say(ctx context.Context, conv, id, text, member string, value any) error {
+	msg := map[string]any{
+		"id":     id,
+		"author": map[string]any{"type": "agent", "name": "Stormline assistant"},
+		"text":   text,
+	}
+	if value != nil {
+		msg[member] = value
+	}
+	return a.post(ctx, conv, "/messages", map[string]any{"message": msg})
 }
 
 // joinLater makes Alex join conv after JoinDelay, unless the agent closes.
@@ -293,21 +457,6 @@ func Verify(secret string, h http.Header, body []byte, now time.Time) error {
 		return err
 	}
 	return conversations.VerifyWebhook(key, h, body, now, conversations.WebhookTolerance)
-}
-
-// readFacts reads Poppy-Verified's claims, unchecked (see the package
-// comment), and keeps them only when they are the delivery's own.
-func readFacts(token, conv, event string) facts {
-	var f facts
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return facts{}
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil || json.Unmarshal(raw, &f) != nil || f.ConversationID != conv || f.EventID != event {
-		return facts{}
-	}
-	return f
 }
 
 // words is the set of a message's lowercase words.

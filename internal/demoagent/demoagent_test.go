@@ -7,13 +7,16 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/demoagent"
+	"github.com/poppyhost/poppyhost/internal/demoshop"
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
 const slug = "stormline"
@@ -23,7 +26,20 @@ const slug = "stormline"
 type demo struct {
 	env   *testkit.Env
 	agent *testkit.Agent
+	shop  *demoshop.Shop
+	// ada is the seeded account's ID; token, when set, is sent with the
+	// Personal Agent's requests, which declare the Operations extension.
+	ada   int64
+	token string
+	// hook is the demo agent on the webhook at hookURL, with its secret;
+	// verifiedSeen is the last Poppy-Verified the platform sent it.
+	hook         *demoagent.Agent
+	hookURL      string
+	secret       string
+	verifiedSeen atomic.Pointer[string]
 }
+
+const adaPassword = "correct horse battery staple"
 
 func setup(t *testing.T) *demo {
 	t.Helper()
@@ -32,34 +48,46 @@ func setup(t *testing.T) *demo {
 
 	// The webhook listens first: the Company names its URL.
 	var hook http.Handler = http.NotFoundHandler()
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hook.ServeHTTP(w, r) }))
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v := r.Header.Get(verified.Header)
+		d.verifiedSeen.Store(&v)
+		hook.ServeHTTP(w, r)
+	}))
 	srv.TLS = env.CA.ServerTLSConfig()
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	_, port, err := net.SplitHostPort(srv.Listener.Addr().String())
 	require.NoError(t, err)
 	env.Hosts.Add("agent.stormline.test")
+	d.hookURL = "https://agent.stormline.test:" + port + "/poppy/webhook"
 
 	env.CreateCompany(t, map[string]any{
 		"slug":         slug,
 		"organization": map[string]any{"name": "Stormline Outfitters", "domain": "stormline.example"},
-		"auth":         map[string]any{"scopes": map[string]any{"orders:read": "See your orders"}},
+		"auth": map[string]any{"scopes": map[string]any{"orders:read": "See your orders",
+			"orders:write": "Exchange or return items"}},
 		"conversations": map[string]any{
-			"agent_webhook": "https://agent.stormline.test:" + port + "/poppy/webhook",
+			"agent_webhook": d.hookURL,
 		},
+		"operations": map[string]any{"enabled": true},
 	})
 	resp := env.Admin(t, http.MethodPost, "/admin/v1/companies/"+slug+"/api-keys", map[string]any{"name": "demo agent"})
 	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
 	key := resp.JSON(t)["key"].(string)
+	d.startShop(t, key)
 	resp = env.Do(t, http.MethodPost, env.PublicURL("/company/v1/conversations/webhook-secret"), nil, "Authorization", "Bearer "+key)
 	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
 
-	a := demoagent.New(demoagent.Options{
-		Secret: resp.JSON(t)["secret"].(string), APIKey: key, BaseURL: env.PublicURL(""),
+	d.secret = resp.JSON(t)["secret"].(string)
+	a, err := demoagent.New(demoagent.Options{
+		Secret: d.secret, APIKey: key, BaseURL: env.PublicURL(""),
 		Client: env.Client, JoinDelay: 100 * time.Millisecond,
+		JWKSURL: env.PublicURL("/t/" + slug + "/oauth/jwks.json"), Issuer: env.PublicURL("/t/" + slug),
+		WebhookURL: d.hookURL,
 	})
+	require.NoError(t, err)
 	t.Cleanup(a.Close)
-	hook = a
+	hook, d.hook = a, a
 
 	require.NoError(t, env.Platform.Jobs.Start(context.Background()))
 	t.Cleanup(func() {
@@ -87,7 +115,10 @@ func (d *demo) pa(t *testing.T, method, path string, body any, status int) map[s
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	d.agent.Sign(t, req, testkit.SessionClaims{Aud: d.env.PublicURL("/t/" + slug)}, testkit.SessionOptions{})
+	if d.token != "" {
+		req.Header.Set("Poppy-Extensions", `"operations";v="3"`)
+	}
+	d.agent.Sign(t, req, testkit.SessionClaims{Aud: d.env.PublicURL("/t/" + slug), AccessToken: d.token}, testkit.SessionOptions{})
 	resp, err := d.env.Client.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
@@ -132,14 +163,11 @@ func TestConversationWithTheDemoAgent(t *testing.T) {
 	t.Parallel()
 	d := setup(t)
 
-	// An exchange: the offer with its price difference.
+	// An exchange, signed out: the agent needs the account.
 	rd := d.pa(t, http.MethodPost, "?wait=0", message("m1", "I want to exchange my jacket"), http.StatusCreated)
 	id, cursor := rd["conversation_id"].(string), rd["cursor"].(string)
-	ev, cursor := d.await(t, id, cursor, companyMessage)
-	msg := ev["message"].(map[string]any)
-	require.Equal(t, demoagent.ExchangeOffer, msg["text"])
-	require.Equal(t, map[string]any{"replacement_sku": "stormline-insulated-m", "price_difference": float64(70)}, msg["data"])
-	require.Equal(t, "agent", msg["author"].(map[string]any)["type"])
+	ev, cursor := d.await(t, id, cursor, func(e map[string]any) bool { return e["type"] == "authorization" })
+	require.Equal(t, "orders:read orders:write", ev["scope"], "%v", ev)
 
 	// Returns: the policy. Anything else: help.
 	d.pa(t, http.MethodPost, "/"+id+"/messages", message("m2", "How do returns work?"), http.StatusAccepted)
@@ -169,14 +197,17 @@ func TestConversationWithTheDemoAgent(t *testing.T) {
 	})
 	require.Equal(t, "state", ev["type"], "no answer to m6, the state comes first: %v", ev)
 	ev, _ = d.await(t, id, cursor, companyMessage)
-	msg = ev["message"].(map[string]any)
+	msg := ev["message"].(map[string]any)
 	require.Equal(t, demoagent.HelloText, msg["text"])
 	require.Equal(t, map[string]any{"type": "human", "id": "alex", "name": "Alex"}, msg["author"])
 }
 
 func TestVerifyRefusesUnsignedDeliveries(t *testing.T) {
 	t.Parallel()
-	a := demoagent.New(demoagent.Options{Secret: "whsec_" + strings.Repeat("A", 43) + "="})
+	a, err := demoagent.New(demoagent.Options{Secret: "whsec_" + strings.Repeat("A", 43) + "=",
+		JWKSURL: "https://stormline.test/oauth/jwks.json", Issuer: "https://stormline.test",
+		WebhookURL: "https://agent.stormline.test/poppy/webhook"})
+	require.NoError(t, err)
 	t.Cleanup(a.Close)
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodPost, "/poppy/webhook", strings.NewReader(`{}`))
