@@ -846,7 +846,8 @@ func TestContract(t *testing.T) {
 			assert.Len(t, auth["scopes"], 2)
 			assert.Equal(t, map[string]any{"protocols": []any{map[string]any{"type": "poppy",
 				"endpoint": issuer + "/poppy/conversations", "access": "signed_in"}}}, doc["agent"])
-			assert.Equal(t, map[string]any{"browser_session_endpoint": "https://" + domain + "/poppy/browser-session"}, doc["web"])
+			// On the port poppy.json was fetched at (the test's, not 443).
+			assert.Equal(t, map[string]any{"browser_session_endpoint": c.env.URL(domain, "/poppy/browser-session")}, doc["web"])
 			assert.Equal(t, map[string]any{"endpoint": issuer + "/poppy/feedback"}, doc["feedback"])
 			assert.Equal(t, map[string]any{"url": issuer + "/poppy/excluded-tasks.json"}, doc["excluded_tasks"])
 			assert.Equal(t, acme["apis"], doc["apis"])

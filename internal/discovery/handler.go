@@ -2,7 +2,9 @@ package discovery
 
 import (
 	"context"
+	"net"
 	"net/http"
+	"net/url"
 
 	"github.com/go-chi/chi/v5"
 
@@ -60,6 +62,9 @@ func writeDoc(w http.ResponseWriter, v any) {
 func (h *Handler) poppyJSON(w http.ResponseWriter, r *http.Request) {
 	c := tenant.FromContext(r.Context())
 	doc := BuildPoppyJSON(c, httpx.HostOnly(r.Host), h.urls)
+	if doc.Web != nil {
+		doc.Web.BrowserSessionEndpoint = onPortOf(doc.Web.BrowserSessionEndpoint, r.Host)
+	}
 	if h.apis != nil {
 		listed, err := h.apis.Listed(r.Context(), c)
 		if err != nil {
@@ -88,4 +93,21 @@ func (h *Handler) excludedTasks(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeDoc(w, ExcludedTasksDoc{Tasks: c.Settings.ExcludedTasks})
+}
+
+// onPortOf puts raw, a URL on the Company's domain, on the port of host,
+// the Host poppy.json was fetched at, when that is not 443: off 443 (dev
+// mode's :8443) the Company's domain is served where the document was, so
+// the browser joins there too. organization.domain stays the bare host.
+func onPortOf(raw, host string) string {
+	_, port, err := net.SplitHostPort(host)
+	if err != nil || port == "" || port == "443" {
+		return raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	u.Host = net.JoinHostPort(u.Hostname(), port)
+	return u.String()
 }

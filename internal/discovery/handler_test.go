@@ -94,6 +94,8 @@ func TestServedDocumentsMatchGolden(t *testing.T) {
 				doc := requireDocument(t, resp, u)
 				requireAllHTTPS(t, u, doc)
 				got := strings.ReplaceAll(string(resp.Body), origin, publicURL)
+				// The browser join is on the port the test fetched at.
+				got = strings.ReplaceAll(got, ":"+env.Port+"/poppy/browser-session", "/poppy/browser-session")
 				require.JSONEq(t, string(want), got, u)
 			}
 		})
@@ -118,7 +120,13 @@ func TestPoppyJSONNamesTheHost(t *testing.T) {
 			resp := fetch(t, env, http.MethodGet, env.URL(d, poppyPath), host)
 			pj := requireDocument(t, resp, host)
 			require.Equal(t, d, obj(pj["organization"])["domain"], host)
-			require.Equal(t, "https://"+d+"/poppy/browser-session", obj(pj["web"])["browser_session_endpoint"], host)
+			// The browser joins where poppy.json was fetched: on its port
+			// when that is not 443.
+			join := "https://" + d + "/poppy/browser-session"
+			if host != d {
+				join = "https://" + d + ":" + env.Port + "/poppy/browser-session"
+			}
+			require.Equal(t, join, obj(pj["web"])["browser_session_endpoint"], host)
 
 			prm := requireDocument(t, fetch(t, env, http.MethodGet, env.URL(d, prmPath), host), host)
 			require.Equal(t, "https://"+d, prm["resource"], host)
@@ -385,6 +393,8 @@ func TestHandlerServesTheBuilders(t *testing.T) {
 		return string(b) + "\n"
 	}
 	pj := discovery.BuildPoppyJSON(c, "example.com", env.URLs)
+	// Fetched off 443, the browser joins on the same port.
+	pj.Web.BrowserSessionEndpoint = "https://example.com:" + env.Port + "/poppy/browser-session"
 	require.Equal(t, want(pj), string(get(t, env, env.URL("example.com", poppyPath)).Body))
 	prm, ok := discovery.BuildProtectedResource(c, "example.com", env.URLs)
 	require.True(t, ok)
