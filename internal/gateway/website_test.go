@@ -494,8 +494,8 @@ func TestWebsitePlatformPaths(t *testing.T) {
 
 	resp := s.do(t, nil, http.MethodGet, "/.well-known/poppy.json", nil)
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
-	require.Equal(t, "https://"+s.domain+browserjoin.Path,
-		resp.JSON(t)["web"].(map[string]any)["browser_session_endpoint"])
+	// On the port poppy.json was fetched at (the test's, not 443).
+	require.Equal(t, s.url(browserjoin.Path), resp.JSON(t)["web"].(map[string]any)["browser_session_endpoint"])
 	resp = s.do(t, nil, http.MethodGet, "/.well-known/oauth-protected-resource", nil)
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 	resp = s.do(t, nil, http.MethodGet, browserjoin.Path, nil)
