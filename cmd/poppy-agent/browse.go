@@ -28,22 +28,11 @@ func browse(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	a, err := c.newAgent(out)
+	ctx, a, co, done, err := c.open(ctx, out, 3*time.Minute)
 	if err != nil {
 		return err
 	}
-	defer a.Close()
-	defer writeTranscript(a.Recorder, c.transcript, out)
-	domain, err := c.domain()
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	co, err := a.Discover(ctx, domain)
-	if err != nil {
-		return err
-	}
+	defer done()
 	if signIn {
 		user, err := c.account()
 		if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -183,4 +184,34 @@ func (c *common) certificate(caPEM []byte) (*tls.Certificate, error) {
 	// agent's Chromium) finds it.
 	cert.Certificate = append(cert.Certificate, caCert.Certificate[0])
 	return &cert, nil
+}
+
+// open makes the agent and discovers the Company at --company, within
+// timeout when it is not 0. done ends the timeout, writes the transcript
+// and closes the agent; it is nil with an error.
+func (c *common) open(ctx context.Context, out io.Writer, timeout time.Duration) (context.Context, *agent.Agent,
+	*agent.Company, func(), error) {
+	domain, err := c.domain()
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	a, err := c.newAgent(out)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	cancel := func() {}
+	if timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+	}
+	done := func() {
+		cancel()
+		writeTranscript(a.Recorder, c.transcript, out)
+		a.Close()
+	}
+	co, err := a.Discover(ctx, domain)
+	if err != nil {
+		done()
+		return nil, nil, nil, nil, err
+	}
+	return ctx, a, co, done, nil
 }

@@ -16,20 +16,11 @@ func discover(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	a, err := c.newAgent(out)
+	_, _, co, done, err := c.open(ctx, out, 0)
 	if err != nil {
 		return err
 	}
-	defer a.Close()
-	defer writeTranscript(a.Recorder, c.transcript, out)
-	domain, err := c.domain()
-	if err != nil {
-		return err
-	}
-	co, err := a.Discover(ctx, domain)
-	if err != nil {
-		return err
-	}
+	defer done()
 	ops, endpoint := co.Operations()
 	fmt.Fprintf(out, "Company        %s (%s)\nidentifier     %s\nconversations  %s\nbrowser join   %s\noperations v3  %v %s\n",
 		co.Name(), co.Domain, co.Identifier, co.ConversationEndpoint(), co.BrowserSessionEndpoint(), ops, endpoint)

@@ -31,22 +31,11 @@ func signin(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	a, err := c.newAgent(out)
+	ctx, a, co, done, err := c.open(ctx, out, 3*time.Minute)
 	if err != nil {
 		return err
 	}
-	defer a.Close()
-	defer writeTranscript(a.Recorder, c.transcript, out)
-	domain, err := c.domain()
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	co, err := a.Discover(ctx, domain)
-	if err != nil {
-		return err
-	}
+	defer done()
 	if device {
 		err = a.SignInDevice(ctx, co, strings.Fields(scopes), func(ctx context.Context, dc agent.DeviceCode) error {
 			fmt.Fprintf(out, "Sign in to %s (%s) at %s with the code %s\n", dc.Company, dc.Domain, dc.VerificationURI, dc.UserCode)

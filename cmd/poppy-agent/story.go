@@ -42,23 +42,11 @@ func story(ctx context.Context, args []string, in io.Reader, out io.Writer) erro
 	if err != nil {
 		return err
 	}
-	a, err := c.newAgent(out)
+	ctx, a, co, done, err := c.open(ctx, out, 5*time.Minute)
 	if err != nil {
 		return err
 	}
-	defer a.Close()
-	defer writeTranscript(a.Recorder, c.transcript, out)
-	domain, err := c.domain()
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-
-	co, err := a.Discover(ctx, domain)
-	if err != nil {
-		return err
-	}
+	defer done()
 	fmt.Fprintf(out, "\n1. Discovered %s at %s (issuer %s)\n", co.Name(), co.Domain, co.Issuer)
 
 	s := co.NewSession()

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"html/template"
 	"log/slog"
-	"maps"
 	"net/http"
 	"strings"
 	"time"
@@ -163,14 +162,10 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g := &Grant{ClientID: sess.ClientID, SID: sess.SID, Extensions: sess.Extensions}
-	if operations.Declared(nil, r.Header.Values(operations.ExtensionsHeader)) && sess.Extensions[operations.Name] != operations.Version {
+	if operations.Declared(nil, r.Header.Values(operations.ExtensionsHeader)) {
 		// The browser's requests declare what this step declared, by the
 		// client metadata or by the header (Operations extension 2).
-		g.Extensions = maps.Clone(sess.Extensions)
-		if g.Extensions == nil {
-			g.Extensions = map[string]string{}
-		}
-		g.Extensions[operations.Name] = operations.Version
+		g.Extensions = operations.WithVersion(sess.Extensions)
 	}
 	if grant != nil {
 		g.AccountID, g.Scopes = grant.AccountID, grant.Scopes

@@ -3,7 +3,6 @@ package conversations
 import (
 	"context"
 	"encoding/json"
-	"maps"
 
 	"github.com/jackc/pgx/v5"
 
@@ -69,12 +68,7 @@ func (s *Store) schedulePerform(ctx context.Context, tx pgx.Tx, c *Conversation,
 // metadata or in the Poppy-Extensions header: the conversation then
 // remembers it as declared by the Personal Agent.
 func declareOperations(f *verified.Facts, declared bool) {
-	if f == nil || !declared || f.Extensions[operations.Name] == operations.Version {
-		return
+	if f != nil && declared {
+		f.Extensions = operations.WithVersion(f.Extensions)
 	}
-	f.Extensions = maps.Clone(f.Extensions)
-	if f.Extensions == nil {
-		f.Extensions = map[string]string{}
-	}
-	f.Extensions[operations.Name] = operations.Version
 }

@@ -111,6 +111,18 @@ func (s *Shop) replay(account string, a *approval, actionKey string) (outcome, b
 // exchange proposes or performs the exchange of an item (the spec's
 // jacket example): the API, the exchange_item tool and the website call it.
 func (s *Shop) exchange(c *verified.Claims, key, orderID, itemID, sku string) outcome {
+	return s.itemAction(c, key, "exchange", orderID, itemID, func(a *approval, order *Order, item *Item) outcome {
+		return s.exchangeItem(c, a, order, item, sku)
+	})
+}
+
+// itemAction is what every action on an order's item shares: the scope,
+// the approval and its Idempotency-Key, the answer to a key already
+// performed, and an item that can still be acted on. act then proposes
+// (a nil) or performs, with s.mu held; what it performs is recorded as the
+// key's answer.
+func (s *Shop) itemAction(c *verified.Claims, key, verb, orderID, itemID string,
+	act func(a *approval, order *Order, item *Item) outcome) outcome {
 	if p := needScope(c, ScopeWrite); p != nil {
 		return outcome{problem: p}
 	}
@@ -118,7 +130,7 @@ func (s *Shop) exchange(c *verified.Claims, key, orderID, itemID, sku string) ou
 	if p != nil {
 		return outcome{problem: p}
 	}
-	actionKey := "exchange " + orderID + " " + itemID
+	actionKey := verb + " " + orderID + " " + itemID
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if out, ok := s.replay(c.Account, a, actionKey); ok {
@@ -128,6 +140,16 @@ func (s *Shop) exchange(c *verified.Claims, key, orderID, itemID, sku string) ou
 	if p != nil {
 		return outcome{problem: p}
 	}
+	out := act(a, order, item)
+	if a != nil && out.result != nil {
+		s.answers[c.Account+" "+a.key] = answer{actionKey: actionKey, result: out.result}
+	}
+	return out
+}
+
+// exchangeItem proposes or performs the exchange of item for sku.
+func (s *Shop) exchangeItem(c *verified.Claims, a *approval, order *Order, item *Item, sku string) outcome {
+	orderID, itemID := order.ID, item.ID
 	current, _ := findProduct(item.SKU)
 	repl, ok := findProduct(sku)
 	switch {
@@ -155,7 +177,6 @@ func (s *Shop) exchange(c *verified.Claims, key, orderID, itemID, sku string) ou
 		PriceDifference: terms.PriceDifference, OperationID: c.OperationID, Approver: a.approver, CreatedAt: s.o.Now().UTC()}
 	order.Exchanges = append(order.Exchanges, ex)
 	item.Status = "exchange requested"
-	s.answers[c.Account+" "+a.key] = answer{actionKey: actionKey, result: ex}
 	out := outcome{result: ex}
 	if s.stalls > 0 {
 		s.stalls--
@@ -197,35 +218,19 @@ func exchangeSummary(item, orderID, replacement string, diff int64) string {
 
 // returnItem proposes or performs the return of an item for a refund.
 func (s *Shop) returnItem(c *verified.Claims, key, orderID, itemID string) outcome {
-	if p := needScope(c, ScopeWrite); p != nil {
-		return outcome{problem: p}
-	}
-	a, p := approvalOf(c, key)
-	if p != nil {
-		return outcome{problem: p}
-	}
-	actionKey := "return " + orderID + " " + itemID
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if out, ok := s.replay(c.Account, a, actionKey); ok {
-		return out
-	}
-	order, item, p := s.deliveredItem(c.Account, orderID, itemID)
-	if p != nil {
-		return outcome{problem: p}
-	}
-	terms := ReturnTerms{OrderID: orderID, ItemID: itemID, Refund: item.Price, RefundTo: "the card used for the order"}
-	if a == nil {
-		return outcome{proposal: &Proposal{ActionKey: actionKey, Terms: terms, ExpiresIn: 60 * 60,
-			Summary: fmt.Sprintf("Return the %s on order %s for a refund of $%s to the card used for the order, "+
-				"once it arrives back. Return shipping is free.", item.Name, orderID, item.Price.Amount)}}
-	}
-	ret := Return{ID: newID("ret_"), OrderID: orderID, ItemID: itemID, Refund: item.Price, OperationID: c.OperationID,
-		Approver: a.approver, CreatedAt: s.o.Now().UTC()}
-	order.Returns = append(order.Returns, ret)
-	item.Status = "return requested"
-	s.answers[c.Account+" "+a.key] = answer{actionKey: actionKey, result: ret}
-	return outcome{result: ret}
+	return s.itemAction(c, key, "return", orderID, itemID, func(a *approval, order *Order, item *Item) outcome {
+		terms := ReturnTerms{OrderID: orderID, ItemID: itemID, Refund: item.Price, RefundTo: "the card used for the order"}
+		if a == nil {
+			return outcome{proposal: &Proposal{ActionKey: "return " + orderID + " " + itemID, Terms: terms, ExpiresIn: 60 * 60,
+				Summary: fmt.Sprintf("Return the %s on order %s for a refund of $%s to the card used for the order, "+
+					"once it arrives back. Return shipping is free.", item.Name, orderID, item.Price.Amount)}}
+		}
+		ret := Return{ID: newID("ret_"), OrderID: orderID, ItemID: itemID, Refund: item.Price, OperationID: c.OperationID,
+			Approver: a.approver, CreatedAt: s.o.Now().UTC()}
+		order.Returns = append(order.Returns, ret)
+		item.Status = "return requested"
+		return outcome{result: ret}
+	})
 }
 
 // deliveredItem returns the account's order and its item that can still

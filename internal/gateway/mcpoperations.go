@@ -9,7 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"maps"
 	"net/http"
 	"slices"
 
@@ -41,14 +40,9 @@ func (c *toolCall) owner() operations.Owner {
 // origin learns it in Poppy-Verified's extensions, as at an API.
 func (c *toolCall) declare(declared bool) {
 	c.declared = declared
-	if !declared || c.sess == nil || c.facts.Extensions[operations.Name] == operations.Version {
-		return
+	if declared && c.sess != nil {
+		c.facts.Extensions = operations.WithVersion(c.facts.Extensions)
 	}
-	c.facts.Extensions = maps.Clone(c.facts.Extensions)
-	if c.facts.Extensions == nil {
-		c.facts.Extensions = map[string]string{}
-	}
-	c.facts.Extensions[operations.Name] = operations.Version
 }
 
 // carriesApproval reports whether any of calls carries an approval, which

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"maps"
 	"mime"
 	"net/http"
 	"net/url"
@@ -65,14 +64,10 @@ func (g *Gateway) serveOperations(w http.ResponseWriter, r *http.Request, k *cal
 		ContentType: r.Header.Get("Content-Type"), Body: body}
 	// A request that carries an approval uses the extension (extension 2).
 	declared := approval != nil || operations.Declared(sess, r.Header.Values(operations.ExtensionsHeader))
-	if declared && k.facts.Extensions[operations.Name] != operations.Version {
+	if declared {
 		// The origin learns the request declares the extension, however it
 		// declared it: without it, approval is the Company's own business.
-		k.facts.Extensions = maps.Clone(k.facts.Extensions)
-		if k.facts.Extensions == nil {
-			k.facts.Extensions = map[string]string{}
-		}
-		k.facts.Extensions[operations.Name] = operations.Version
+		k.facts.Extensions = operations.WithVersion(k.facts.Extensions)
 	}
 	owner := k.owner(sess)
 	avoid := ""

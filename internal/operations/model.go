@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"strings"
 	"time"
@@ -159,6 +160,22 @@ func ParseApprovalJSON(raw json.RawMessage) (*Approval, error) {
 		return nil, err
 	}
 	return &a, nil
+}
+
+// WithVersion returns ext, the extensions a request declares (name to
+// version), with this extension's version added: how a request that
+// declares it by its Poppy-Extensions header or an approval tells the
+// origin so in Poppy-Verified. ext itself, a Session's, is never changed.
+func WithVersion(ext map[string]string) map[string]string {
+	if ext[Name] == Version {
+		return ext
+	}
+	out := maps.Clone(ext)
+	if out == nil {
+		out = map[string]string{}
+	}
+	out[Name] = Version
+	return out
 }
 
 // Declared reports whether a request declares version 3 of the extension:

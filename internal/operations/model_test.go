@@ -135,3 +135,13 @@ func TestApprovalOptionalMembersAreKeptStorable(t *testing.T) {
 	require.LessOrEqual(t, len(a.Reference), 256)
 	require.True(t, utf8.ValidString(a.Reference))
 }
+
+func TestWithVersionLeavesTheSessionsMapAlone(t *testing.T) {
+	session := map[string]string{"example.com/gift-wrap": "1"}
+	got := WithVersion(session)
+	require.Equal(t, map[string]string{"example.com/gift-wrap": "1", "operations": "3"}, got)
+	require.Equal(t, map[string]string{"example.com/gift-wrap": "1"}, session)
+	require.Equal(t, map[string]string{"operations": "3"}, WithVersion(nil))
+	declared := map[string]string{"operations": "3"}
+	require.Equal(t, declared, WithVersion(declared))
+}

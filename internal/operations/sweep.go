@@ -43,7 +43,23 @@ func AddJobs(workers *river.Workers, store *Store, now func() time.Time) []*rive
 // is not being performed, with its revisions, and returns how many. An
 // operation's expires_at is the latest of its revisions' and of when it
 // was performed, so an approval is remembered as long as it can be sent.
+// It deletes in batches of sweepBatch, each its own short transaction,
+// so a large backlog never holds one long lock.
 func (s *Store) Sweep(ctx context.Context, now time.Time) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM operations WHERE expires_at < $1 AND status <> 'performing'`, now)
-	return tag.RowsAffected(), err
+	var total int64
+	for {
+		tag, err := s.pool.Exec(ctx, `DELETE FROM operations WHERE (company_id, id) IN (
+				SELECT company_id, id FROM operations WHERE expires_at < $1 AND status <> 'performing' LIMIT $2)`,
+			now, sweepBatch)
+		if err != nil {
+			return total, err
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < sweepBatch {
+			return total, nil
+		}
+	}
 }
+
+// sweepBatch is how many operations one statement of Sweep forgets.
+const sweepBatch = 1000

@@ -209,3 +209,20 @@ func TestSweepKeepsRecordedApprovals(t *testing.T) {
 	require.Equal(t, int64(1), r.sweep(t, 10*time.Minute+time.Second))
 	require.Zero(t, approvals(), "forgotten with its operation")
 }
+
+// TestSweepInBatches: a backlog larger than one batch is forgotten whole,
+// over several statements, and an operation being performed is kept.
+func TestSweepInBatches(t *testing.T) {
+	t.Parallel()
+	r := newSweepRig(t)
+	ctx := context.Background()
+	_, err := r.pool.Exec(ctx, `INSERT INTO operations (company_id, id, client_id, user_id, interface, target, action_key,
+			status, revision, created_at, updated_at, expires_at)
+		SELECT $1, 'op_' || n, 'c', 'u', 'api', 'orders-api', 'k' || n,
+			CASE WHEN n = 0 THEN 'performing' ELSE 'performed' END, 'r', $2, $2, $2
+		FROM generate_series(0, 2500) AS n`, r.companyID, r.t0)
+	require.NoError(t, err)
+	require.Equal(t, int64(2500), r.sweep(t, time.Hour))
+	ok, _ := r.remembered(t, "op_0")
+	require.True(t, ok, "performing is never forgotten")
+}
