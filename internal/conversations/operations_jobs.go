@@ -143,6 +143,13 @@ func (s *Store) perform(ctx context.Context, a PerformArgs, last bool) error {
 		Facts: facts}, a.Approval)
 	var he *httpx.Error
 	switch {
+	case err == nil && out.Kind == operations.OutcomeRetry:
+		// The origin performed nothing and asked again later: the job
+		// sends the same approval again, as a Personal Agent would.
+		if !last {
+			return river.JobSnooze(time.Duration(out.RetryAfter) * time.Second)
+		}
+		return s.giveUp(ctx, a, errors.New("the Company's origin asked for the request again later, too often"))
 	case err == nil:
 		return s.recordOutcome(ctx, a, outcomeOf(a, out))
 	case errors.As(err, &he) && he.Status() < http.StatusInternalServerError:

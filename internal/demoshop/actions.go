@@ -2,10 +2,12 @@ package demoshop
 
 import (
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
 
+	"github.com/poppyhost/poppyhost/internal/operations"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
@@ -66,10 +68,28 @@ type ReturnTerms struct {
 }
 
 // approval is what an approved request carries: Poppy-Verified's
-// operation claims and the Idempotency-Key, {operation_id}.{revision}.
+// operation claims, with the approved terms, and the Idempotency-Key,
+// {operation_id}.{revision}.
 type approval struct {
 	approver string
 	key      string
+	terms    json.RawMessage
+}
+
+// approvedAs reports whether the approved terms are exactly want: the
+// shop performs only what was approved, never what it would compute now
+// (Operations extension 3).
+func (a *approval) approvedAs(want any) bool {
+	b, err := json.Marshal(want)
+	return err == nil && operations.SameJSON(a.terms, b)
+}
+
+// changed declines an approved request whose terms the shop can no longer
+// honour: nothing is performed, and the Personal Agent asks the User
+// about the new terms the next request gets.
+func changed(why string) outcome {
+	return outcome{decline: &decline{Reason: "The approved terms can no longer be honoured: " + why +
+		" Nothing was done; ask again for the current terms."}}
 }
 
 // approvalOf reads the approval of a request; nil without one.
@@ -81,7 +101,7 @@ func approvalOf(c *verified.Claims, key string) (*approval, *problem) {
 		return nil, &problem{http.StatusBadRequest, "invalid_request",
 			"an approved request needs Idempotency-Key {operation_id}.{revision} of its approval"}
 	}
-	return &approval{approver: c.Approver, key: key}, nil
+	return &approval{approver: c.Approver, key: key, terms: c.Terms}, nil
 }
 
 // needScope refuses a request signed out or without scope.
@@ -137,6 +157,9 @@ func (s *Shop) itemAction(c *verified.Claims, key, verb, orderID, itemID string,
 		return out
 	}
 	order, item, p := s.deliveredItem(c.Account, orderID, itemID)
+	if p != nil && a != nil {
+		return changed(p.desc + ".")
+	}
 	if p != nil {
 		return outcome{problem: p}
 	}
@@ -156,6 +179,8 @@ func (s *Shop) exchangeItem(c *verified.Claims, a *approval, order *Order, item 
 	case !ok || repl.Kind != current.Kind || repl.SKU == current.SKU:
 		return outcome{problem: &problem{http.StatusBadRequest, "invalid_request",
 			fmt.Sprintf("replacement_sku must be another %s of the catalog", current.Kind)}}
+	case !repl.InStock && a != nil:
+		return changed(repl.Name + " is out of stock.")
 	case !repl.InStock:
 		return outcome{problem: &problem{http.StatusConflict, "out_of_stock", repl.Name + " is out of stock"}}
 	}
@@ -164,6 +189,9 @@ func (s *Shop) exchangeItem(c *verified.Claims, a *approval, order *Order, item 
 	terms := prop.Terms.(ExchangeTerms)
 	if a == nil {
 		return outcome{proposal: prop}
+	}
+	if !a.approvedAs(terms) {
+		return changed("the exchange's price or items changed since they were approved.")
 	}
 	if a.approver != "user" && diff > 0 {
 		return outcome{decline: &decline{
@@ -224,6 +252,9 @@ func (s *Shop) returnItem(c *verified.Claims, key, orderID, itemID string) outco
 			return outcome{proposal: &Proposal{ActionKey: "return " + orderID + " " + itemID, Terms: terms, ExpiresIn: 60 * 60,
 				Summary: fmt.Sprintf("Return the %s on order %s for a refund of $%s to the card used for the order, "+
 					"once it arrives back. Return shipping is free.", item.Name, orderID, item.Price.Amount)}}
+		}
+		if !a.approvedAs(terms) {
+			return changed("the refund changed since it was approved.")
 		}
 		ret := Return{ID: newID("ret_"), OrderID: orderID, ItemID: itemID, Refund: item.Price, OperationID: c.OperationID,
 			Approver: a.approver, CreatedAt: s.o.Now().UTC()}

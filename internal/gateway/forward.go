@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/poppyhost/poppyhost/internal/httpx"
+	"github.com/poppyhost/poppyhost/internal/operations"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
@@ -22,9 +23,17 @@ import (
 // there is ours), a Poppy-Verified the caller made up, and claims about
 // the connection the origin could mistake for ours. Hop-by-hop headers
 // are dropped by httputil.ReverseProxy, as is every X-Forwarded-* header
-// (stripForwarded).
+// (stripForwarded). Poppy-Approval and Idempotency-Key are stripped too:
+// an approval reaches an origin only as the platform states it in
+// Poppy-Verified, and only the platform sets Idempotency-Key, for an
+// approved revision (operations.Engine), so an origin can trust both.
 var strippedHeaders = []string{"Authorization", "Proxy-Authorization", "Cookie", "Poppy-Session", "DPoP",
-	verified.Header, "Forwarded", "X-Real-Ip", "X-Client-Ip", "True-Client-Ip"}
+	verified.Header, "Forwarded", "X-Real-Ip", "X-Client-Ip", "True-Client-Ip", operations.ApprovalHeader,
+	IdempotencyKeyHeader}
+
+// IdempotencyKeyHeader is the header an origin may trust to name one
+// approved revision (draft-ietf-httpapi-idempotency-key-header).
+const IdempotencyKeyHeader = "Idempotency-Key"
 
 // stripForwarded removes every X-Forwarded-* header: Personal Agents
 // could otherwise tell the origin where a request came from.

@@ -195,7 +195,10 @@ func (m *MCP) serve(w http.ResponseWriter, r *http.Request) {
 			ResourceMetadata: m.opts.Tokens.MetadataURL(co, res)})
 		return
 	}
-	var calls []calledTool
+	var (
+		calls []calledTool
+		batch bool
+	)
 	if r.Method == http.MethodPost {
 		body, err := io.ReadAll(io.LimitReader(r.Body, MaxMCPRequestBytes+1))
 		if err != nil {
@@ -207,7 +210,15 @@ func (m *MCP) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		calls = decodeCalls(body)
+		calls, batch = decodeCalls(body)
+		if batch && co.Settings.Operations.Enabled && carriesApproval(calls) {
+			// An approved call's answer may be 503 (extension 7), which
+			// would stand for the whole batch and drop the results of calls
+			// that ran: refused before anything runs.
+			httpx.WriteError(w, r, httpx.Errorf(httpx.CodeInvalidRequest,
+				"a tools/call that carries an approval is sent on its own, not in a JSON-RPC batch; nothing was run"))
+			return
+		}
 		ch := scopeChallenge(tools, calls, grant)
 		if ch == nil {
 			if ch, err = m.accountChallenge(ctx, co, sess, grant, calls); err != nil {
@@ -221,7 +232,8 @@ func (m *MCP) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	call := &toolCall{m: m, co: co, sess: sess, grant: grant, facts: verified.FromRequest(sess, grant), log: httpx.Logger(ctx)}
+	call := &toolCall{m: m, co: co, sess: sess, grant: grant, facts: verified.FromRequest(sess, grant), log: httpx.Logger(ctx),
+		batch: batch}
 	call.declare(operations.Declared(sess, r.Header.Values(operations.ExtensionsHeader)) || carriesApproval(calls))
 	server := mcp.NewServer(&mcp.Implementation{Name: co.Slug, Version: "poppyhost"}, &mcp.ServerOptions{
 		Logger: slog.New(warnOnly{call.log.Handler()}),
@@ -246,14 +258,15 @@ type calledTool struct {
 }
 
 // decodeCalls returns the tools/call requests of a JSON-RPC body (one
-// message or a batch). It reads the body as the SDK does (readBatch): its
+// message or a batch), and whether it is a batch. It reads the body as the SDK does (readBatch): its
 // decoder matches keys case-sensitively, where encoding/json's structs
 // would also take "Method" or "NAME" and see another call than the one
 // the SDK serves. A body that does not parse calls none: the SDK answers
 // it with a parse error.
-func decodeCalls(body []byte) []calledTool {
+func decodeCalls(body []byte) ([]calledTool, bool) {
 	var raws []json.RawMessage
-	if json.Unmarshal(body, &raws) != nil {
+	batch := json.Unmarshal(body, &raws) == nil
+	if !batch {
 		raws = []json.RawMessage{body}
 	}
 	var calls []calledTool
@@ -273,7 +286,7 @@ func decodeCalls(body []byte) []calledTool {
 			calls = append(calls, calledTool{name: name, approval: meta[operations.MetaApproval]})
 		}
 	}
-	return calls
+	return calls, batch
 }
 
 // scopeChallenge returns the challenge for calls of tools whose scopes
@@ -346,9 +359,15 @@ type toolCall struct {
 	// declared: the request declares the Operations extension, by the
 	// client metadata, Poppy-Extensions or an approval.
 	declared bool
-	// performing is set when a call's operation is being performed: the
-	// answer is then 503 with Retry-After (performingWriter).
-	performing atomic.Bool
+	// unavailable is set when a call's operation is being performed, or
+	// its origin asked for it again later: the answer to a request of one
+	// call is then 503 with Retry-After (performingWriter). retryAfter is
+	// the origin's time, 0 while performing.
+	unavailable atomic.Bool
+	retryAfter  atomic.Int64
+	// batch: the request is a JSON-RPC batch, whose calls are answered
+	// each in its own result, never all with one 503.
+	batch bool
 	log        *slog.Logger
 }
 
@@ -369,6 +388,10 @@ func (c *toolCall) handler(t *Tool) mcp.ToolHandler {
 		}
 		if args[0] != '{' {
 			return toolError("the arguments must be a JSON object"), nil
+		}
+		if err := toolRequest(args).Exact(); err != nil && c.operationsOn() {
+			// Which of two values an approval covers would be a guess.
+			return toolError("the arguments are ambiguous: " + err.Error() + "; nothing was done"), nil
 		}
 		approval, refused := c.approval(req.Params.Meta)
 		if refused != nil {

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -82,7 +83,7 @@ func (c *toolCall) approval(meta mcp.Meta) (*operations.Approval, *mcp.CallToolR
 // is not this Session's to give (the call is one without approval).
 func (c *toolCall) performApproved(ctx context.Context, t *Tool, args []byte,
 	a *operations.Approval) (result *mcp.CallToolResult, stale bool, err error) {
-	out, err := c.m.g.Perform(ctx, &operations.Action{Company: c.co, Interface: operations.InterfaceMCP, Target: t.Name,
+	out, err := c.m.g.engine.Perform(ctx, &operations.Action{Company: c.co, Interface: operations.InterfaceMCP, Target: t.Name,
 		Owner: c.owner(), Facts: c.facts, Request: toolRequest(args)}, a)
 	if herr := (*httpx.Error)(nil); errors.As(err, &herr) {
 		return toolError(herr.Description), false, nil
@@ -102,6 +103,8 @@ func (c *toolCall) performApproved(ctx context.Context, t *Tool, args []byte,
 		return c.result(ctx, t, out.Response), false, nil
 	case operations.OutcomePerforming:
 		return c.performingResult(), false, nil
+	case operations.OutcomeRetry:
+		return c.retryResult(out.RetryAfter), false, nil
 	case operations.OutcomeDeclined:
 		return declinedResult(a, out.Decline), false, nil
 	}
@@ -163,10 +166,24 @@ func declinedResult(a *operations.Approval, d *operations.Decline) *mcp.CallTool
 // performingResult marks the request's answer as 503 with Retry-After
 // (extension 7: an MCP server answers as an API does while an operation
 // is being performed, never as if it failed). The result itself is
-// replaced by performingWriter.
+// replaced by performingWriter, but in a batch (a call without approval
+// there), where it is the call's own answer.
 func (c *toolCall) performingResult() *mcp.CallToolResult {
-	c.performing.Store(true)
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "being performed"}}}
+	c.unavailable.Store(true)
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "Not done by this call: " +
+		"this action's operation is being performed and has not failed. Call again after " + retryAfter +
+		" seconds to learn how it went."}}}
+}
+
+// retryResult marks the request's answer as 503 with Retry-After after
+// seconds: the origin performed nothing and asked for the call again
+// later, with the same approval (extension 7).
+func (c *toolCall) retryResult(after int) *mcp.CallToolResult {
+	c.retryAfter.Store(int64(after))
+	c.unavailable.Store(true)
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "Not done yet: " +
+		"the Company asks for this call again later. Send the same call with the same approval after " +
+		strconv.Itoa(after) + " seconds."}}}
 }
 
 // performingWriter answers 503 with Retry-After in place of the SDK's
@@ -185,9 +202,13 @@ func (p *performingWriter) WriteHeader(code int) {
 		return
 	}
 	p.written = true
-	if code == http.StatusOK && p.call.performing.Load() {
+	if code == http.StatusOK && p.call.unavailable.Load() && !p.call.batch {
 		p.swallow = true
-		writePerforming(p.ResponseWriter, p.r)
+		if after := p.call.retryAfter.Load(); after > 0 {
+			writeRetry(p.ResponseWriter, p.r, int(after))
+		} else {
+			writePerforming(p.ResponseWriter, p.r)
+		}
 		return
 	}
 	p.ResponseWriter.WriteHeader(code)

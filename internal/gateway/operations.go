@@ -62,6 +62,10 @@ func (g *Gateway) serveOperations(w http.ResponseWriter, r *http.Request, k *cal
 	}
 	req := &operations.Request{Method: r.Method, Path: k.rest, Query: r.URL.RawQuery,
 		ContentType: r.Header.Get("Content-Type"), Body: body}
+	if err := req.Exact(); err != nil {
+		httpx.WriteError(w, r, httpx.Errorf(httpx.CodeInvalidRequest, "the body is ambiguous, nothing was done: %v", err))
+		return
+	}
 	// A request that carries an approval uses the extension (extension 2).
 	declared := approval != nil || operations.Declared(sess, r.Header.Values(operations.ExtensionsHeader))
 	if declared {
@@ -72,7 +76,7 @@ func (g *Gateway) serveOperations(w http.ResponseWriter, r *http.Request, k *cal
 	owner := k.owner(sess)
 	avoid := ""
 	if approval != nil {
-		out, err := g.Perform(ctx, &operations.Action{Company: k.co, Interface: operations.InterfaceAPI,
+		out, err := g.engine.Perform(ctx, &operations.Action{Company: k.co, Interface: operations.InterfaceAPI,
 			Target: k.api.Name, Owner: owner, Facts: k.facts, Request: req}, approval)
 		if err != nil {
 			httpx.WriteError(w, r, err)
@@ -157,6 +161,8 @@ func writeOutcome(w http.ResponseWriter, r *http.Request, a *operations.Approval
 		writeStored(w, out.Response)
 	case operations.OutcomePerforming:
 		writePerforming(w, r)
+	case operations.OutcomeRetry:
+		writeRetry(w, r, out.RetryAfter)
 	case operations.OutcomeDeclined:
 		httpx.WriteJSON(w, http.StatusForbidden, declineBody(a, out.Decline))
 	case operations.OutcomeNewTerms:
@@ -216,6 +222,22 @@ func writePerforming(w http.ResponseWriter, r *http.Request) {
 	// Not a failure (extension 7), so not logged as one.
 	w.Header().Set("Retry-After", retryAfter)
 	httpx.WriteJSON(w, http.StatusServiceUnavailable, performingBody(r.Context()))
+}
+
+// writeRetry answers an approval whose origin performed nothing and asked
+// for the request again later: the Personal Agent sends the same request
+// with the same approval again (extension 7), which can perform it.
+func writeRetry(w http.ResponseWriter, r *http.Request, after int) {
+	w.Header().Set("Retry-After", strconv.Itoa(after))
+	httpx.WriteJSON(w, http.StatusServiceUnavailable, retryBody(r.Context()))
+}
+
+// retryBody is the body of a 503 for an approval nothing was performed
+// for yet.
+func retryBody(ctx context.Context) map[string]string {
+	return map[string]string{"error": httpx.CodeUnavailable,
+		"error_description": "nothing was performed yet: the Company asks for the request again later; send the same request with the same approval after Retry-After seconds",
+		"request_id":        httpx.RequestID(ctx)}
 }
 
 // performingBody is the body of a 503 while an operation is performed.

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/gateway"
+	"github.com/poppyhost/poppyhost/internal/operations"
 	"github.com/poppyhost/poppyhost/internal/testkit"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
@@ -183,7 +184,7 @@ func waitSettled(t *testing.T, r *rig, id string) {
 		var n int
 		err := r.env.Pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job
 			WHERE kind = $1 AND args->>'operation_id' = $2 AND state = 'completed'`,
-			gateway.SettleArgs{}.Kind(), id).Scan(&n)
+			operations.SettleArgs{}.Kind(), id).Scan(&n)
 		return err == nil && n == 1
 	}, 40*time.Second, 200*time.Millisecond, "the settle job of %s completes", id)
 }
@@ -474,7 +475,7 @@ func TestOperationsAnswerTooLarge(t *testing.T) {
 // origin's answer: stored, returned to every retry, performed once.
 func TestOperationsOrigin4xxStored(t *testing.T) {
 	t.Parallel()
-	r, _ := newOperationsRig(t, "ops-409")
+	r, _ := newOperationsRig(t, "ops-422")
 	r.putAPI(t, gateway.API{Name: proxyAPI, Origin: r.origin.BaseURL(), TimeoutSeconds: 1})
 	proposals := &exchangeOrigin{keys: map[string]string{}}
 	r.origin.Handle(http.MethodPost, "/orders/o1/exchanges", func(w http.ResponseWriter, req *http.Request) {
@@ -483,19 +484,19 @@ func TestOperationsOrigin4xxStored(t *testing.T) {
 			return
 		}
 		w.Header().Set("Content-Type", "application/problem+json")
-		w.WriteHeader(http.StatusConflict)
+		w.WriteHeader(http.StatusUnprocessableEntity)
 		_, _ = io.WriteString(w, `{"title": "The order was already exchanged."}`)
 	})
 	exchange := exchanger(t, r)
 	op := requireOperation(t, exchange(""))
 
 	first := exchange(approval(op, ""))
-	require.Equal(t, http.StatusConflict, first.Status, "%s", first.Body)
+	require.Equal(t, http.StatusUnprocessableEntity, first.Status, "%s", first.Body)
 	require.Equal(t, "application/problem+json", first.Header.Get("Content-Type"))
 	require.JSONEq(t, `{"title": "The order was already exchanged."}`, string(first.Body))
 	for range 2 {
 		retry := exchange(approval(op, ""))
-		require.Equal(t, http.StatusConflict, retry.Status)
+		require.Equal(t, http.StatusUnprocessableEntity, retry.Status)
 		require.Equal(t, "application/problem+json", retry.Header.Get("Content-Type"))
 		require.Equal(t, string(first.Body), string(retry.Body))
 	}

@@ -13,10 +13,6 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/poppyhost/poppyhost/internal/bearer"
 	"github.com/poppyhost/poppyhost/internal/httpx"
@@ -50,12 +46,8 @@ type Options struct {
 	Origins *safehttp.Client
 	Logger  *slog.Logger
 	// Operations keeps the operations of Companies that turned the
-	// extension on; Pool and Companies let its settle job find them.
+	// extension on; SetEngine gives the engine that performs them.
 	Operations *operations.Store
-	Pool       *pgxpool.Pool
-	Companies  interface {
-		GetByID(ctx context.Context, id int64) (*tenant.Company, error)
-	}
 	// Now is the clock [time.Now].
 	Now func() time.Time
 }
@@ -66,9 +58,8 @@ type Gateway struct {
 	opts      Options
 	transport http.RoundTripper
 	errorLog  *log.Logger
-	// inserter schedules settle jobs; the platform's River client runs
-	// them.
-	inserter *river.Client[pgx.Tx]
+	// engine performs approved operations (SetEngine).
+	engine *operations.Engine
 
 	mu    sync.Mutex
 	cache map[apiKey]*compiled
@@ -107,19 +98,13 @@ func New(opts Options) (*Gateway, error) {
 	opts = opts.withDefaults()
 	g := &Gateway{opts: opts, cache: map[apiKey]*compiled{}, transport: opts.Origins.RoundTripper(),
 		errorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn)}
-	if opts.Operations != nil && (opts.Pool == nil || opts.Companies == nil) {
-		return nil, errors.New("gateway: operations need Pool and Companies for their settle job")
-	}
-	if opts.Pool != nil {
-		// Insert only: the platform's River client works the jobs.
-		c, err := river.NewClient(riverpgxv5.New(opts.Pool), &river.Config{Logger: opts.Logger})
-		if err != nil {
-			return nil, fmt.Errorf("gateway: %w", err)
-		}
-		g.inserter = c
-	}
 	return g, nil
 }
+
+// SetEngine gives the gateway the engine that performs approved
+// operations; the engine routes through the gateway (Route), so it is made
+// after it. Call it before serving when Operations is set.
+func (g *Gateway) SetEngine(e *operations.Engine) { g.engine = e }
 
 // Mount mounts the gateway's routes under {issuer}, after the Company is in
 // the context. session is the Session middleware (sessions.Manager.Require

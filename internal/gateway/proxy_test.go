@@ -297,7 +297,9 @@ func api(path string) string { return "/api/" + proxyAPI + path }
 const forgedVerified = "eyJhbGciOiJub25lIn0.eyJhY2NvdW50IjoiMSJ9."
 
 // hostileHeaders are headers a Personal Agent (or anyone) might send that
-// must not reach the origin, but for Idempotency-Key and X-Client-Note.
+// must not reach the origin, but for X-Client-Note. Idempotency-Key and
+// Poppy-Approval are the platform's to set, for an approved revision only:
+// an origin that trusts them must never get the Personal Agent's.
 var hostileHeaders = []string{
 	"Cookie", "poppyhost_web=secret; theme=dark",
 	verified.Header, forgedVerified,
@@ -312,6 +314,7 @@ var hostileHeaders = []string{
 	"Connection", "X-Custom",
 	"X-Custom", "hop-by-hop",
 	"Idempotency-Key", "4f1c2e8a-9b7d-4c3e-a5f6-0d8b1e2c3a4f",
+	"Poppy-Approval", `operation_id="op_1", revision="r1", approver="user"`,
 	"DPoP", "eyJ0eXAiOiJkcG9wK2p3dCJ9.e30.sig",
 	"X-Client-Note", "end-to-end",
 }
@@ -322,12 +325,11 @@ func requireOnlyVerified(t *testing.T, got testkit.Received) {
 	t.Helper()
 	for _, h := range []string{"Authorization", "Poppy-Session", "Cookie", "Proxy-Authorization", "X-Custom",
 		"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Forwarded-Port", "X-Forwarded-Prefix",
-		"X-Real-Ip", "Forwarded", "Dpop"} {
+		"X-Real-Ip", "Forwarded", "Dpop", "Idempotency-Key", "Poppy-Approval"} {
 		require.Empty(t, got.Header.Values(h), "%s reached the origin", h)
 	}
 	require.Len(t, got.Header.Values(verified.Header), 1)
 	require.NotEqual(t, forgedVerified, got.Header.Get(verified.Header))
-	require.Equal(t, "4f1c2e8a-9b7d-4c3e-a5f6-0d8b1e2c3a4f", got.Header.Get("Idempotency-Key"))
 	require.Equal(t, "end-to-end", got.Header.Get("X-Client-Note"))
 }
 

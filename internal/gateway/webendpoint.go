@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/poppyhost/poppyhost/internal/bearer"
@@ -95,12 +96,12 @@ func (g *Gateway) approveWeb(w http.ResponseWriter, r *http.Request, act *operat
 	}
 	// Check 2.
 	if op.Status != operations.StatusProposed {
-		writeWebStatus(w, a.OperationID, op.Status)
+		writeWebStatus(w, a.OperationID, webStatus(op.Status))
 		return true
 	}
 	// Check 3: the ref's operation and a revision it was returned with;
 	// the approval names its current, unexpired revision.
-	known, err := store.HasRevision(ctx, co.ID, id, rev)
+	known, _, err := store.RevisionOf(ctx, co.ID, id, rev)
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return true
@@ -113,7 +114,11 @@ func (g *Gateway) approveWeb(w http.ResponseWriter, r *http.Request, act *operat
 		w.WriteHeader(http.StatusNoContent)
 		return true
 	}
-	decline, err := g.askHook(ctx, act, op.Current, a)
+	decline, err := g.engine.AskHook(ctx, act, op.Current, a)
+	if errors.Is(err, operations.ErrClaimed) {
+		// Claimed meanwhile: the lookup says how it stands.
+		return false
+	}
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return true
@@ -181,7 +186,7 @@ func (g *Gateway) answerRef(w http.ResponseWriter, r *http.Request, co *tenant.C
 		}
 		return
 	}
-	known, err := store.HasRevision(ctx, co.ID, id, rev)
+	known, declined, err := store.RevisionOf(ctx, co.ID, id, rev)
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return
@@ -190,7 +195,14 @@ func (g *Gateway) answerRef(w http.ResponseWriter, r *http.Request, co *tenant.C
 	case !known:
 		writeUnusableRef(w, r)
 	case op.Status != operations.StatusProposed:
-		writeWebStatus(w, id, op.Status)
+		writeWebStatus(w, id, webStatus(op.Status))
+	case declined != nil:
+		// Declined where it was recorded or when the browser's request was
+		// to perform it: the Personal Agent learns so (extension 6), and
+		// does not send that approval again.
+		w.Header().Set("Cache-Control", "no-store")
+		httpx.WriteJSON(w, http.StatusForbidden, declineBody(&operations.Approval{OperationID: id, Revision: rev},
+			declined))
 	case op.Retired || !g.opts.Now().Before(op.Current.ExpiresAt):
 		writeUnusableRef(w, r)
 	case op.Approved:
@@ -200,6 +212,16 @@ func (g *Gateway) answerRef(w http.ResponseWriter, r *http.Request, co *tenant.C
 		httpx.WriteJSON(w, http.StatusForbidden, map[string]any{"error": operations.CodeApprovalRequired,
 			"operation": op.Current})
 	}
+}
+
+// webStatus is the lookup status of an operation's state: an unknown
+// outcome is performing (extension 6: "or doesn't yet know whether it
+// took effect").
+func webStatus(state string) string {
+	if state == operations.StatusPerformed {
+		return state
+	}
+	return operations.StatusPerforming
 }
 
 // writeWebStatus is the lookup answer of an approved operation.

@@ -114,10 +114,10 @@ func (s *Website) useApproval(w http.ResponseWriter, r *http.Request, c *tenant.
 		if !won {
 			continue
 		}
-		out, err := s.g.Perform(ctx, &operations.Action{Company: c, Interface: operations.InterfaceWeb,
+		out, err := s.g.engine.Perform(ctx, &operations.Action{Company: c, Interface: operations.InterfaceWeb,
 			Target: WebTarget, Owner: wr.owner, Facts: wr.ws.Facts(), Request: wr.req}, a)
 		if err != nil || out.Kind == operations.OutcomeUnapproved || out.Kind == operations.OutcomeNeedsAccount ||
-			out.Kind == operations.OutcomeStale {
+			out.Kind == operations.OutcomeStale || out.Kind == operations.OutcomeRetry {
 			// Nothing performed with it: the approval applies to the
 			// next request that matches.
 			if gerr := store.GiveBack(context.WithoutCancel(ctx), c.ID, a, used); gerr != nil {
@@ -133,6 +133,11 @@ func (s *Website) useApproval(w http.ResponseWriter, r *http.Request, c *tenant.
 			writeStored(w, out.Response)
 		case operations.OutcomePerforming:
 			s.performing(w, r)
+		case operations.OutcomeRetry:
+			// Nothing performed; the approval still applies.
+			w.Header().Set("Retry-After", strconv.Itoa(out.RetryAfter))
+			s.page(w, r, http.StatusServiceUnavailable, httpx.CodeUnavailable, websitePage{Title: "Not done yet",
+				Message: "The website asks for this again in a moment. Nothing has been done yet: try again."})
 		case operations.OutcomeDeclined:
 			s.declined(w, r, out.Decline)
 		case operations.OutcomeNewTerms:

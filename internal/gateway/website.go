@@ -217,7 +217,7 @@ func (s *Website) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Hop-by-hop headers are dropped by httputil.ReverseProxy, and every
 // X-Forwarded-* header the browser sent by the relay.
 var websiteStripped = []string{verified.Header, "Poppy-Session", "Forwarded", "X-Real-Ip", "X-Client-Ip",
-	"True-Client-Ip"}
+	"True-Client-Ip", operations.ApprovalHeader, IdempotencyKeyHeader}
 
 // end ends the web sessions of tokens: the website signed the browser
 // out. It runs even if the browser has gone, and a failure is logged: the

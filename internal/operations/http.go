@@ -1,7 +1,12 @@
 package operations
 
 import (
+	"encoding/json"
+	"errors"
 	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 
@@ -9,14 +14,33 @@ import (
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
-// Mount mounts GET /operations on r, which has the Company in its context
-// (the admin API's /companies/{slug} and /company/v1): the Company's
-// operations for audits, newest first, paged by ?after={operation_id}.
-func (s *Store) Mount(r chi.Router) {
-	r.Get("/operations", s.serveList)
+// Handler serves a Company's operations to the Company API and the admin
+// API: audits, and the resolution of outcomes left unknown.
+type Handler struct {
+	store *Store
+	now   func() time.Time
 }
 
-func (s *Store) serveList(w http.ResponseWriter, r *http.Request) {
+// NewHandler returns a Handler on store; now is the clock [time.Now].
+func NewHandler(store *Store, now func() time.Time) *Handler {
+	if now == nil {
+		now = time.Now
+	}
+	return &Handler{store: store, now: now}
+}
+
+// Mount mounts the operations routes on r, which has the Company in its
+// context (the admin API's /companies/{slug} and /company/v1):
+// GET /operations, newest first, paged by ?after={operation_id};
+// GET /operations/{id}, one with every revision's terms; and
+// POST /operations/{id}/resolve, the Company's word on an unknown outcome.
+func (h *Handler) Mount(r chi.Router) {
+	r.Get("/operations", h.serveList)
+	r.Get("/operations/{id}", h.serveGet)
+	r.Post("/operations/{id}/resolve", h.serveResolve)
+}
+
+func (h *Handler) serveList(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	limit, err := httpx.QueryInt(r, "limit", 50, 1, 200)
 	if err != nil {
@@ -24,7 +48,11 @@ func (s *Store) serveList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	after := r.URL.Query().Get("after")
-	list, err := s.List(ctx, tenant.FromContext(ctx).ID, after, int(limit))
+	if after != "" && !validOperationID(after) {
+		httpx.WriteError(w, r, httpx.Errorf(httpx.CodeInvalidRequest, "after must be an operation_id"))
+		return
+	}
+	list, err := h.store.List(ctx, tenant.FromContext(ctx).ID, after, int(limit))
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return
@@ -41,4 +69,119 @@ func (s *Store) serveList(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	httpx.WriteJSON(w, http.StatusOK, page)
+}
+
+// validOperationID reports whether id can name an operation; anything
+// else names none, and never reaches the database.
+func validOperationID(id string) bool {
+	return len(id) <= 256 && utf8.ValidString(id) && !strings.ContainsRune(id, 0)
+}
+
+// record returns the operation the path names, or writes 404.
+func (h *Handler) record(w http.ResponseWriter, r *http.Request) (*Record, bool) {
+	ctx, id := r.Context(), chi.URLParam(r, "id")
+	if !validOperationID(id) {
+		httpx.WriteError(w, r, httpx.Errorf(httpx.CodeNotFound, "the Company has no operation %q", id))
+		return nil, false
+	}
+	rec, err := h.store.Get(ctx, tenant.FromContext(ctx).ID, id)
+	if errors.Is(err, ErrNotFound) {
+		httpx.WriteError(w, r, httpx.Errorf(httpx.CodeNotFound, "the Company has no operation %q", id))
+		return nil, false
+	}
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return nil, false
+	}
+	return rec, true
+}
+
+func (h *Handler) serveGet(w http.ResponseWriter, r *http.Request) {
+	if rec, ok := h.record(w, r); ok {
+		w.Header().Set("Cache-Control", "no-store")
+		httpx.WriteJSON(w, http.StatusOK, rec)
+	}
+}
+
+// maxResolveBody bounds a resolution: a few short fields and the answer
+// retries get.
+const maxResolveBody = 256 << 10
+
+// serveResolve records the Company's resolution of an operation whose
+// outcome is unknown (docs/operations-extension.md, "Unknown outcomes"):
+// {"performed": true|false, "by": "...", "note": "...", "response":
+// {"status": 200, "content_type": "...", "body": ...}}. response, with
+// performed, is what every later retry gets [200, the operation's
+// status as JSON].
+func (h *Handler) serveResolve(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Performed *bool  `json:"performed"`
+		By        string `json:"by"`
+		Note      string `json:"note"`
+		Response  *struct {
+			Status      int             `json:"status"`
+			ContentType string          `json:"content_type"`
+			Body        json.RawMessage `json:"body"`
+		} `json:"response"`
+	}
+	if err := httpx.DecodeJSON(w, r, &body, httpx.DecodeOptions{MaxBytes: maxResolveBody, Strict: true}); err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	var fields []httpx.FieldError
+	if body.Performed == nil {
+		fields = append(fields, httpx.FieldError{Field: "performed", Message: "is required: true or false"})
+	}
+	if !storableText(body.By, 200) || strings.TrimSpace(body.By) == "" {
+		fields = append(fields, httpx.FieldError{Field: "by", Message: "is required: who resolved it, 1 to 200 characters"})
+	}
+	if !storableText(body.Note, 2000) {
+		fields = append(fields, httpx.FieldError{Field: "note", Message: "must be text of at most 2000 characters"})
+	}
+	if body.Response != nil && (body.Response.Status < 200 || body.Response.Status > 499) {
+		fields = append(fields, httpx.FieldError{Field: "response.status", Message: "must be 200 to 499"})
+	}
+	if len(fields) > 0 {
+		httpx.WriteError(w, r, httpx.Invalid(fields...))
+		return
+	}
+	rec, ok := h.record(w, r)
+	if !ok {
+		return
+	}
+	res := &Resolution{Performed: *body.Performed, By: body.By, Note: body.Note, At: h.now().UTC().Truncate(time.Microsecond)}
+	var resp *Response
+	if res.Performed {
+		resp = &Response{Status: http.StatusOK, ContentType: "application/json"}
+		resp.Body, _ = json.Marshal(map[string]string{"operation_id": rec.OperationID, "status": StatusPerformed})
+		if b := body.Response; b != nil {
+			resp = &Response{Status: b.Status, ContentType: b.ContentType}
+			if len(b.Body) > 0 {
+				var s string
+				if json.Unmarshal(b.Body, &s) == nil && !strings.Contains(b.ContentType, "json") {
+					resp.Body = []byte(s)
+				} else {
+					resp.Body = b.Body
+				}
+			}
+		}
+	}
+	ctx := r.Context()
+	err := h.store.Resolve(ctx, tenant.FromContext(ctx).ID, rec.OperationID, res, resp)
+	if errors.Is(err, ErrNotUnknown) {
+		httpx.WriteError(w, r, httpx.Errorf(httpx.CodeConflict,
+			"the operation is %s: only an operation whose outcome is unknown is resolved", rec.Status))
+		return
+	}
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	h.serveGet(w, r)
+}
+
+// storableText reports whether s is valid UTF-8 without NUL of at most n
+// bytes.
+func storableText(s string, n int) bool {
+	return len(s) <= n && utf8.ValidString(s) && !strings.ContainsRune(s, 0)
 }

@@ -234,6 +234,10 @@ var ErrProposal = errors.New("operations: invalid proposal from the origin")
 // ParseProposal reads a proposal body.
 func ParseProposal(body []byte) (*Proposal, error) {
 	var p Proposal
+	if _, err := Canonical(body); err != nil {
+		// Two members of one name would leave the terms ambiguous.
+		return nil, fmt.Errorf("%w: %v", ErrProposal, err)
+	}
 	if err := json.Unmarshal(body, &p); err != nil {
 		return nil, fmt.Errorf("%w: not a JSON object", ErrProposal)
 	}

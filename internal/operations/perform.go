@@ -49,14 +49,20 @@ const (
 	// OutcomeNewTerms: the origin answered the approved request with new
 	// terms; nothing was performed and Operation is the new revision.
 	OutcomeNewTerms
+	// OutcomeRetry: the origin performed nothing and asked for the request
+	// again later; the revision can still be approved, and the Personal
+	// Agent sends the same approval again after RetryAfter seconds
+	// (extension 7: a request that failed is sent again).
+	OutcomeRetry
 )
 
 // Outcome is what became of an approval.
 type Outcome struct {
-	Kind      OutcomeKind
-	Response  *Response
-	Decline   *Decline
-	Operation *Operation
+	Kind       OutcomeKind
+	Response   *Response
+	Decline    *Decline
+	Operation  *Operation
+	RetryAfter int
 }
 
 // Performer checks approvals and performs approved operations at most

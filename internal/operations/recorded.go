@@ -86,13 +86,27 @@ func (s *Store) Lookup(ctx context.Context, companyID int64, id string) (*WebOpe
 	return w, nil
 }
 
-// HasRevision reports whether revision is one the Company returned for
-// operation id.
-func (s *Store) HasRevision(ctx context.Context, companyID int64, id, revision string) (bool, error) {
-	var ok bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM operation_revisions
-		WHERE company_id = $1 AND operation_id = $2 AND revision = $3)`, companyID, id, revision).Scan(&ok)
-	return ok, err
+// RevisionOf reports whether revision is one the Company returned for
+// operation id, and, when it was declined, the decline (empty when the
+// decline said nothing), so a lookup of its reference reports it.
+func (s *Store) RevisionOf(ctx context.Context, companyID int64, id, revision string) (known bool, declined *Decline,
+	err error) {
+	var (
+		at *time.Time
+		d  *Decline
+	)
+	err = s.pool.QueryRow(ctx, `SELECT declined_at, decline FROM operation_revisions
+		WHERE company_id = $1 AND operation_id = $2 AND revision = $3`, companyID, id, revision).Scan(&at, &d)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil, nil
+	}
+	if err != nil {
+		return false, nil, err
+	}
+	if at != nil && d == nil {
+		d = &Decline{}
+	}
+	return true, d, nil
 }
 
 // Record records approval a of a website operation's current revision,

@@ -153,12 +153,15 @@ func TestRecordRefuses(t *testing.T) {
 	require.False(t, r.record(t, replaced, 2*time.Second))
 	// A declined one.
 	_, declined := r.propose(t, operations.InterfaceWeb, "declined", r.owner, 0)
-	require.NoError(t, r.store.Decline(ctx, r.companyID, declined.OperationID, declined.Revision, r.t0.Add(time.Second)))
+	ok, err := r.store.DeclineUnclaimed(ctx, r.companyID, declined.OperationID, declined.Revision, &operations.Decline{},
+		r.t0.Add(time.Second))
+	require.NoError(t, err)
+	require.True(t, ok)
 	require.False(t, r.record(t, declined, 2*time.Second))
 	// An unknown one, or another Company's.
 	require.False(t, r.record(t, &operations.Approval{OperationID: "op_NONE", Revision: "R", Approver: "user"}, 0))
 	_, mine := r.propose(t, operations.InterfaceWeb, "mine", r.owner, 0)
-	ok, err := r.store.Record(ctx, r.other, mine, &verified.Facts{}, r.t0)
+	ok, err = r.store.Record(ctx, r.other, mine, &verified.Facts{}, r.t0)
 	require.NoError(t, err)
 	require.False(t, ok)
 	w, err := r.store.Lookup(ctx, r.other, mine.OperationID)
@@ -192,7 +195,10 @@ func TestRecordWaitingOnlyWhileApprovable(t *testing.T) {
 	// Declined after it was recorded.
 	_, declined := r.propose(t, operations.InterfaceWeb, "declined", r.owner, 0)
 	require.True(t, r.record(t, declined, time.Second))
-	require.NoError(t, r.store.Decline(ctx, r.companyID, declined.OperationID, declined.Revision, r.t0.Add(2*time.Second)))
+	ok, err := r.store.DeclineUnclaimed(ctx, r.companyID, declined.OperationID, declined.Revision, &operations.Decline{},
+		r.t0.Add(2*time.Second))
+	require.NoError(t, err)
+	require.True(t, ok)
 	require.False(t, r.record(t, declined, 3*time.Second))
 	// Expired after it was recorded.
 	_, expired := r.propose(t, operations.InterfaceWeb, "expired", r.owner, 0)

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"mime"
 	"net/url"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,8 +15,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
 // Interfaces an operation can be proposed at.
@@ -56,8 +53,9 @@ type Request struct {
 }
 
 // Same reports whether r asks for what o asks for: the same method and
-// target URI, and content of the same meaning (JSON compared as values, so
-// member order and spacing do not count).
+// target URI, and content of the same meaning: JSON compared exactly by
+// meaning (SameJSON: member order and spacing do not count, every digit of
+// a number does), forms by their decoded fields.
 func (r *Request) Same(o *Request) bool {
 	if r.API != o.API || r.Method != o.Method || r.Path != o.Path || !sameForm(r.Query, o.Query) {
 		return false
@@ -68,11 +66,27 @@ func (r *Request) Same(o *Request) bool {
 	if isForm(r.ContentType) && isForm(o.ContentType) {
 		return sameForm(string(r.Body), string(o.Body))
 	}
-	var a, b any
-	if json.Unmarshal(r.Body, &a) != nil || json.Unmarshal(o.Body, &b) != nil {
-		return false
+	return SameJSON(r.Body, o.Body)
+}
+
+// Exact returns an error for a JSON body that is ambiguous: one that
+// names a member twice, whose meaning depends on who reads it
+// (ErrDuplicateMember). It is refused before anything is recorded or
+// sent; any other body is compared as it is.
+func (r *Request) Exact() error {
+	if !isJSON(r.ContentType) {
+		return nil
 	}
-	return reflect.DeepEqual(a, b)
+	if _, err := Canonical(r.Body); errors.Is(err, ErrDuplicateMember) {
+		return err
+	}
+	return nil
+}
+
+// isJSON reports whether a Content-Type is JSON's.
+func isJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
 }
 
 // isForm reports whether a Content-Type is an HTML form's.
@@ -119,6 +133,9 @@ type Response struct {
 	Location string `json:"location,omitempty"`
 	ETag     string `json:"etag,omitempty"`
 	Body     []byte `json:"body,omitempty"`
+	// RetryAfter is the origin's Retry-After of an answer that asks for
+	// the same request again later; never kept.
+	RetryAfter string `json:"-"`
 }
 
 // Store keeps operations in PostgreSQL, every query for one Company.
@@ -199,7 +216,7 @@ func ProposeTx(ctx context.Context, tx pgx.Tx, companyID int64, owner Owner, ifa
 			return nil, err
 		}
 	}
-	if found && rev != avoid && !retired && now.Before(revExpires) && sameJSON(terms, p.Terms) && stored.Same(req) {
+	if found && rev != avoid && !retired && now.Before(revExpires) && SameJSON(terms, p.Terms) && stored.Same(req) {
 		// The same terms for the same request: the same revision, its
 		// summary kept up to date. Another request is another revision,
 		// so an approval performs only the request it was given for.
@@ -253,210 +270,6 @@ func lockKey(companyID int64, o Owner, iface, target, actionKey string) string {
 	return string(b)
 }
 
-func sameJSON(a, b json.RawMessage) bool {
-	var x, y any
-	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
-		return false
-	}
-	return reflect.DeepEqual(x, y)
-}
-
-// Verdict is what the checks of extension 6 say of an approval.
-type Verdict int
-
-// The verdicts, in the extension's order of responses.
-const (
-	// CannotApprove: check 1 failed; the request is handled as one
-	// without an approval.
-	CannotApprove Verdict = iota
-	// NeedsAccount: a signed-out Session of the owner's Personal Agent
-	// and User approves an account's operation: a challenge.
-	NeedsAccount
-	// Performed: check 2; the stored answer is returned.
-	Performed
-	// Performing: check 2; 503 with Retry-After until it settles.
-	Performing
-	// Stale: check 3 failed; a new revision for what the request asks.
-	Stale
-	// Approved: every check passed; the request may claim the operation.
-	Approved
-)
-
-// Checked is the result of Check.
-type Checked struct {
-	Verdict  Verdict
-	Response *Response
-	// Operation is the approved revision, and Request what performs it,
-	// with Approved.
-	Operation *Operation
-	Request   *Request
-}
-
-// Check makes the checks of extension 6 for approval a on req, sent by
-// owner (AccountID 0 signed out) at iface and target. In a conversation
-// req may be nil: the operation's own request is performed.
-func (s *Store) Check(ctx context.Context, companyID int64, owner Owner, iface, target string, a *Approval,
-	req *Request, now time.Time) (*Checked, error) {
-	var (
-		client, user, gotIface, gotTarget, status, current string
-		account                                            int64
-		response                                           *Response
-	)
-	err := s.pool.QueryRow(ctx, `SELECT client_id, user_id, account_id, interface, target, status, revision, response
-		FROM operations WHERE company_id = $1 AND id = $2`, companyID, a.OperationID).Scan(
-		&client, &user, &account, &gotIface, &gotTarget, &status, &current, &response)
-	if errors.Is(err, pgx.ErrNoRows) {
-		// Not ours, or forgotten: check 3 for what the request asks.
-		return &Checked{Verdict: Stale}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	// Check 1: the same Personal Agent and User, the same account or
-	// signed out as proposed, and the interface it was proposed at.
-	if client != owner.ClientID || user != owner.UserID || gotIface != iface {
-		return &Checked{Verdict: CannotApprove}, nil
-	}
-	if account != owner.AccountID {
-		if owner.AccountID == 0 {
-			return &Checked{Verdict: NeedsAccount}, nil
-		}
-		return &Checked{Verdict: CannotApprove}, nil
-	}
-	// Check 2.
-	switch status {
-	case "performed":
-		return &Checked{Verdict: Performed, Response: response}, nil
-	case "performing":
-		return &Checked{Verdict: Performing}, nil
-	}
-	// Check 3: the revision is this operation's current one, unexpired,
-	// not declined, for the same target and request.
-	var (
-		stored   Request
-		expires  time.Time
-		declined *time.Time
-		replaced *time.Time
-		terms    json.RawMessage
-		summary  string
-	)
-	err = s.pool.QueryRow(ctx, `SELECT request, expires_at, declined_at, replaced_at, terms, summary
-		FROM operation_revisions
-		WHERE company_id = $1 AND operation_id = $2 AND revision = $3`, companyID, a.OperationID, a.Revision).Scan(
-		&stored, &expires, &declined, &replaced, &terms, &summary)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return &Checked{Verdict: Stale}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	// In a conversation the request is the one its proposal named: the
-	// operation being the conversation's (target) is check 3.
-	if a.Revision != current || replaced != nil || declined != nil || !now.Before(expires) || gotTarget != target ||
-		iface != InterfaceConversation && !stored.Same(req) {
-		return &Checked{Verdict: Stale}, nil
-	}
-	return &Checked{Verdict: Approved, Request: &stored, Operation: &Operation{OperationID: a.OperationID,
-		Revision: a.Revision, Summary: summary, Terms: terms, ExpiresAt: expires.UTC()}}, nil
-}
-
-// Claim makes the request carrying approval a the operation's one
-// performer: one conditional UPDATE, so among concurrent retries one wins.
-// It reports whether this one did. The winner's settle is called in the
-// same transaction, to schedule the job that finishes the operation should
-// this request not (DESIGN.md: jobs are inserted with their change).
-func (s *Store) Claim(ctx context.Context, companyID int64, a *Approval, facts *verified.Facts, now time.Time,
-	settle func(ctx context.Context, tx pgx.Tx) error) (bool, error) {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return false, err
-	}
-	defer tx.Rollback(ctx)
-	tag, err := tx.Exec(ctx, `UPDATE operations SET status = 'performing', approval = $4, facts = $5,
-			performing_since = $6, updated_at = $6
-		WHERE company_id = $1 AND id = $2 AND revision = $3 AND status = 'proposed'
-			AND EXISTS (SELECT 1 FROM operation_revisions r WHERE r.company_id = $1 AND r.operation_id = $2
-				AND r.revision = $3 AND r.declined_at IS NULL AND r.replaced_at IS NULL AND r.expires_at > $6)`,
-		companyID, a.OperationID, a.Revision, a, facts, now)
-	if err != nil || tag.RowsAffected() != 1 {
-		return false, err
-	}
-	if err := settle(ctx, tx); err != nil {
-		return false, err
-	}
-	return true, tx.Commit(ctx)
-}
-
-// Unsettled is an operation being performed, as its settle job needs it.
-type Unsettled struct {
-	// Since is when it was claimed.
-	Since     time.Time
-	Interface string
-	Target    string
-	Approval  *Approval
-	Facts     *verified.Facts
-	Request   *Request
-}
-
-// Performing returns what the settle job of operation id needs while it is
-// being performed, or nil once it settled.
-func (s *Store) Performing(ctx context.Context, companyID int64, id string) (*Unsettled, error) {
-	u := &Unsettled{Request: &Request{}}
-	err := s.pool.QueryRow(ctx, `SELECT o.performing_since, o.interface, o.target, o.approval, o.facts, r.request FROM operations o
-		JOIN operation_revisions r ON r.company_id = o.company_id AND r.operation_id = o.id
-			AND r.revision = o.approval->>'revision'
-		WHERE o.company_id = $1 AND o.id = $2 AND o.status = 'performing'`, companyID, id).Scan(
-		&u.Since, &u.Interface, &u.Target, &u.Approval, &u.Facts, u.Request)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	return u, err
-}
-
-// Performed stores the origin's answer; every later retry gets it.
-func (s *Store) Performed(ctx context.Context, companyID int64, id string, resp *Response, now time.Time) error {
-	_, err := s.pool.Exec(ctx, `UPDATE operations SET status = 'performed', response = $3, performed_at = $4,
-			updated_at = $4, expires_at = greatest(expires_at, $4)
-		WHERE company_id = $1 AND id = $2 AND status = 'performing'`, companyID, id, resp, now)
-	return err
-}
-
-// Release returns a claimed operation to proposed when the origin
-// performed nothing: it proposed new terms (the revision is replaced), or
-// declined (declined). Either way the approved revision can never be
-// approved again.
-func (s *Store) Release(ctx context.Context, companyID int64, id, revision string, declined bool, now time.Time) error {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `UPDATE operations SET status = 'proposed', approval = NULL, facts = NULL,
-			performing_since = NULL, updated_at = $3
-		WHERE company_id = $1 AND id = $2 AND status = 'performing'`, companyID, id, now); err != nil {
-		return err
-	}
-	retire := `UPDATE operation_revisions SET replaced_at = coalesce(replaced_at, $4)
-		WHERE company_id = $1 AND operation_id = $2 AND revision = $3`
-	if declined {
-		retire = `UPDATE operation_revisions SET declined_at = $4
-			WHERE company_id = $1 AND operation_id = $2 AND revision = $3`
-	}
-	if _, err := tx.Exec(ctx, retire, companyID, id, revision, now); err != nil {
-		return err
-	}
-	return tx.Commit(ctx)
-}
-
-// Decline retires revision of operation id for good when an approval of
-// it was declined before it was performed (the approval hook): nothing is
-// recorded of the approval, and the revision is never approved again.
-func (s *Store) Decline(ctx context.Context, companyID int64, id, revision string, now time.Time) error {
-	_, err := s.pool.Exec(ctx, `UPDATE operation_revisions SET declined_at = coalesce(declined_at, $4)
-		WHERE company_id = $1 AND operation_id = $2 AND revision = $3`, companyID, id, revision, now)
-	return err
-}
-
 // Revision is a revision as the Company API lists it.
 type Revision struct {
 	Revision   string          `json:"revision"`
@@ -466,6 +279,9 @@ type Revision struct {
 	ExpiresAt  time.Time       `json:"expires_at"`
 	ReplacedAt *time.Time      `json:"replaced_at,omitempty"`
 	DeclinedAt *time.Time      `json:"declined_at,omitempty"`
+	// Decline is what declined it, when the origin or the approval hook
+	// did.
+	Decline *Decline `json:"decline,omitempty"`
 }
 
 // Record is an operation as the Company API lists it, for audits: who it
@@ -487,34 +303,58 @@ type Record struct {
 	CreatedAt   time.Time  `json:"created_at"`
 	PerformedAt *time.Time `json:"performed_at,omitempty"`
 	ExpiresAt   time.Time  `json:"expires_at"`
+	// Resolution is how the Company resolved an unknown outcome.
+	Resolution *Resolution `json:"resolution,omitempty"`
+}
+
+// recordColumns is the select list of a Record, from operations o.
+const recordColumns = `o.id, o.interface, o.target, o.action_key, o.status, o.client_id, o.user_id,
+	o.account_id, o.revision, o.approval, o.response, o.created_at, o.performed_at, o.expires_at, o.resolution,
+	coalesce((SELECT json_agg(json_build_object('revision', r.revision, 'terms', r.terms, 'summary', r.summary,
+		'created_at', r.created_at, 'expires_at', r.expires_at, 'replaced_at', r.replaced_at,
+		'declined_at', r.declined_at, 'decline', r.decline) ORDER BY r.created_at)
+		FROM operation_revisions r WHERE r.company_id = o.company_id AND r.operation_id = o.id), '[]')`
+
+func scanRecord(row pgx.CollectableRow) (*Record, error) {
+	var (
+		r       Record
+		account int64
+	)
+	err := row.Scan(&r.OperationID, &r.Interface, &r.Target, &r.ActionKey, &r.Status, &r.ClientID, &r.UserID,
+		&account, &r.Revision, &r.Approval, &r.Response, &r.CreatedAt, &r.PerformedAt, &r.ExpiresAt, &r.Resolution,
+		&r.Revisions)
+	if account != 0 {
+		r.Account = strconv.FormatInt(account, 10)
+	}
+	return &r, err
 }
 
 // List returns up to limit of the Company's operations, newest first,
 // created before the operation after (its id) when after is set.
 func (s *Store) List(ctx context.Context, companyID int64, after string, limit int) ([]*Record, error) {
-	rows, err := s.pool.Query(ctx, `SELECT o.id, o.interface, o.target, o.action_key, o.status, o.client_id, o.user_id,
-			o.account_id, o.revision, o.approval, o.response, o.created_at, o.performed_at, o.expires_at,
-			coalesce((SELECT json_agg(json_build_object('revision', r.revision, 'terms', r.terms, 'summary', r.summary,
-				'created_at', r.created_at, 'expires_at', r.expires_at, 'replaced_at', r.replaced_at,
-				'declined_at', r.declined_at) ORDER BY r.created_at)
-				FROM operation_revisions r WHERE r.company_id = o.company_id AND r.operation_id = o.id), '[]')
-		FROM operations o
+	rows, err := s.pool.Query(ctx, `SELECT `+recordColumns+` FROM operations o
 		WHERE o.company_id = $1 AND ($2 = '' OR (o.created_at, o.id) < (SELECT created_at, id FROM operations
 			WHERE company_id = $1 AND id = $2))
 		ORDER BY o.created_at DESC, o.id DESC LIMIT $3`, companyID, after, limit)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Record, error) {
-		var (
-			r       Record
-			account int64
-		)
-		err := row.Scan(&r.OperationID, &r.Interface, &r.Target, &r.ActionKey, &r.Status, &r.ClientID, &r.UserID,
-			&account, &r.Revision, &r.Approval, &r.Response, &r.CreatedAt, &r.PerformedAt, &r.ExpiresAt, &r.Revisions)
-		if account != 0 {
-			r.Account = strconv.FormatInt(account, 10)
-		}
-		return &r, err
-	})
+	return pgx.CollectRows(rows, scanRecord)
+}
+
+// ErrNotFound: the Company has no operation by that ID.
+var ErrNotFound = errors.New("operations: no such operation")
+
+// Get returns the Company's operation id with every revision's terms.
+func (s *Store) Get(ctx context.Context, companyID int64, id string) (*Record, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+recordColumns+` FROM operations o
+		WHERE o.company_id = $1 AND o.id = $2`, companyID, id)
+	if err != nil {
+		return nil, err
+	}
+	r, err := pgx.CollectExactlyOneRow(rows, scanRecord)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	return r, err
 }

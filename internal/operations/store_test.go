@@ -28,16 +28,13 @@ func TestProposeWaitsForAClaim(t *testing.T) {
 	claimed, release := make(chan struct{}), make(chan struct{})
 	won := make(chan bool, 1)
 	go func() {
-		ok, err := r.store.Claim(ctx, r.companyID, a, &verified.Facts{}, r.t0.Add(time.Minute),
-			func(context.Context, pgx.Tx) error {
+		c, err := r.store.Claim(ctx, r.companyID, a, &verified.Facts{}, time.Minute, r.t0.Add(time.Minute),
+			func(context.Context, pgx.Tx, *operations.Claim) error {
 				close(claimed)
 				<-release // the claim's transaction stays open
 				return nil
 			})
-		if err != nil {
-			ok = false
-		}
-		won <- ok
+		won <- err == nil && c != nil
 	}()
 	<-claimed
 
@@ -96,13 +93,15 @@ func TestClaimRefusesARetiredRevision(t *testing.T) {
 	ctx := context.Background()
 	claim := func(op *operations.Operation, at time.Duration) bool {
 		a := &operations.Approval{OperationID: op.OperationID, Revision: op.Revision, Approver: operations.ApproverAgent}
-		won, err := r.store.Claim(ctx, r.companyID, a, &verified.Facts{}, r.t0.Add(at),
-			func(context.Context, pgx.Tx) error { return nil })
+		c, err := r.store.Claim(ctx, r.companyID, a, &verified.Facts{}, time.Minute, r.t0.Add(at),
+			func(context.Context, pgx.Tx, *operations.Claim) error { return nil })
 		require.NoError(t, err)
-		return won
+		return c != nil
 	}
 	declined := r.propose(t, "declined", 0, time.Hour)
-	require.NoError(t, r.store.Decline(ctx, r.companyID, declined.OperationID, declined.Revision, r.t0))
+	ok, err := r.store.DeclineUnclaimed(ctx, r.companyID, declined.OperationID, declined.Revision, &operations.Decline{}, r.t0)
+	require.NoError(t, err)
+	require.True(t, ok)
 	require.False(t, claim(declined, time.Minute))
 
 	expired := r.propose(t, "expired", 0, time.Minute)

@@ -22,25 +22,42 @@ func (SweepArgs) InsertOpts() river.InsertOpts {
 
 type sweepWorker struct {
 	river.WorkerDefaults[SweepArgs]
-	store *Store
-	now   func() time.Time
+	e *Engine
 }
 
 func (w *sweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
-	_, err := w.store.Sweep(ctx, w.now())
+	now := w.e.opts.Now()
+	if _, err := w.e.opts.Store.Sweep(ctx, now); err != nil {
+		return err
+	}
+	return w.e.Rescue(ctx, now.Add(-stalledAfter))
+}
+
+// stalledAfter is how long past its send lease a claim may wait for its
+// settle job before the sweep makes sure it has one.
+const stalledAfter = time.Hour
+
+// Rescue gives each claim still performing whose send lease lapsed
+// before before a settle job, when it has none (a job is unique per claim,
+// so one still queued or running is left alone): however a job was lost,
+// each claim keeps one path to an end. It takes the sweepBatch oldest; the
+// next sweep takes the rest.
+func (e *Engine) Rescue(ctx context.Context, before time.Time) error {
+	stalled, err := e.opts.Store.Stalled(ctx, before, sweepBatch)
+	if err != nil || len(stalled) == 0 {
+		return err
+	}
+	params := make([]river.InsertManyParams, len(stalled))
+	for i, c := range stalled {
+		params[i] = river.InsertManyParams{Args: SettleArgs{CompanyID: c.CompanyID, OperationID: c.OperationID,
+			Claim: c.Claim}}
+	}
+	_, err = e.inserter.InsertMany(ctx, params)
 	return err
 }
 
-// AddJobs registers the sweep, run hourly.
-func AddJobs(workers *river.Workers, store *Store, now func() time.Time) []*river.PeriodicJob {
-	river.AddWorker(workers, &sweepWorker{store: store, now: now})
-	return []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
-		func() (river.JobArgs, *river.InsertOpts) { return SweepArgs{}, nil },
-		&river.PeriodicJobOpts{ID: SweepArgs{}.Kind(), RunOnStart: true})}
-}
-
 // Sweep forgets every operation whose expires_at is before now and that
-// is not being performed, with its revisions, and returns how many. An
+// is not being performed or unknown, with its revisions, and returns how many. An
 // operation's expires_at is the latest of its revisions' and of when it
 // was performed, so an approval is remembered as long as it can be sent.
 // It deletes in batches of sweepBatch, each its own short transaction,
@@ -49,7 +66,7 @@ func (s *Store) Sweep(ctx context.Context, now time.Time) (int64, error) {
 	var total int64
 	for {
 		tag, err := s.pool.Exec(ctx, `DELETE FROM operations WHERE (company_id, id) IN (
-				SELECT company_id, id FROM operations WHERE expires_at < $1 AND status <> 'performing' LIMIT $2)`,
+				SELECT company_id, id FROM operations WHERE expires_at < $1 AND status NOT IN ('performing', 'unknown') LIMIT $2)`,
 			now, sweepBatch)
 		if err != nil {
 			return total, err

@@ -48,15 +48,16 @@ func (r *sweepRig) propose(t *testing.T, key string, at, expiresIn time.Duration
 	return op
 }
 
-// claim makes op performing at t0+at.
-func (r *sweepRig) claim(t *testing.T, op *operations.Operation, at time.Duration) *operations.Approval {
+// claim makes op performing at t0+at, and returns the approval and the
+// claim.
+func (r *sweepRig) claim(t *testing.T, op *operations.Operation, at time.Duration) (*operations.Approval, *operations.Claim) {
 	t.Helper()
 	a := &operations.Approval{OperationID: op.OperationID, Revision: op.Revision, Approver: operations.ApproverUser}
-	won, err := r.store.Claim(context.Background(), r.companyID, a, &verified.Facts{}, r.t0.Add(at),
-		func(context.Context, pgx.Tx) error { return nil })
+	c, err := r.store.Claim(context.Background(), r.companyID, a, &verified.Facts{}, time.Minute, r.t0.Add(at),
+		func(context.Context, pgx.Tx, *operations.Claim) error { return nil })
 	require.NoError(t, err)
-	require.True(t, won)
-	return a
+	require.NotNil(t, c)
+	return a, c
 }
 
 // sweep runs the sweep at t0+at and returns how many operations it forgot.
@@ -135,10 +136,12 @@ func TestSweepKeepsPerformedUntilRevisionExpires(t *testing.T) {
 	t.Parallel()
 	r := newSweepRig(t)
 	op := r.propose(t, "performed", 0, 10*time.Minute)
-	a := r.claim(t, op, time.Minute)
-	require.NoError(t, r.store.Performed(context.Background(), r.companyID, op.OperationID,
+	a, c := r.claim(t, op, time.Minute)
+	ok, err := r.store.Performed(context.Background(), r.companyID, op.OperationID, c.ID,
 		&operations.Response{Status: 201, ContentType: "application/json", Body: []byte(`{"exchange_id": "ex_1"}`)},
-		r.t0.Add(2*time.Minute)))
+		r.t0.Add(2*time.Minute))
+	require.NoError(t, err)
+	require.True(t, ok)
 
 	for _, at := range []time.Duration{3 * time.Minute, 9*time.Minute + 59*time.Second} {
 		require.Zero(t, r.sweep(t, at), "at %s", at)

@@ -142,22 +142,30 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	origins.MaxIdleConnsPerHost = 64
 	originClient := safehttp.New(origins)
 	gwOpts := gateway.Options{Store: apis, Tokens: tokens, Keys: keys, URLs: opts.URLs,
-		Origins: originClient, Logger: logger, Operations: opStore,
-		Pool: opts.Pool, Companies: p.Tenants, Now: now}
+		Origins: originClient, Logger: logger, Operations: opStore, Now: now}
 	gw, err := gateway.New(gwOpts)
 	if err != nil {
 		return nil, err
 	}
-	gateway.AddJobs(workers, gw)
-	// A Company Agent's proposals are performed by the gateway (DESIGN.md,
+	// The engine performs approved operations for every interface, and
+	// routes each through the gateway.
+	engine, err := operations.NewEngine(operations.EngineOptions{Store: opStore, Router: gw, Keys: keys, URLs: opts.URLs,
+		Transport: originClient.RoundTripper(), Pool: opts.Pool, Companies: p.Tenants, Logger: logger,
+		Registerer: reg, Now: now})
+	if err != nil {
+		return nil, err
+	}
+	gw.SetEngine(engine)
+	periodic = append(periodic, engine.AddJobs(workers)...)
+	// A Company Agent's proposals are performed by the engine (DESIGN.md,
 	// "Company Agent").
 	conversations.EnableOperations(workers, convStore, delivery, conversations.OperationsOptions{
 		CheckRequest: func(ctx context.Context, co *tenant.Company, req *operations.Request) error {
 			return gw.CheckRequest(ctx, co, req, nil)
 		},
-		Operations: opStore, Performer: gw,
+		Operations: opStore, Performer: engine,
 	})
-	periodic = append(periodic, operations.AddJobs(workers, opStore, now)...)
+	opHandler := operations.NewHandler(opStore, now)
 	mcp := gateway.NewMCP(gw)
 	jobCfg := jobs.Config{Workers: workers, Periodic: periodic}
 	if p.Jobs, err = jobs.New(opts.Pool, jobCfg, logger); err != nil {
@@ -184,7 +192,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	mountOps(ops)
 	platform := newRouter()
 	mountOps(platform)
-	admin.MountAdmin(platform, feedback.MountReports, sess.MountEnd, keys.MountAdmin, registry.Mount, opStore.Mount)
+	admin.MountAdmin(platform, feedback.MountReports, sess.MountEnd, keys.MountAdmin, registry.Mount, opHandler.Mount)
 	platform.Route("/company/v1", func(r chi.Router) {
 		r.Use(tenant.RequireAPIKey(p.Tenants))
 		admin.MountCompanyAPI(r)
@@ -193,7 +201,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		companyConvs.Mount(r)
 		registry.Mount(r)
 		join.MountCompany(r)
-		opStore.Mount(r)
+		opHandler.Mount(r)
 	})
 	platform.With(tenant.BySlug(p.Tenants)).Get("/.well-known/oauth-authorization-server/t/{slug}", disc.ServeASMetadata)
 	platform.With(tenant.BySlug(p.Tenants)).Get("/.well-known/oauth-protected-resource/t/{slug}/mcp", mcp.ServeMetadata)

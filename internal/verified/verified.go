@@ -91,6 +91,11 @@ type Claims struct {
 	OperationID string `json:"operation_id,omitempty"`
 	Revision    string `json:"revision,omitempty"`
 	Approver    string `json:"approver,omitempty"`
+	// ActionKey and Terms are the approved revision's: the origin's name
+	// for the action and exactly the terms approved, which it performs and
+	// never recomputes.
+	ActionKey string          `json:"action_key,omitempty"`
+	Terms     json.RawMessage `json:"terms,omitempty"`
 }
 
 // Signer signs JWTs with a Company's platform key (signing.Keys).

@@ -1,0 +1,362 @@
+package operations
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/poppyhost/poppyhost/internal/verified"
+)
+
+// Operation states in the operations table. An operation moves
+// proposed → performing (a claim) → performed, or back to proposed when
+// its origin performed nothing; a claim whose outcome the settle job could
+// not learn becomes unknown until the Company resolves it.
+const (
+	stateProposed   = "proposed"
+	statePerforming = "performing"
+	stateUnknown    = "unknown"
+	statePerformed  = "performed"
+)
+
+// Verdict is what the checks of extension 6 say of an approval.
+type Verdict int
+
+// The verdicts, in the extension's order of responses.
+const (
+	// CannotApprove: check 1 failed; the request is handled as one
+	// without an approval.
+	CannotApprove Verdict = iota
+	// NeedsAccount: a signed-out Session of the owner's Personal Agent
+	// and User approves an account's operation: a challenge.
+	NeedsAccount
+	// Performed: check 2; the stored answer is returned.
+	Performed
+	// Performing: check 2; 503 with Retry-After until it settles, or
+	// while its outcome is unknown.
+	Performing
+	// Stale: check 3 failed; a new revision for what the request asks.
+	Stale
+	// Approved: every check passed; the request may claim the operation.
+	Approved
+)
+
+// Checked is the result of Check.
+type Checked struct {
+	Verdict  Verdict
+	Response *Response
+	// Operation is the approved revision, Request what performs it and
+	// ActionKey the origin's name for the action, with Approved.
+	Operation *Operation
+	Request   *Request
+	ActionKey string
+}
+
+// Check makes the checks of extension 6 for approval a on req, sent by
+// owner (AccountID 0 signed out) at iface and target. In a conversation
+// req may be nil: the operation's own request is performed.
+func (s *Store) Check(ctx context.Context, companyID int64, owner Owner, iface, target string, a *Approval,
+	req *Request, now time.Time) (*Checked, error) {
+	var (
+		client, user, gotIface, gotTarget, status, current, actionKey string
+		account                                                       int64
+		response                                                      *Response
+	)
+	err := s.pool.QueryRow(ctx, `SELECT client_id, user_id, account_id, interface, target, status, revision, response,
+			action_key
+		FROM operations WHERE company_id = $1 AND id = $2`, companyID, a.OperationID).Scan(
+		&client, &user, &account, &gotIface, &gotTarget, &status, &current, &response, &actionKey)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Not ours, or forgotten: check 3 for what the request asks.
+		return &Checked{Verdict: Stale}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	// Check 1: the same Personal Agent and User, the same account or
+	// signed out as proposed, and the interface it was proposed at.
+	if client != owner.ClientID || user != owner.UserID || gotIface != iface {
+		return &Checked{Verdict: CannotApprove}, nil
+	}
+	if account != owner.AccountID {
+		if owner.AccountID == 0 {
+			return &Checked{Verdict: NeedsAccount}, nil
+		}
+		return &Checked{Verdict: CannotApprove}, nil
+	}
+	// Check 2: performed, or being performed or unknown (extension 7:
+	// never answered as if it failed).
+	switch status {
+	case statePerformed:
+		return &Checked{Verdict: Performed, Response: response}, nil
+	case statePerforming, stateUnknown:
+		return &Checked{Verdict: Performing}, nil
+	}
+	// Check 3: the revision is this operation's current one, unexpired,
+	// not declined, for the same target and request.
+	var (
+		stored             Request
+		expires            time.Time
+		declined, replaced *time.Time
+		terms              json.RawMessage
+		summary            string
+	)
+	err = s.pool.QueryRow(ctx, `SELECT request, expires_at, declined_at, replaced_at, terms, summary
+		FROM operation_revisions
+		WHERE company_id = $1 AND operation_id = $2 AND revision = $3`, companyID, a.OperationID, a.Revision).Scan(
+		&stored, &expires, &declined, &replaced, &terms, &summary)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return &Checked{Verdict: Stale}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	// In a conversation the request is the one its proposal named: the
+	// operation being the conversation's (target) is check 3.
+	if a.Revision != current || replaced != nil || declined != nil || !now.Before(expires) || gotTarget != target ||
+		iface != InterfaceConversation && !stored.Same(req) {
+		return &Checked{Verdict: Stale}, nil
+	}
+	return &Checked{Verdict: Approved, Request: &stored, ActionKey: actionKey, Operation: &Operation{
+		OperationID: a.OperationID, Revision: a.Revision, Summary: summary, Terms: terms, ExpiresAt: expires.UTC()}}, nil
+}
+
+// Claim is one claim of an operation: the approval it performs, and the
+// send lease of its first send.
+type Claim struct {
+	ID         string
+	LeaseUntil time.Time
+}
+
+// Claim makes the request carrying approval a the operation's one
+// performer, and reports nil when another request claimed it first or the
+// revision can no longer be approved. The operation's row is locked first,
+// so a claim and a decline (DeclineUnclaimed) of the same revision never
+// both succeed. The claim holds the send lease for lease from now: no
+// other send of the operation starts before it lapses. settle is called
+// in the same transaction with the claim, to schedule the job that
+// finishes the operation should this request not (DESIGN.md: jobs are
+// inserted with their change).
+func (s *Store) Claim(ctx context.Context, companyID int64, a *Approval, facts *verified.Facts, lease time.Duration,
+	now time.Time, settle func(ctx context.Context, tx pgx.Tx, c *Claim) error) (*Claim, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback(ctx)
+	var ok bool
+	// Each statement reads what committed before it began: the lock is
+	// taken first, so the revision's state below is the latest.
+	err = tx.QueryRow(ctx, `SELECT status = 'proposed' AND revision = $3 FROM operations
+		WHERE company_id = $1 AND id = $2 FOR UPDATE`, companyID, a.OperationID, a.Revision).Scan(&ok)
+	if errors.Is(err, pgx.ErrNoRows) || err == nil && !ok {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	c := &Claim{ID: newID("clm_"), LeaseUntil: now.Add(lease)}
+	tag, err := tx.Exec(ctx, `UPDATE operations SET status = 'performing', approval = $4, facts = $5,
+			performing_since = $6, updated_at = $6, claim = $7, lease_until = $8, sends = 1
+		WHERE company_id = $1 AND id = $2 AND EXISTS (SELECT 1 FROM operation_revisions r
+			WHERE r.company_id = $1 AND r.operation_id = $2 AND r.revision = $3 AND r.declined_at IS NULL
+				AND r.replaced_at IS NULL AND r.expires_at > $6)`,
+		companyID, a.OperationID, a.Revision, a, facts, now, c.ID, c.LeaseUntil)
+	if err != nil || tag.RowsAffected() != 1 {
+		return nil, err
+	}
+	if err := settle(ctx, tx, c); err != nil {
+		return nil, err
+	}
+	return c, tx.Commit(ctx)
+}
+
+// Lease takes the send lease of claim for lease from now, when no send of
+// it may still be in flight, and reports whether it did. Otherwise it
+// returns when the current lease lapses, the zero time when the claim is
+// no longer performing (concluded, released or unknown).
+func (s *Store) Lease(ctx context.Context, companyID int64, id, claim string, lease time.Duration,
+	now time.Time) (bool, time.Time, error) {
+	var until time.Time
+	err := s.pool.QueryRow(ctx, `UPDATE operations SET lease_until = $4, sends = sends + 1, updated_at = $5
+		WHERE company_id = $1 AND id = $2 AND claim = $3 AND status = 'performing' AND lease_until <= $5
+		RETURNING lease_until`, companyID, id, claim, now.Add(lease), now).Scan(&until)
+	if err == nil {
+		return true, until, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return false, time.Time{}, err
+	}
+	err = s.pool.QueryRow(ctx, `SELECT lease_until FROM operations
+		WHERE company_id = $1 AND id = $2 AND claim = $3 AND status = 'performing'`, companyID, id, claim).Scan(&until)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, time.Time{}, nil
+	}
+	return false, until, err
+}
+
+// Unsettled is an operation being performed, as its settle job needs it.
+type Unsettled struct {
+	Claim      string
+	LeaseUntil time.Time
+	// Since is when it was claimed.
+	Since     time.Time
+	Interface string
+	Target    string
+	ActionKey string
+	Approval  *Approval
+	Facts     *verified.Facts
+	Request   *Request
+	Terms     json.RawMessage
+}
+
+// Performing returns what the settle job of claim needs while the
+// operation is being performed under it, or nil once that claim ended.
+func (s *Store) Performing(ctx context.Context, companyID int64, id, claim string) (*Unsettled, error) {
+	u := &Unsettled{Request: &Request{}}
+	err := s.pool.QueryRow(ctx, `SELECT o.claim, o.lease_until, o.performing_since, o.interface, o.target,
+			o.action_key, o.approval, o.facts, r.request, r.terms
+		FROM operations o
+		JOIN operation_revisions r ON r.company_id = o.company_id AND r.operation_id = o.id
+			AND r.revision = o.approval->>'revision'
+		WHERE o.company_id = $1 AND o.id = $2 AND o.status = 'performing' AND o.claim = $3`, companyID, id, claim).Scan(
+		&u.Claim, &u.LeaseUntil, &u.Since, &u.Interface, &u.Target, &u.ActionKey, &u.Approval, &u.Facts, u.Request,
+		&u.Terms)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	return u, err
+}
+
+// Performed stores the origin's final answer to claim; every later retry
+// gets it. It reports false when the claim was no longer performing
+// (resolved by the Company meanwhile): nothing is changed.
+func (s *Store) Performed(ctx context.Context, companyID int64, id, claim string, resp *Response, now time.Time) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE operations SET status = 'performed', response = $4, performed_at = $5,
+			updated_at = $5, expires_at = greatest(expires_at, $5), lease_until = NULL
+		WHERE company_id = $1 AND id = $2 AND claim = $3 AND status = 'performing'`, companyID, id, claim, resp, now)
+	return err == nil && tag.RowsAffected() == 1, err
+}
+
+// Release is why a claim ends without the operation performed.
+type Release int
+
+// The ways a claim is released.
+const (
+	// ReleaseRetry: the origin performed nothing and asks for the same
+	// request again later; the revision stays approvable.
+	ReleaseRetry Release = iota
+	// ReleaseNewTerms: the origin proposed new terms; the revision is
+	// replaced.
+	ReleaseNewTerms
+	// ReleaseDeclined: the origin declined; the revision is declined for
+	// good and the decline kept.
+	ReleaseDeclined
+)
+
+// Release returns the operation of claim to proposed, its origin having
+// performed nothing, and reports whether this call did (false: the claim
+// had already ended). d is the decline, with ReleaseDeclined.
+func (s *Store) Release(ctx context.Context, companyID int64, id, claim string, why Release, d *Decline,
+	now time.Time) (bool, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback(ctx)
+	var revision string
+	err = tx.QueryRow(ctx, `UPDATE operations SET status = 'proposed', approval = NULL, facts = NULL,
+			performing_since = NULL, updated_at = $4, claim = NULL, lease_until = NULL
+		WHERE company_id = $1 AND id = $2 AND claim = $3 AND status = 'performing'
+		RETURNING revision`, companyID, id, claim, now).Scan(&revision)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	switch why {
+	case ReleaseNewTerms:
+		_, err = tx.Exec(ctx, `UPDATE operation_revisions SET replaced_at = coalesce(replaced_at, $4)
+			WHERE company_id = $1 AND operation_id = $2 AND revision = $3`, companyID, id, revision, now)
+	case ReleaseDeclined:
+		_, err = tx.Exec(ctx, `UPDATE operation_revisions SET declined_at = $4, decline = $5
+			WHERE company_id = $1 AND operation_id = $2 AND revision = $3`, companyID, id, revision, now, d)
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, tx.Commit(ctx)
+}
+
+// DeclineUnclaimed retires revision of operation id for good when the
+// approval hook declined an approval of it, and reports whether it did: a
+// revision someone has claimed meanwhile (being performed, performed or
+// unknown) is not declined, and the decline loses (extension 7). The
+// operation's row is locked as Claim locks it.
+func (s *Store) DeclineUnclaimed(ctx context.Context, companyID int64, id, revision string, d *Decline,
+	now time.Time) (bool, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback(ctx)
+	var status string
+	err = tx.QueryRow(ctx, `SELECT status FROM operations WHERE company_id = $1 AND id = $2 FOR UPDATE`,
+		companyID, id).Scan(&status)
+	if errors.Is(err, pgx.ErrNoRows) || err == nil && status != stateProposed {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE operation_revisions SET declined_at = coalesce(declined_at, $4),
+			decline = coalesce(decline, $5)
+		WHERE company_id = $1 AND operation_id = $2 AND revision = $3`, companyID, id, revision, now, d); err != nil {
+		return false, err
+	}
+	return true, tx.Commit(ctx)
+}
+
+// GiveUp marks the operation of claim unknown: its settle path could not
+// learn whether the origin performed it. It stays so, answered as being
+// performed (extension 7), until the Company resolves it. It reports
+// whether this call did.
+func (s *Store) GiveUp(ctx context.Context, companyID int64, id, claim string, now time.Time) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE operations SET status = 'unknown', updated_at = $4
+		WHERE company_id = $1 AND id = $2 AND claim = $3 AND status = 'performing'`, companyID, id, claim, now)
+	return err == nil && tag.RowsAffected() == 1, err
+}
+
+// Stalled lists claims still performing whose send lease lapsed before
+// before: their settle job should have concluded them, so the sweep makes
+// sure each has one.
+func (s *Store) Stalled(ctx context.Context, before time.Time, limit int) ([]StalledClaim, error) {
+	rows, err := s.pool.Query(ctx, `SELECT company_id, id, claim FROM operations
+		WHERE status = 'performing' AND lease_until < $1 ORDER BY lease_until LIMIT $2`, before, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[StalledClaim])
+}
+
+// StalledClaim names one claim for its settle job.
+type StalledClaim struct {
+	CompanyID   int64
+	OperationID string
+	Claim       string
+}
+
+// claimOf returns the claim performing operation id, or "" when none is.
+func (s *Store) claimOf(ctx context.Context, companyID int64, id string) (string, error) {
+	var claim string
+	err := s.pool.QueryRow(ctx, `SELECT claim FROM operations WHERE company_id = $1 AND id = $2
+		AND status = 'performing'`, companyID, id).Scan(&claim)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	return claim, err
+}
