@@ -368,7 +368,7 @@ type toolCall struct {
 	// batch: the request is a JSON-RPC batch, whose calls are answered
 	// each in its own result, never all with one 503.
 	batch bool
-	log        *slog.Logger
+	log   *slog.Logger
 }
 
 // handler returns the handler of tool t: a POST of the call's arguments
