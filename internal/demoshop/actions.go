@@ -157,7 +157,8 @@ func (s *Shop) itemAction(c *verified.Claims, key, verb, orderID, itemID string,
 		return out
 	}
 	order, item, p := s.deliveredItem(c.Account, orderID, itemID)
-	if p != nil && a != nil {
+	if p != nil && a != nil && p.status == http.StatusConflict {
+		// No longer delivered: the approved action cannot be done.
 		return changed(p.desc + ".")
 	}
 	if p != nil {

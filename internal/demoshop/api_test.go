@@ -2,6 +2,7 @@ package demoshop_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -98,11 +99,38 @@ func TestExchangeThroughAPI(t *testing.T) {
 	require.Len(t, order["exchanges"], 1)
 	require.Equal(t, "exchange requested", order["items"].([]any)[0].(map[string]any)["status"])
 
-	// Another approval for the same item performs nothing: it is done.
+	// Another approval for the same item performs nothing: it is done,
+	// and the approved terms can no longer be honoured: declined.
 	other := r.do(http.MethodPost, exchangePath, jacket, verified.Header, r.token(api, approved(ada(), "op_9", "R2", "user")),
 		"Idempotency-Key", "op_9.R2")
-	require.Equal(t, http.StatusConflict, other.Status, "%s", other.Body)
+	require.Equal(t, http.StatusForbidden, other.Status, "%s", other.Body)
+	require.Equal(t, "application/poppy-decline+json", other.Header.Get("Content-Type"))
 	require.Len(t, r.shop.Orders("42")[0].Exchanges, 1)
+}
+
+// TestApprovedTermsPerformed: the shop performs exactly the terms the
+// platform states in Poppy-Verified, and declines when they are not the
+// ones it would honour now: it never performs terms it recomputed.
+func TestApprovedTermsPerformed(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	api := r.shop.APIOrigin()
+	for name, terms := range map[string]string{
+		"another price": `{"item_id": "itm_4Qa", "order_id": "ord_7Hk2", "replacement_sku": "stormline-insulated-m",
+			"price_difference": {"amount": "7.00", "currency": "USD"}}`,
+		"another item": `{"item_id": "itm_8Rc", "order_id": "ord_7Hk2", "replacement_sku": "stormline-insulated-m",
+			"price_difference": {"amount": "70.00", "currency": "USD"}}`,
+		"none": ``,
+	} {
+		c := approved(ada(), "op_t", "r-"+strings.ReplaceAll(name, " ", "-"), "user")
+		c.Terms = json.RawMessage(terms)
+		resp := r.do(http.MethodPost, exchangePath, jacket, verified.Header, r.token(api, c),
+			"Idempotency-Key", c.OperationID+"."+c.Revision)
+		require.Equal(t, http.StatusForbidden, resp.Status, "%s: %s", name, resp.Body)
+		require.Equal(t, "application/poppy-decline+json", resp.Header.Get("Content-Type"), name)
+		require.Contains(t, resp.JSON(t)["reason"], "can no longer be honoured", name)
+	}
+	require.Empty(t, r.shop.Orders("42")[0].Exchanges, "nothing was performed")
 }
 
 // TestApprovedNeedsItsKey: an approved request without the Idempotency-Key
@@ -118,8 +146,10 @@ func TestApprovedNeedsItsKey(t *testing.T) {
 	}
 	require.Empty(t, r.shop.Orders("42")[0].Exchanges)
 
-	ret := r.do(http.MethodPost, "/api/orders/ord_7Hk2/returns", map[string]any{"item_id": "itm_8Rc"}, verified.Header, tok,
-		"Idempotency-Key", "op_1.rev_1")
+	c := approved(ada(), "op_1", "rev_1", "user")
+	c.Terms = returnTerms("ord_7Hk2", "itm_8Rc", "18.00")
+	ret := r.do(http.MethodPost, "/api/orders/ord_7Hk2/returns", map[string]any{"item_id": "itm_8Rc"}, verified.Header,
+		r.token(api, c), "Idempotency-Key", "op_1.rev_1")
 	require.Equal(t, http.StatusCreated, ret.Status, "%s", ret.Body)
 	reused := r.do(http.MethodPost, exchangePath, jacket, verified.Header, tok, "Idempotency-Key", "op_1.rev_1")
 	require.Equal(t, http.StatusUnprocessableEntity, reused.Status, "%s", reused.Body)
@@ -160,7 +190,9 @@ func TestReturnThroughAPI(t *testing.T) {
 	require.Equal(t, "return ord_3Mp8 itm_2Ls", p["action_key"])
 	require.Equal(t, map[string]any{"amount": "120.00", "currency": "USD"}, p["terms"].(map[string]any)["refund"])
 
-	tok := r.token(api, approved(ada(), "op_r", "v1", "agent"))
+	c := approved(ada(), "op_r", "v1", "agent")
+	c.Terms = returnTerms("ord_3Mp8", "itm_2Ls", "120.00")
+	tok := r.token(api, c)
 	for range 2 {
 		resp = r.do(http.MethodPost, "/api/orders/ord_3Mp8/returns", body, verified.Header, tok, "Idempotency-Key", "op_r.v1")
 		require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -128,10 +129,23 @@ func ada() verified.Claims {
 		Account: "42", Scopes: []string{"orders:read", "orders:write"}, Extensions: map[string]string{"operations": "3"}}}
 }
 
-// approved is c with the approval of operation op, revision rev.
+// approved is c with the approval of operation op, revision rev, of the
+// jacket exchange's terms, as the shop proposes them.
 func approved(c verified.Claims, op, rev, approver string) verified.Claims {
 	c.OperationID, c.Revision, c.Approver = op, rev, approver
+	c.Terms = json.RawMessage(jacketTerms)
 	return c
+}
+
+// jacketTerms are the terms of the jacket exchange, as the platform states
+// them in Poppy-Verified: member order and spacing of PostgreSQL's jsonb.
+const jacketTerms = `{"item_id": "itm_4Qa", "order_id": "ord_7Hk2", "replacement_sku": "stormline-insulated-m",
+	"price_difference": {"amount": "70.00", "currency": "USD"}}`
+
+// returnTerms are the terms of the return of an item priced amount.
+func returnTerms(orderID, itemID, amount string) json.RawMessage {
+	return json.RawMessage(fmt.Sprintf(`{"order_id": %q, "item_id": %q, "refund": {"amount": %q, "currency": "USD"},
+		"refund_to": "the card used for the order"}`, orderID, itemID, amount))
 }
 
 // token signs c for aud with the Company's key.

@@ -513,12 +513,17 @@ func TestWebOperationsHookDeclines(t *testing.T) {
 			"references": [{"type": "web", "url": "https://shop.example/exchanges"}]}}`,
 		op.Operation.OperationID, op.Operation.Revision), string(resp.Body))
 
-	// Nothing recorded: the browser's request is not performed; the ref
-	// of the declined revision is used up, and the browser's request
-	// gets a new revision of the same operation.
-	requireInvalid(t, s.endpoint(t, sid, webUser, "", refBody(ref), ""))
-	s.hook.mode.Store("ok")
-	requireInvalid(t, s.endpoint(t, sid, webUser, "", refBody(ref), approval(op, "")))
+	// Nothing recorded: the browser's request is not performed; a lookup
+	// of the declined revision's ref, or the same approval again, reports
+	// the decline, and the browser's request gets a new revision of the
+	// same operation.
+	for _, again := range []string{"", approval(op, "")} {
+		s.hook.mode.Store("ok")
+		resp := s.endpoint(t, sid, webUser, "", refBody(ref), again)
+		require.Equal(t, http.StatusForbidden, resp.Status, "%s", resp.Body)
+		require.Equal(t, "approval_declined", resp.JSON(t)["error"])
+		require.Equal(t, "Exchanges over $50 need the account holder.", resp.JSON(t)["reason"])
+	}
 	ref2 := webRef(t, s.exchange(t, b), sid)
 	require.Zero(t, s.x.performed.Load())
 	require.True(t, strings.HasPrefix(ref2, op.Operation.OperationID+"."))
@@ -629,7 +634,13 @@ func TestWebOperationsOriginAnswers(t *testing.T) {
 	require.Equal(t, "approval_declined", resp.JSON(t)["error"])
 	require.Empty(t, resp.Header.Values("Poppy-Operation"))
 	require.Zero(t, s.x.performed.Load())
-	requireInvalid(t, s.endpoint(t, sid, webUser, "", refBody(op.Operation.OperationID+"."+op.Operation.Revision), ""))
+	// The Personal Agent's lookup of the ref reports the decline
+	// (extension 6), so it neither sends the approval again nor takes the
+	// operation for one it can still approve.
+	lookup := s.endpoint(t, sid, webUser, "", refBody(op.Operation.OperationID+"."+op.Operation.Revision), "")
+	require.Equal(t, http.StatusForbidden, lookup.Status, "%s", lookup.Body)
+	require.JSONEq(t, fmt.Sprintf(`{"error": "approval_declined", "operation_id": %q, "revision": %q,
+		"reason": "Not <b>this</b> one."}`, op.Operation.OperationID, op.Operation.Revision), string(lookup.Body))
 
 	// A page shows the origin's reason, as text.
 	approve()

@@ -11,9 +11,10 @@ import (
 // RevisionState is what became of one revision of an operation, as State
 // reports it.
 type RevisionState struct {
-	// Status is the revision's: performing or performed when the
-	// operation's approval names this revision, else proposed (another
-	// revision's approval, or none, says nothing of this one).
+	// Status is the revision's: performing (also while its outcome is
+	// unknown) or performed when the operation's approval names this
+	// revision, else proposed (another revision's approval, or none, says
+	// nothing of this one).
 	Status string
 	// Response is the origin's stored answer once performed.
 	Response *Response
@@ -50,6 +51,11 @@ func (s *Store) State(ctx context.Context, companyID int64, id, revision string)
 	if !approved {
 		// Another revision's: its status and answer are not this one's.
 		st.Status, st.Response, since = "proposed", nil, nil
+	}
+	if st.Status == stateUnknown {
+		// Nobody knows yet: performing, until the Company resolves it
+		// (extension 7: never told as a failure).
+		st.Status = statePerforming
 	}
 	if since != nil {
 		st.Since = *since

@@ -203,11 +203,12 @@ func ProposeTx(ctx context.Context, tx pgx.Tx, companyID int64, owner Owner, ifa
 		return nil, err
 	}
 	if !found {
-		// The same action being performed: a second operation for it could
-		// be approved and performed twice.
+		// The same action being performed, or its outcome unknown: a second
+		// operation for it could be approved and performed twice.
 		var busy string
 		err := tx.QueryRow(ctx, `SELECT id FROM operations WHERE company_id = $1 AND client_id = $2 AND user_id = $3
-				AND account_id = $4 AND interface = $5 AND target = $6 AND action_key = $7 AND status = 'performing'
+				AND account_id = $4 AND interface = $5 AND target = $6 AND action_key = $7
+				AND status IN ('performing', 'unknown')
 			LIMIT 1`, companyID, owner.ClientID, owner.UserID, owner.AccountID, iface, target, p.ActionKey).Scan(&busy)
 		if err == nil {
 			return nil, &PerformingError{OperationID: busy}
