@@ -54,6 +54,7 @@ var operations = []string{
 	"GET /admin/v1/companies/{slug}/feedback",
 	"POST /admin/v1/companies/{slug}/sessions/end",
 	"POST /admin/v1/companies/{slug}/keys/rotate",
+	"POST /admin/v1/companies/{slug}/operations/{operation_id}/resolve",
 	"GET /admin/v1/companies/{slug}/apis",
 	"PUT /admin/v1/companies/{slug}/apis/{name}",
 	"GET /admin/v1/companies/{slug}/apis/{name}",
@@ -63,6 +64,7 @@ var operations = []string{
 	"GET /admin/v1/companies/{slug}/tools/{name}",
 	"DELETE /admin/v1/companies/{slug}/tools/{name}",
 	"GET /admin/v1/companies/{slug}/operations",
+	"GET /admin/v1/companies/{slug}/operations/{operation_id}",
 	"POST /admin/v1/operator-tokens",
 	"DELETE /admin/v1/operator-tokens/{id}",
 	"GET /company/v1/company",
@@ -80,6 +82,7 @@ var operations = []string{
 	"POST /company/v1/conversations/{conversation_id}/join",
 	"POST /company/v1/conversations/{conversation_id}/handoff-unavailable",
 	"POST /company/v1/conversations/{conversation_id}/user-requested",
+	"POST /company/v1/operations/{operation_id}/resolve",
 	"POST /company/v1/conversations/{conversation_id}/authorization",
 	"POST /company/v1/conversations/{conversation_id}/close",
 	"GET /company/v1/apis",
@@ -91,6 +94,7 @@ var operations = []string{
 	"GET /company/v1/tools/{name}",
 	"DELETE /company/v1/tools/{name}",
 	"GET /company/v1/operations",
+	"GET /company/v1/operations/{operation_id}",
 	"GET /.well-known/oauth-authorization-server/t/{slug}",
 	"GET /t/{slug}/poppy/excluded-tasks.json",
 	"GET /t/{slug}/oauth/authorize",
@@ -2597,7 +2601,7 @@ paths:
 			for _, h := range []string{"Authorization", "Poppy-Session", "Cookie", "X-Forwarded-For"} {
 				assert.Empty(t, got.Header.Get(h), h)
 			}
-			assert.Equal(t, "key-"+m, got.Header.Get("Idempotency-Key"))
+			assert.Empty(t, got.Header.Get("Idempotency-Key"), "only the platform sets it, for an approved revision")
 
 			// Signed in: the account and scopes reach the origin.
 			echo = c.do(t, call{method: m, path: api + "/orders", session: in("gateway-alice", token), body: body, want: 200}).JSON(t)
@@ -2987,6 +2991,64 @@ paths:
 				assert.Equal(t, "limit", firstField(c.do(t, k)), q)
 			}
 		}
+		// One operation, on both APIs, and another Company's not at all.
+		for _, k := range []call{{path: companyOps + "/" + ids[0], token: acmeKey}, {path: adminOps + "/" + ids[0], token: admin}} {
+			k.method, k.want = get, 200
+			r = c.do(t, k)
+			assert.Equal(t, "no-store", r.Header.Get("Cache-Control"))
+			assert.Equal(t, ids[0], r.JSON(t)["operation_id"])
+			assert.NotEmpty(t, r.JSON(t)["revisions"])
+		}
+		c.do(t, call{method: get, path: companyOps + "/" + ids[0], token: minimalKey, want: 404})
+		c.do(t, call{method: get, path: companyOps + "/op_nosuch", token: acmeKey, want: 404})
+		c.do(t, call{method: get, path: adminOps + "/op_nosuch", token: admin, want: 404})
+		c.do(t, call{method: get, path: companyOps + "/" + ids[0], want: 401, docRejects: true})
+		c.do(t, call{method: get, path: adminOps + "/" + ids[0], want: 401, docRejects: true})
+
+		// Resolving an unknown outcome (docs/operations-extension.md 8):
+		// an operation the settle job gave up on, one on each API.
+		var performedID string
+		var unknown []string
+		for _, id := range ids {
+			switch made[id].kase {
+			case "perform":
+				performedID = id
+			case "decline":
+				unknown = append(unknown, id)
+			}
+		}
+		require.NotEmpty(t, performedID)
+		require.GreaterOrEqual(t, len(unknown), 2)
+		ctx := context.Background()
+		acmeCo, err := env.Platform.Tenants.Get(ctx, "acme")
+		require.NoError(t, err)
+		for i, base := range []struct{ path, token string }{{companyOps, acmeKey}, {adminOps, admin}} {
+			_, err := env.Pool.Exec(ctx, `UPDATE operations SET status = 'unknown' WHERE company_id = $1 AND id = $2`,
+				acmeCo.ID, unknown[i])
+			require.NoError(t, err)
+			resolve := base.path + "/" + unknown[i] + "/resolve"
+			r = c.do(t, call{method: post, path: resolve, token: base.token, want: 400, docRejects: true,
+				body: map[string]any{"by": "ops"}})
+			assert.Equal(t, "performed", firstField(r))
+			c.do(t, call{method: post, path: resolve, token: base.token, want: 400, docRejects: true,
+				body: map[string]any{"performed": true, "by": "ops", "unknown_member": 1}})
+			c.do(t, call{method: post, path: resolve, token: base.token, want: 413,
+				body: padded(t, map[string]any{"performed": true, "by": "ops"}, 256<<10)})
+			c.do(t, call{method: post, path: resolve, token: base.token, want: 415, docRejects: true, ctype: "text/plain",
+				body: `{"performed": true, "by": "ops"}`})
+			c.do(t, call{method: post, path: resolve, want: 401, docRejects: true, body: map[string]any{"performed": true, "by": "ops"}})
+			c.do(t, call{method: post, path: base.path + "/op_nosuch/resolve", token: base.token, want: 404,
+				body: map[string]any{"performed": true, "by": "ops"}})
+			c.do(t, call{method: post, path: base.path + "/" + performedID + "/resolve", token: base.token, want: 409,
+				body: map[string]any{"performed": true, "by": "ops"}})
+			r = c.do(t, call{method: post, path: resolve, token: base.token, want: 200,
+				body: map[string]any{"performed": i == 0, "by": "ops@acme", "note": "checked the order system"}})
+			res := r.JSON(t)["resolution"].(map[string]any)
+			assert.Equal(t, []any{i == 0, "ops@acme"}, []any{res["performed"], res["by"]})
+			c.do(t, call{method: post, path: resolve, token: base.token, want: 409,
+				body: map[string]any{"performed": true, "by": "ops"}})
+		}
+
 		c.do(t, call{method: get, path: "/admin/v1/companies/nosuch/operations", token: admin, want: 404})
 		r = c.do(t, call{method: get, path: adminOps, want: 401, docRejects: true})
 		assert.Equal(t, `Bearer realm="poppyhost-admin"`, r.Header.Get("WWW-Authenticate"))
@@ -3336,7 +3398,7 @@ paths:
 		for _, h := range []struct {
 			url        string
 			want, then int // the approval's answer, then the ref's
-		}{{hook.BaseURL(), 403, 400}, {"https://down.test/hook", 502, 403}} {
+		}{{hook.BaseURL(), 403, 403}, {"https://down.test/hook", 502, 403}} {
 			c.do(t, call{method: patch, path: "/admin/v1/companies/webops", token: admin, want: 200,
 				body: map[string]any{"operations": map[string]any{"enabled": true, "web": true, "approval_hook": h.url}}})
 			op, ref := propose("return "+h.url, 0)

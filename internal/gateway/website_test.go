@@ -185,13 +185,17 @@ var webHostile = []string{
 	"Forwarded", "for=203.0.113.7;host=evil.example;proto=http",
 	"X-Client-Note", "end-to-end",
 	"Authorization", "Basic c3RhZmY6c3RhZ2luZw==",
+	// Only the platform sets these, for an approved revision.
+	"Idempotency-Key", "4f1c2e8a-9b7d-4c3e-a5f6-0d8b1e2c3a4f",
+	"Poppy-Approval", `operation_id="op_1", revision="r1", approver="user"`,
 }
 
 // requireForwarded checks what the website got of webHostile and the
 // browser's cookies.
 func requireForwarded(t *testing.T, s *webSite, got testkit.Received, cookie string) {
 	t.Helper()
-	for _, h := range []string{"Poppy-Session", "X-Forwarded-Prefix", "X-Real-Ip", "Forwarded"} {
+	for _, h := range []string{"Poppy-Session", "X-Forwarded-Prefix", "X-Real-Ip", "Forwarded", "Idempotency-Key",
+		"Poppy-Approval"} {
 		require.Empty(t, got.Header.Values(h), "%s reached the website", h)
 	}
 	require.NotEqual(t, forgedVerified, got.Header.Get(verified.Header))
