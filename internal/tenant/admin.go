@@ -1,7 +1,6 @@
 package tenant
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -208,16 +207,8 @@ func Normalize(s *Settings) {
 // decodeCompany reads a Company body strictly on top of the defaults.
 func decodeCompany(raw []byte) (companyBody, error) {
 	b := companyBody{Settings: DefaultSettings()}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&b); err != nil {
-		// Settings is embedded, so encoding/json names its fields
-		// "Settings.organization.name"; the API's paths have no such prefix.
-		var typ *json.UnmarshalTypeError
-		if errors.As(err, &typ) {
-			typ.Field = strings.TrimPrefix(typ.Field, "Settings.")
-		}
-		return b, httpx.DecodeError(err, maxAdminBody)
+	if err := httpx.Unmarshal(raw, &b, httpx.DecodeOptions{Strict: true}); err != nil {
+		return b, err
 	}
 	Normalize(&b.Settings)
 	return b, nil
