@@ -377,15 +377,14 @@ func (d *devSetup) configureDemo(ctx context.Context, p *platform.Platform, urls
 	if err != nil {
 		return err
 	}
-	s := c.Settings
-	s.Conversations.AgentWebhook = hook
-	s.Operations.Enabled, s.Operations.Web = true, true
-	s.Web.Origin, s.Web.BrowserJoin, s.Web.LandingPath = shop.WebOrigin(), true, "/orders"
-	s.MCP.SignedOut, s.MCP.Description = true, "Stormline's shop: product search, size help, exchanges"
-	if err := tenant.Validate(demoSlug, &s, urls.Public.Hostname()); err != nil {
-		return err
-	}
-	_, err = p.Tenants.Update(ctx, c, s)
+	_, err = p.Tenants.Modify(ctx, c.ID, func(c *tenant.Company) (tenant.Settings, error) {
+		s := c.Settings
+		s.Conversations.AgentWebhook = hook
+		s.Operations.Enabled, s.Operations.Web = true, true
+		s.Web.Origin, s.Web.BrowserJoin, s.Web.LandingPath = shop.WebOrigin(), true, "/orders"
+		s.MCP.SignedOut, s.MCP.Description = true, "Stormline's shop: product search, size help, exchanges"
+		return s, tenant.Validate(demoSlug, &s, urls.Public.Hostname())
+	})
 	return err
 }
 

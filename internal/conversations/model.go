@@ -167,7 +167,7 @@ func checkContext(ctx map[string]json.RawMessage) error {
 		switch key {
 		case "locale", "time_zone":
 			var s string
-			if json.Unmarshal(v, &s) != nil || s == "" || len(s) > 100 {
+			if httpx.Unmarshal(v, &s, httpx.DecodeOptions{}) != nil || s == "" || len(s) > 100 {
 				return invalid("message.context.%s must be a string (spec 8.4)", key)
 			}
 			if key == "time_zone" {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/operations"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/verified"
@@ -35,7 +36,7 @@ func (s *Store) takeApproval(ctx context.Context, o Owner, m *Message) (*operati
 	var content struct {
 		Approval json.RawMessage `json:"approval"`
 	}
-	if err := json.Unmarshal(raw, &content); err != nil {
+	if err := httpx.Unmarshal(raw, &content, httpx.DecodeOptions{}); err != nil {
 		return nil, invalid("message.extensions.operations must be a JSON object (spec 8.4)")
 	}
 	if !present(content.Approval) {

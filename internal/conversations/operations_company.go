@@ -65,7 +65,7 @@ func takeCompanyOps(ctx context.Context, co *tenant.Company, m *Message, explici
 		Declined  json.RawMessage `json:"declined"`
 		Operation json.RawMessage `json:"operation"`
 	}
-	if err := json.Unmarshal(raw, &content); err != nil {
+	if err := httpx.Unmarshal(raw, &content, httpx.DecodeOptions{}); err != nil {
 		return nil, invalid("message.extensions.operations must be a JSON object")
 	}
 	out := &companyOps{explicitID: explicitID}
@@ -108,7 +108,7 @@ func parseConversationProposal(ctx context.Context, co *tenant.Company, raw json
 			Body   json.RawMessage `json:"body"`
 		} `json:"perform"`
 	}
-	if err := json.Unmarshal(raw, &body); err != nil {
+	if err := httpx.Unmarshal(raw, &body, httpx.DecodeOptions{}); err != nil {
 		return nil, nil, invalid("message.extensions.operations.proposal.perform must be an object")
 	}
 	pf := body.Perform
@@ -209,7 +209,7 @@ func parseDeclined(raw json.RawMessage) (json.RawMessage, error) {
 		Reason      string          `json:"reason,omitempty"`
 		Alternative json.RawMessage `json:"alternative,omitempty"`
 	}
-	if err := json.Unmarshal(raw, &d); err != nil {
+	if err := httpx.Unmarshal(raw, &d, httpx.DecodeOptions{}); err != nil {
 		return nil, invalid("message.extensions.operations.declined must be an object")
 	}
 	if !validID(d.OperationID) || !validID(d.Revision) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -44,11 +45,21 @@ func TestOperationsConversationNotAllowed(t *testing.T) {
 }
 
 // TestOperationsConversationDeclaredByHeader: Poppy-Extensions declares
-// the extension in a conversation as client metadata does (extension 2).
+// the extension in a conversation as client metadata does (extension 2),
+// in its one form, "operations";v="3": a Token name or an Integer version
+// declares nothing (RFC 9651 §3.3), so the Company cannot propose.
 func TestOperationsConversationDeclaredByHeader(t *testing.T) {
 	t.Parallel()
 	s := newOpsSide(t, "conv-header", opsOptions{undeclared: true})
-	declared := paReq{Header: []string{"Poppy-Extensions", "operations;v=3"}}
+	for i, form := range []string{"operations;v=3", `operations;v="3"`, `"operations";v=3`} {
+		id := s.startWith(t, map[string]any{"message": paMsg("msg_form"+strconv.Itoa(i), "I'd like the insulated jacket instead.")},
+			paReq{Header: []string{"Poppy-Extensions", form}})
+		resp := s.api(t, http.MethodPost, "/"+id+"/messages", offerMsg("", map[string]any{"proposal": proposal("stormline-insulated-m")}))
+		require.Equal(t, http.StatusConflict, resp.Status, "%s: %s", form, resp.Body)
+		require.Contains(t, string(resp.Body), "does not declare the Operations extension", form)
+	}
+
+	declared := paReq{Header: []string{"Poppy-Extensions", `"operations";v="3"`}}
 	id := s.start(t, declared)
 	op := s.propose(t, id, proposal("stormline-insulated-m"))
 	resp := s.pa(t, http.MethodPost, "/"+id+"/messages", approvalMsg("msg_ok", op, nil), declared)

@@ -510,7 +510,7 @@ func (f *regFields) str(name string) string {
 		return ""
 	}
 	var s string
-	if v[0] != '"' || json.Unmarshal(v, &s) != nil {
+	if v[0] != '"' || httpx.Unmarshal(v, &s, httpx.DecodeOptions{}) != nil {
 		f.add(name, "must be a string")
 	}
 	return s
@@ -523,7 +523,7 @@ func (f *regFields) integer(name string, def, lo, hi int64) int64 {
 		return def
 	}
 	var n int64
-	if err := json.Unmarshal(v, &n); err != nil || n < lo || n > hi {
+	if err := httpx.Unmarshal(v, &n, httpx.DecodeOptions{}); err != nil || n < lo || n > hi {
 		f.add(name, "must be a whole number from %d to %d", lo, hi)
 		return def
 	}
@@ -633,7 +633,7 @@ func (f *regFields) openAPI(name string) (doc []byte, given bool) {
 		return v, true
 	case '"':
 		var s string
-		if err := json.Unmarshal(v, &s); err == nil && strings.TrimSpace(s) != "" {
+		if err := httpx.Unmarshal(v, &s, httpx.DecodeOptions{}); err == nil && strings.TrimSpace(s) != "" {
 			return []byte(s), true
 		}
 	}
@@ -653,7 +653,7 @@ func (f *regFields) schema(name string, required bool) json.RawMessage {
 		return nil
 	}
 	var top map[string]json.RawMessage
-	if v[0] != '{' || json.Unmarshal(v, &top) != nil {
+	if v[0] != '{' || httpx.Unmarshal(v, &top, httpx.DecodeOptions{}) != nil {
 		f.add(name, "must be a JSON Schema object")
 		return nil
 	}
@@ -727,7 +727,7 @@ func (f *regFields) annotations(name string) json.RawMessage {
 		f.add(name, "must be a JSON object of MCP tool annotations")
 		return nil
 	}
-	if err := json.Unmarshal(v, &a); err != nil {
+	if err := httpx.Unmarshal(v, &a, httpx.DecodeOptions{}); err != nil {
 		f.add(name, "must be MCP tool annotations (readOnlyHint and the like, each of its MCP type)")
 		return nil
 	}
@@ -742,7 +742,7 @@ func (f *regFields) scopes(name string, co *tenant.Company) []string {
 		return []string{}
 	}
 	var scopes []string
-	if v[0] != '[' || json.Unmarshal(v, &scopes) != nil {
+	if v[0] != '[' || httpx.Unmarshal(v, &scopes, httpx.DecodeOptions{}) != nil {
 		f.add(name, "must be an array of strings")
 		return nil
 	}

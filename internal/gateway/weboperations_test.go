@@ -731,6 +731,12 @@ func TestWebOperationsEndpointUndeclared(t *testing.T) {
 	// Another version declares nothing either.
 	resp = s.endpointDeclaring(t, `"operations";v="4"`, sid, webUser, "", refBody("op_A.B"), "")
 	require.Equal(t, "extension_required", resp.JSON(t)["error"], "%s", resp.Body)
+	// Nor does another form than a String with a String v (RFC 9651
+	// §3.3.3, extension section 2): a Token name or an Integer version.
+	for _, form := range []string{`operations;v="3"`, `"operations";v=3`, `operations;v=3`} {
+		resp = s.endpointDeclaring(t, form, sid, webUser, "", refBody("op_A.B"), "")
+		require.Equal(t, "extension_required", resp.JSON(t)["error"], "%s: %s", form, resp.Body)
+	}
 	// Declared in Poppy-Extensions, or carrying an approval: answered.
 	requireInvalid(t, s.endpointDeclaring(t, declares, sid, webUser, "", refBody("op_A.B"), ""))
 	requireInvalid(t, s.endpointDeclaring(t, "", sid, webUser, "", refBody("op_A.B"),

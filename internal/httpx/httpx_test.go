@@ -36,12 +36,14 @@ func TestDecodeJSON(t *testing.T) {
 		Inner struct {
 			Flag bool `json:"flag"`
 		} `json:"inner"`
+		Raw json.RawMessage `json:"raw,omitempty"`
 	}
 	cases := []struct {
 		name, ct, body string
 		strict         bool
 		max            int64
 		code, field    string
+		want           body // checked when Name or Count is set
 	}{
 		{name: "ok", body: `{"name":"a","count":2}`},
 		{name: "unknown field lenient", body: `{"name":"a","extra":1}`},
@@ -56,6 +58,19 @@ func TestDecodeJSON(t *testing.T) {
 		{name: "too large", body: `{"name":"` + strings.Repeat("a", 100) + `"}`, max: 50, code: CodeRequestTooLarge},
 		{name: "wrong media type", ct: "text/plain", body: `{}`, code: CodeUnsupportedMediaType},
 		{name: "json suffix type", ct: "application/merge-patch+json", body: `{}`},
+		// Exact reading (issue 25), lenient or strict.
+		{name: "name in another case lenient is ignored", body: `{"NAME":"a"}`, want: body{Count: 7}},
+		{name: "name in another case strict", body: `{"NAME":"a"}`, strict: true, code: CodeInvalidRequest, field: "NAME"},
+		{name: "nested name in another case strict", body: `{"inner":{"Flag":true}}`, strict: true, code: CodeInvalidRequest, field: "inner.Flag"},
+		{name: "name twice", body: `{"name":"a","name":"b"}`, code: CodeInvalidRequest, field: "name"},
+		{name: "nested name twice", body: `{"inner":{"flag":true,"flag":false}}`, code: CodeInvalidRequest, field: "inner.flag"},
+		{name: "unknown name twice lenient", body: `{"x":1,"x":2}`, code: CodeInvalidRequest, field: "x"},
+		{name: "name twice inside a raw value", body: `{"raw":{"a":[{"b":1,"b":2}]}}`, code: CodeInvalidRequest, field: "raw.a[0].b"},
+		{name: "invalid UTF-8", body: "{\"name\":\"a\xff\"}", code: CodeInvalidRequest, field: "name"},
+		{name: "invalid UTF-8 inside a raw value", body: "{\"raw\":[\"\xed\xa0\x80\"]}", code: CodeInvalidRequest, field: "raw[0]"},
+		{name: "lone surrogate", body: `{"name":"a\ud800"}`, code: CodeInvalidRequest, field: "name"},
+		{name: "surrogate pair", body: `{"name":"\ud83d\ude00"}`, want: body{Name: "\U0001F600", Count: 7}},
+		{name: "null keeps a value", body: `{"count":null}`, want: body{Count: 7}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -66,10 +81,13 @@ func TestDecodeJSON(t *testing.T) {
 				ct = "application/json"
 			}
 			r.Header.Set("Content-Type", ct)
-			var dst body
+			dst := body{Count: 7}
 			err := DecodeJSON(httptest.NewRecorder(), r, &dst, DecodeOptions{Strict: tc.strict, MaxBytes: tc.max})
 			if tc.code == "" {
 				require.NoError(t, err)
+				if tc.want.Name != "" || tc.want.Count != 0 {
+					require.Equal(t, tc.want, dst)
+				}
 				return
 			}
 			var e *Error

@@ -201,3 +201,19 @@ func (s *statusRecorder) Write(b []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach Flush and deadlines.
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// OneAuthorization refuses a request with more than one Authorization
+// header field: 400 invalid_request. Readers of credentials take the first
+// field (Header.Get, Request.BasicAuth), so with two, which one counts
+// would depend on the reader, and a proxy in front may have checked
+// another one. RFC 9110 §5.3 allows repeating only fields whose value is a
+// list, and Authorization is not one. Use it on every top-level router.
+func OneAuthorization(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(r.Header.Values("Authorization")) > 1 {
+			WriteError(w, r, Errorf(CodeInvalidRequest, "the request has more than one Authorization header; send one"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

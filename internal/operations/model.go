@@ -12,6 +12,7 @@ import (
 
 	"github.com/dunglas/httpsfv"
 
+	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/sessions"
 )
 
@@ -153,7 +154,7 @@ func ParseApprovalHeader(values []string) (*Approval, error) {
 // a conversation message).
 func ParseApprovalJSON(raw json.RawMessage) (*Approval, error) {
 	var a Approval
-	if err := json.Unmarshal(raw, &a); err != nil {
+	if err := httpx.Unmarshal(raw, &a, httpx.DecodeOptions{}); err != nil {
 		return nil, fmt.Errorf("%w: not an approval object", ErrApproval)
 	}
 	if err := a.validate(); err != nil {
@@ -180,8 +181,13 @@ func WithVersion(ext map[string]string) map[string]string {
 
 // Declared reports whether a request declares version 3 of the extension:
 // in the Personal Agent's client metadata (the Session's extensions) or in
-// Poppy-Extensions, an RFC 9651 List whose members are names with a v
-// parameter. A header that does not parse declares nothing.
+// Poppy-Extensions. That header is an RFC 9651 List; a member declares an
+// extension as a String, its name, with a String parameter v, its version:
+// "operations";v="3" (extension section 2, Poppy 1.0 section 3.4). The
+// types are part of the form (RFC 9651 §3.3: a Token or an Integer is not
+// a String), so a Token operations or an Integer v=3 declares nothing, as
+// a member of a form the field does not define; other members still
+// count. A header that does not parse declares nothing.
 func Declared(sess *sessions.Session, header []string) bool {
 	if sess != nil && sess.Extensions[Name] == Version {
 		return true
@@ -198,13 +204,13 @@ func Declared(sess *sessions.Session, header []string) bool {
 		if !ok {
 			continue
 		}
-		if name, _ := it.Value.(string); name != Name {
-			if tok, ok := it.Value.(httpsfv.Token); !ok || string(tok) != Name {
-				continue
-			}
+		if name, ok := it.Value.(string); !ok || name != Name {
+			continue
 		}
-		if v, ok := it.Params.Get("v"); ok && fmt.Sprint(v) == Version {
-			return true
+		if v, ok := it.Params.Get("v"); ok {
+			if s, ok := v.(string); ok && s == Version {
+				return true
+			}
 		}
 	}
 	return false
@@ -238,7 +244,7 @@ func ParseProposal(body []byte) (*Proposal, error) {
 		// Two members of one name would leave the terms ambiguous.
 		return nil, fmt.Errorf("%w: %v", ErrProposal, err)
 	}
-	if err := json.Unmarshal(body, &p); err != nil {
+	if err := httpx.Unmarshal(body, &p, httpx.DecodeOptions{}); err != nil {
 		return nil, fmt.Errorf("%w: not a JSON object", ErrProposal)
 	}
 	t := bytes.TrimSpace(p.Terms)
@@ -277,7 +283,7 @@ type Decline struct {
 // content, shown to the User (extension 6).
 func ParseDecline(body []byte) *Decline {
 	var d Decline
-	if json.Unmarshal(body, &d) != nil {
+	if httpx.Unmarshal(body, &d, httpx.DecodeOptions{}) != nil {
 		return &Decline{}
 	}
 	if len(d.Reason) > maxSummary || strings.ContainsRune(d.Reason, 0) {
@@ -300,7 +306,7 @@ func validAlternative(raw json.RawMessage) bool {
 			URL  string `json:"url"`
 		} `json:"references"`
 	}
-	if json.Unmarshal(raw, &alt) != nil || (alt.Instructions == "" && len(alt.References) == 0) {
+	if httpx.Unmarshal(raw, &alt, httpx.DecodeOptions{}) != nil || (alt.Instructions == "" && len(alt.References) == 0) {
 		return false
 	}
 	for _, r := range alt.References {

@@ -48,6 +48,11 @@ func TestParseApprovalJSON(t *testing.T) {
 	require.ErrorIs(t, err, ErrApproval)
 	_, err = ParseApprovalJSON(json.RawMessage(`[1]`))
 	require.ErrorIs(t, err, ErrApproval)
+	// Member names are exact, and once each (issue 25).
+	_, err = ParseApprovalJSON(json.RawMessage(`{"OPERATION_ID": "exc_5Rt2", "revision": "r1", "approver": "user"}`))
+	require.ErrorIs(t, err, ErrApproval)
+	_, err = ParseApprovalJSON(json.RawMessage(`{"operation_id": "exc_5Rt2", "revision": "r1", "approver": "user", "approver": "agent"}`))
+	require.ErrorIs(t, err, ErrApproval)
 }
 
 func TestDeclared(t *testing.T) {
@@ -56,12 +61,25 @@ func TestDeclared(t *testing.T) {
 	for header, want := range map[string]bool{
 		`"operations";v="3"`:                           true,
 		`"mediated-sign-in";v="1", "operations";v="3"`: true,
-		`operations;v="3"`:                             true,
-		`"operations";v=3`:                             true,
-		`"operations";v="2"`:                           false,
-		`"operations"`:                                 false,
-		`"other";v="3"`:                                false,
-		`"operations";v="3" ((`:                        false,
+		`"operations";v="3", operations;v=3`:           true,
+		`"operations";v="2";v="3"`:                     true,
+		// The form is a String with a String v (RFC 9651 §3.3.3; extension
+		// section 2): a Token or an Integer is another type, and declares
+		// nothing.
+		`operations;v="3"`:         false,
+		`"operations";v=3`:         false,
+		`operations;v=3`:           false,
+		`"operations";v=3.0`:       false,
+		`"operations";v=?1`:        false,
+		`"operations";V="3"`:       false,
+		`"Operations";v="3"`:       false,
+		`("operations";v="3")`:     false,
+		`"operations";v=:Mw==:`:    false,
+		`"operations";v="3";v="2"`: false,
+		`"operations";v="2"`:       false,
+		`"operations"`:             false,
+		`"other";v="3"`:            false,
+		`"operations";v="3" ((`:    false,
 	} {
 		require.Equal(t, want, Declared(nil, []string{header}), header)
 	}

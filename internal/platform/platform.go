@@ -251,7 +251,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 
 func newRouter() *chi.Mux {
 	r := chi.NewRouter()
-	r.Use(httpx.RecordRoute, middleware.GetHead)
+	r.Use(httpx.RecordRoute, httpx.OneAuthorization, middleware.GetHead)
 	r.NotFound(httpx.NotFound)
 	r.MethodNotAllowed(httpx.MethodNotAllowed(r))
 	return r

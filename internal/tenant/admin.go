@@ -1,7 +1,6 @@
 package tenant
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -208,16 +207,8 @@ func Normalize(s *Settings) {
 // decodeCompany reads a Company body strictly on top of the defaults.
 func decodeCompany(raw []byte) (companyBody, error) {
 	b := companyBody{Settings: DefaultSettings()}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&b); err != nil {
-		// Settings is embedded, so encoding/json names its fields
-		// "Settings.organization.name"; the API's paths have no such prefix.
-		var typ *json.UnmarshalTypeError
-		if errors.As(err, &typ) {
-			typ.Field = strings.TrimPrefix(typ.Field, "Settings.")
-		}
-		return b, httpx.DecodeError(err, maxAdminBody)
+	if err := httpx.Unmarshal(raw, &b, httpx.DecodeOptions{Strict: true}); err != nil {
+		return b, err
 	}
 	Normalize(&b.Settings)
 	return b, nil
@@ -291,9 +282,11 @@ func (a *Admin) getCompany(w http.ResponseWriter, r *http.Request) {
 }
 
 // patchCompany applies a JSON merge patch (RFC 7396) to the Company's
-// settings; null resets a setting to its default.
+// settings; null resets a setting to its default. The patch is merged into
+// the Company as stored when the write happens, with its row locked
+// (Store.Modify), not into the copy read when the request came in:
+// concurrent patches each see the one before, so none undoes another.
 func (a *Admin) patchCompany(w http.ResponseWriter, r *http.Request) {
-	c := FromContext(r.Context())
 	var patch json.RawMessage
 	if err := httpx.DecodeJSON(w, r, &patch, httpx.DecodeOptions{MaxBytes: maxAdminBody}); err != nil {
 		httpx.WriteError(w, r, err)
@@ -303,35 +296,37 @@ func (a *Admin) patchCompany(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, r, httpx.Errorf(httpx.CodeInvalidRequest, "the body must be a JSON object (a merge patch, RFC 7396)"))
 		return
 	}
-	current, err := json.Marshal(companyBody{Slug: c.Slug, Settings: c.Settings})
-	if err != nil {
-		httpx.WriteError(w, r, err)
-		return
-	}
-	merged, err := jsonpatch.MergePatch(current, patch)
-	if err != nil {
-		httpx.WriteError(w, r, httpx.Errorf(httpx.CodeInvalidRequest, "the merge patch cannot be applied"))
-		return
-	}
-	b, err := decodeCompany(merged)
-	if err != nil {
-		httpx.WriteError(w, r, err)
-		return
-	}
-	if b.Slug != c.Slug {
-		httpx.WriteError(w, r, httpx.Invalid(httpx.FieldError{Field: "slug", Message: "cannot change: the slug is part of the Company's issuer"}))
-		return
-	}
-	if err := Validate(b.Slug, &b.Settings, a.publicHost()); err != nil {
-		httpx.WriteError(w, r, err)
-		return
-	}
-	out, err := a.store.Update(r.Context(), c, b.Settings)
+	out, err := a.store.Modify(r.Context(), FromContext(r.Context()).ID, func(c *Company) (Settings, error) {
+		return a.mergePatch(c, patch)
+	})
 	if err != nil {
 		a.writeStoreError(w, r, err)
 		return
 	}
 	httpx.WriteJSON(w, http.StatusOK, a.view(out))
+}
+
+// mergePatch returns c's settings with patch merged in, validated.
+func (a *Admin) mergePatch(c *Company, patch []byte) (Settings, error) {
+	current, err := json.Marshal(companyBody{Slug: c.Slug, Settings: c.Settings})
+	if err != nil {
+		return Settings{}, err
+	}
+	merged, err := jsonpatch.MergePatch(current, patch)
+	if err != nil {
+		return Settings{}, httpx.Errorf(httpx.CodeInvalidRequest, "the merge patch cannot be applied")
+	}
+	b, err := decodeCompany(merged)
+	if err != nil {
+		return Settings{}, err
+	}
+	if b.Slug != c.Slug {
+		return Settings{}, httpx.Invalid(httpx.FieldError{Field: "slug", Message: "cannot change: the slug is part of the Company's issuer"})
+	}
+	if err := Validate(b.Slug, &b.Settings, a.publicHost()); err != nil {
+		return Settings{}, err
+	}
+	return b.Settings, nil
 }
 
 func (a *Admin) deleteCompany(w http.ResponseWriter, r *http.Request) {

@@ -203,3 +203,50 @@ func bootstrapRevoked(t *testing.T, env *testkit.Env) {
 	requireError(t, env.Admin(t, http.MethodGet, "/admin/v1/companies", nil), http.StatusUnauthorized, "unauthorized")
 	require.Equal(t, http.StatusOK, env.Do(t, http.MethodGet, env.PublicURL("/admin/v1/companies"), nil, bearer(tok.Token)...).Status)
 }
+
+// TestTwoAuthorizationHeaders sends two Authorization header fields, one
+// of them valid, in either order: every route refuses it with 400
+// invalid_request, rather than take the first, and nothing is written.
+func TestTwoAuthorizationHeaders(t *testing.T) {
+	t.Parallel()
+	env := testkit.Setup(t)
+	createCompany(t, env, "acme", "acme.example", "")
+	_, apiKey := createAPIKey(t, env, "acme")
+	before := count(t, env, `SELECT count(*) FROM company_api_keys`)
+
+	// send sends the request and checks it was refused for its two fields.
+	send := func(t *testing.T, method, url string, body any, values ...string) {
+		req := testkit.NewRequest(t, method, url, body)
+		for _, v := range values {
+			req.Header.Add("Authorization", v)
+		}
+		e := requireError(t, testkit.Send(t, env.Client, req), http.StatusBadRequest, "invalid_request")
+		require.Contains(t, e.Description, "more than one Authorization header")
+	}
+	pairs := map[string][]string{
+		"valid first":  {"Bearer " + testkit.AdminToken, "Bearer nope"},
+		"valid second": {"Bearer nope", "Bearer " + testkit.AdminToken},
+		"both valid":   {"Bearer " + testkit.AdminToken, "Bearer " + testkit.AdminToken},
+	}
+	for name, values := range pairs {
+		t.Run("admin "+name, func(t *testing.T) {
+			for _, r := range adminRoutes {
+				send(t, r.method, env.PublicURL(r.path), r.body, values...)
+			}
+		})
+	}
+	t.Run("company API", func(t *testing.T) {
+		send(t, http.MethodGet, env.PublicURL("/company/v1/company"), nil, "Bearer "+apiKey, "Bearer nope")
+	})
+	t.Run("token endpoint", func(t *testing.T) {
+		send(t, http.MethodPost, env.PublicURL("/t/acme/oauth/token"), "grant_type=refresh_token&refresh_token=x",
+			"Basic eDp5", "Bearer nope")
+	})
+	// One header still works.
+	require.Equal(t, http.StatusOK, env.Admin(t, http.MethodGet, "/admin/v1/companies/acme", nil).Status)
+
+	require.Equal(t, 1, count(t, env, `SELECT count(*) FROM companies`))
+	require.Equal(t, before, count(t, env, `SELECT count(*) FROM company_api_keys`))
+	require.Equal(t, 1, count(t, env, `SELECT count(*) FROM operator_tokens`))
+	require.Equal(t, "Company acme", orgName(t, env.Admin(t, http.MethodGet, "/admin/v1/companies/acme", nil)))
+}

@@ -400,7 +400,18 @@ func TestPatchCompanyRefused(t *testing.T) {
 		field       string
 	}{
 		{"unknown field", `{"bogus": true}`, "", 400, "invalid_request", "bogus"},
-		{"unknown nested field", `{"organization": {"nickname": "A"}}`, "", 400, "invalid_request", "nickname"},
+		{"unknown nested field", `{"organization": {"nickname": "A"}}`, "", 400, "invalid_request", "organization.nickname"},
+		// Member names are read exactly (issue 25): another case is another,
+		// unknown, name; a name twice in one object and text that is not
+		// UTF-8 are refused, not resolved or repaired.
+		{"member in upper case", `{"ORGANIZATION": {"name": "X"}}`, "", 400, "invalid_request", "ORGANIZATION"},
+		{"nested member in another case", `{"organization": {"Name": "X"}}`, "", 400, "invalid_request", "organization.Name"},
+		{"member twice", `{"rate_limits": {"per_agent": 5}, "rate_limits": {"per_agent": 6}}`, "", 400, "invalid_request", "rate_limits"},
+		{"member twice in other cases", `{"rate_limits": {"per_agent": 5}, "RATE_LIMITS": {"per_agent": 6}}`, "", 400, "invalid_request", "RATE_LIMITS"},
+		{"nested member twice", `{"organization": {"name": "A", "name": "B"}}`, "", 400, "invalid_request", "organization.name"},
+		{"map key twice", `{"auth": {"scopes": {"x": "A", "x": "B"}}}`, "", 400, "invalid_request", "auth.scopes.x"},
+		{"invalid UTF-8", "{\"organization\": {\"name\": \"Acme \xff\xfe\"}}", "", 400, "invalid_request", "organization.name"},
+		{"lone surrogate", `{"organization": {"name": "Acme \ud800"}}`, "", 400, "invalid_request", "organization.name"},
 		{"read-only identifier", `{"identifier": "https://x.example"}`, "", 400, "invalid_request", "identifier"},
 		{"wrong type", `{"organization": {"name": 5}}`, "", 400, "invalid_request", "organization.name"},
 		{"slug change", `{"slug": "acme2"}`, "", 400, "invalid_request", "slug"},
@@ -422,9 +433,8 @@ func TestPatchCompanyRefused(t *testing.T) {
 			"agents.sign_in_refused.http://a.example/agent.json"},
 		{"invalid result: refused grant type unknown", `{"agents": {"sign_in_refused": {"https://a.example/agent.json": ["authorization_code", "password"]}}}`, "", 400, "invalid_request",
 			"agents.sign_in_refused.https://a.example/agent.json[1]"},
-		// encoding/json names a map by its own path, not the entry's.
 		{"wrong type: refused grant types", `{"agents": {"sign_in_refused": {"https://a.example/agent.json": "authorization_code"}}}`, "", 400, "invalid_request",
-			"agents.sign_in_refused"},
+			"agents.sign_in_refused.https://a.example/agent.json"},
 		{"invalid result: removing the API a feedback alternative names", `{"apis": null}`, "", 400, "invalid_request", "feedback.alternatives[0].alternative.references[0].url"},
 		{"invalid result: feedback task listed twice", `{"feedback": {"alternatives": [{"task": "T", "alternative": {"instructions": "A"}}, {"task": "t ", "alternative": {"instructions": "B"}}]}}`, "", 400, "invalid_request", "feedback.alternatives[1].task"},
 		{"wrong type: idle timeout", `{"sessions": {"idle_timeout_seconds": "1h"}}`, "", 400, "invalid_request", "sessions.idle_timeout_seconds"},

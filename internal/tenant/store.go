@@ -141,25 +141,42 @@ func insertDomains(ctx context.Context, tx pgx.Tx, companyID int64, s Settings) 
 	return nil
 }
 
-// Update replaces a Company's settings and domains.
-func (s *Store) Update(ctx context.Context, c *Company, settings Settings) (*Company, error) {
-	raw, err := json.Marshal(settings)
-	if err != nil {
-		return nil, err
-	}
-	var out *Company
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
-		out, err = scanCompany(tx.QueryRow(ctx,
-			`UPDATE companies AS c SET settings = $2, updated_at = now() WHERE c.id = $1 RETURNING `+companyColumns,
-			c.ID, raw))
+// Modify changes a Company's settings and domains atomically: in one
+// transaction it locks the Company's row (SELECT ... FOR UPDATE), passes
+// the Company as stored to change, and writes the settings change returns.
+// Concurrent Modify calls on one Company thus run one after another, each
+// on what the one before wrote, and no change is lost; a change computed
+// from a copy read earlier (the request's context) could undo another's.
+// An error from change aborts with nothing written and is returned as is;
+// ErrNotFound means the Company is gone.
+func (s *Store) Modify(ctx context.Context, companyID int64, change func(c *Company) (Settings, error)) (*Company, error) {
+	var (
+		out      *Company
+		settings Settings
+	)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		c, err := scanCompany(tx.QueryRow(ctx,
+			`SELECT `+companyColumns+` FROM companies c WHERE c.id = $1 FOR UPDATE`, companyID))
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM company_domains WHERE company_id = $1`, c.ID); err != nil {
+		if settings, err = change(c); err != nil {
 			return err
 		}
-		return insertDomains(ctx, tx, c.ID, settings)
+		raw, err := json.Marshal(settings)
+		if err != nil {
+			return err
+		}
+		out, err = scanCompany(tx.QueryRow(ctx,
+			`UPDATE companies AS c SET settings = $2, updated_at = now() WHERE c.id = $1 RETURNING `+companyColumns,
+			companyID, raw))
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM company_domains WHERE company_id = $1`, companyID); err != nil {
+			return err
+		}
+		return insertDomains(ctx, tx, companyID, settings)
 	})
 	if err != nil {
 		return nil, mapWriteError(err, settings)

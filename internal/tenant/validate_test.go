@@ -790,7 +790,7 @@ func testCreateValidation(t *testing.T, env *testkit.Env) {
 			"auth.token_lifetimes.access_seconds"},
 		{"access lifetime valid, refresh not", `{"auth": {"token_lifetimes": {"access_seconds": 60, "refresh_seconds": 60}}}`,
 			"auth.token_lifetimes.refresh_seconds"},
-		{"token lifetimes unknown member", `{"auth": {"token_lifetimes": {"id_token_seconds": 60}}}`, "id_token_seconds"},
+		{"token lifetimes unknown member", `{"auth": {"token_lifetimes": {"id_token_seconds": 60}}}`, "auth.token_lifetimes.id_token_seconds"},
 
 		// sessions (spec 5.5)
 		{"idle timeout under a minute", `{"sessions": {"idle_timeout_seconds": 59}}`, "sessions.idle_timeout_seconds"},
