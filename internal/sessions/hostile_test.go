@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -83,4 +84,40 @@ func TestHostileSessionsEnd(t *testing.T) {
 		}
 	}
 	require.Nil(t, getSession(t, env, c, a.ClientID, sid).EndedAt, "the Session is not ended")
+}
+
+// TestStallingMetadata: a Personal Agent whose metadata document never
+// answers holds its first request for the fetch deadline (3 s), and the
+// failure is remembered, so the next requests are refused at once
+// without fetching again.
+func TestStallingMetadata(t *testing.T) {
+	t.Parallel()
+	env := testkit.Setup(t)
+	a := env.StartAgent(t, "stalling-agent.test")
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	a.Serve("/agent.json", func(_ http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	})
+	c := newCompany(t, env, nil)
+	start := time.Now()
+	desc := requireError(t, send(t, env, a, c, c.claims(newSID()), testkit.SessionOptions{}), http.StatusBadRequest, "invalid_session")
+	took := time.Since(start)
+	require.Contains(t, desc, "could not be fetched")
+	// Bounds generous for a loaded machine: the deadline, well under the
+	// 10 s of a whole fetch.
+	require.GreaterOrEqual(t, took, 3*time.Second)
+	require.Less(t, took, 8*time.Second)
+
+	for range 3 {
+		start = time.Now()
+		requireError(t, send(t, env, a, c, c.claims(newSID()), testkit.SessionOptions{}), http.StatusBadRequest, "invalid_session")
+		require.Less(t, time.Since(start), 2*time.Second, "refused from the remembered failure")
+	}
+	require.Equal(t, 1, a.Hits("/agent.json"))
+	sessions, _ := rows(t, env, c)
+	require.Zero(t, sessions)
 }
