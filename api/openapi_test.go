@@ -141,9 +141,6 @@ var unexercisedStatuses = map[string]bool{
 	"500": true,
 	// A token lookup that fails in the database.
 	"POST /t/{slug}/oauth/revoke 503": true,
-	// The agent's metadata failing to load after its device request was
-	// made, and after its cached copy expired.
-	"POST /t/{slug}/device 503": true,
 }
 
 func init() {
@@ -1344,8 +1341,9 @@ func TestContract(t *testing.T) {
 		page(get, with("redirect_uri", "https://elsewhere.example/callback"), nil, 400)
 		r = page(get, with("client_id", "http://agent.example/agent.json"), nil, 400)
 		assert.Contains(t, string(r.Body), "invalid_client")
-		page(get, with("client_id", "https://unreachable.test/agent.json"), nil, 503)
-		page(post, with("client_id", "https://unreachable.test/agent.json"), login, 503)
+		r = page(get, with("client_id", "https://unreachable.test/agent.json"), nil, 400)
+		assert.Contains(t, string(r.Body), "invalid_client")
+		page(post, with("client_id", "https://unreachable.test/agent.json"), login, 400)
 		badPage(post, base+"/oauth/authorize", login, 400)
 		for name, value := range map[string]string{"code_challenge": "", "state": "", "scope": "orders:delete", "resource": "https://elsewhere.example"} {
 			k := call{method: get, path: with(name, value), client: browser, want: 303, docRejects: value == ""}

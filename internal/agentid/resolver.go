@@ -30,10 +30,20 @@ var ErrUnavailable = errors.New("could not fetch")
 // ErrUnknownKey means the key set has no signing key with the kid asked for.
 var ErrUnknownKey = errors.New("no such key in jwks_uri")
 
-// Options tune the caches. Zero values take the defaults in brackets.
+// Options tune fetching and the caches. Zero values take the defaults in
+// brackets.
 type Options struct {
 	// Now is the clock [time.Now].
 	Now func() time.Time
+	// FetchTimeout bounds one fetch of a document or key set, which is how
+	// long a request that needs it may wait [3s].
+	FetchTimeout time.Duration
+	// FailFor is how long a failed fetch is remembered: requests needing
+	// that document meanwhile fail at once, from the stale copy if there
+	// is one, without fetching [30s]. Each failure that follows doubles it,
+	// up to FailForMax [10m]; a success forgets it, and so does a quiet
+	// spell of FailForMax after the last remembered failure ran out.
+	FailFor, FailForMax time.Duration
 	// DefaultTTL applies when a response has no max-age [5m]; MinTTL and
 	// MaxTTL bound what Cache-Control asks for [1m, 1h].
 	DefaultTTL, MinTTL, MaxTTL time.Duration
@@ -61,6 +71,9 @@ func (o *Options) defaults() {
 	set(&o.MaxTTL, time.Hour)
 	set(&o.StaleFor, 10*time.Minute)
 	set(&o.RefetchEvery, 30*time.Second)
+	set(&o.FetchTimeout, 3*time.Second)
+	set(&o.FailFor, 30*time.Second)
+	set(&o.FailForMax, 10*time.Minute)
 	if o.MaxEntries == 0 {
 		o.MaxEntries = 10000
 	}
@@ -74,13 +87,18 @@ const (
 )
 
 // Resolver fetches, validates and caches client metadata documents and key
-// sets. Concurrent misses for one URL share one fetch.
+// sets. Concurrent misses for one URL share one fetch, and failed fetches
+// are remembered (Options.FailFor) so that a document that stalls or fails
+// costs one fetch per backoff period, not one per request.
 type Resolver struct {
 	fetch Fetcher
 	opts  Options
 	sf    singleflight.Group
 	docs  cache[*Client]
 	keys  cache[jwk.Set]
+	// failed holds the last failure of each fetch ("doc URL", "jwks URL")
+	// until it may be tried again.
+	failed cache[failure]
 	// refetched holds when an unknown kid last refetched each key set, so
 	// that failed refetches count against RefetchEvery too.
 	refetchMu sync.Mutex
@@ -92,7 +110,7 @@ func NewResolver(f Fetcher, opts Options) *Resolver {
 	opts.defaults()
 	return &Resolver{fetch: f, opts: opts,
 		docs: cache[*Client]{max: opts.MaxEntries}, keys: cache[jwk.Set]{max: opts.MaxEntries},
-		refetched: cache[struct{}]{max: opts.MaxEntries}}
+		failed: cache[failure]{max: opts.MaxEntries}, refetched: cache[struct{}]{max: opts.MaxEntries}}
 }
 
 // Client returns the validated client metadata of clientID.
@@ -104,16 +122,27 @@ func (r *Resolver) Client(ctx context.Context, clientID string) (*Client, error)
 	if e, ok := r.docs.get(clientID); ok && now.Before(e.expires) {
 		return e.val, nil
 	}
-	v, err, _ := r.sf.Do("doc "+clientID, func() (any, error) {
-		resp, err := r.get(ctx, clientID, maxMetadataBytes, "application/json")
+	key := "doc " + clientID
+	if err := r.failing(key, now); err != nil {
+		return stale(r, &r.docs, clientID, now, err)
+	}
+	v, err, _ := r.sf.Do(key, func() (any, error) {
+		// A flight that just ended may have failed.
+		if err := r.failing(key, now); err != nil {
+			return nil, err
+		}
+		c, ttl, err := remember(r, key, func() (*Client, time.Duration, error) {
+			resp, err := r.get(ctx, clientID, maxMetadataBytes, "application/json")
+			if err != nil {
+				return nil, 0, err
+			}
+			c, err := parseMetadata(clientID, resp.Body)
+			return c, r.ttl(resp.Header), err
+		})
 		if err != nil {
 			return nil, err
 		}
-		c, err := parseMetadata(clientID, resp.Body)
-		if err != nil {
-			return nil, err
-		}
-		r.docs.put(clientID, &entry[*Client]{val: c, fetched: now, expires: now.Add(r.ttl(resp.Header))})
+		r.docs.put(clientID, &entry[*Client]{val: c, fetched: now, expires: now.Add(ttl)})
 		return c, nil
 	})
 	if err != nil {
@@ -163,20 +192,31 @@ func (r *Resolver) keySet(ctx context.Context, uri string, force bool) (jwk.Set,
 	if e, ok := r.keys.get(uri); ok && !force && now.Before(e.expires) {
 		return e.val, e.fetched, nil
 	}
-	v, err, _ := r.sf.Do("jwks "+uri, func() (any, error) {
+	key := "jwks " + uri
+	if err := r.failing(key, now); err != nil {
+		set, serr := stale(r, &r.keys, uri, now, err)
+		return set, now, serr
+	}
+	v, err, _ := r.sf.Do(key, func() (any, error) {
 		// A concurrent caller may just have refreshed it.
 		if e, ok := r.keys.get(uri); ok && now.Sub(e.fetched) < time.Second {
 			return e, nil
 		}
-		resp, err := r.get(ctx, uri, maxJWKSBytes, "application/json", "application/jwk-set+json")
+		if err := r.failing(key, now); err != nil {
+			return nil, err
+		}
+		set, ttl, err := remember(r, key, func() (jwk.Set, time.Duration, error) {
+			resp, err := r.get(ctx, uri, maxJWKSBytes, "application/json", "application/jwk-set+json")
+			if err != nil {
+				return nil, 0, err
+			}
+			set, err := parseKeySet(resp.Body)
+			return set, r.ttl(resp.Header), err
+		})
 		if err != nil {
 			return nil, err
 		}
-		set, err := parseKeySet(resp.Body)
-		if err != nil {
-			return nil, err
-		}
-		e := &entry[jwk.Set]{val: set, fetched: now, expires: now.Add(r.ttl(resp.Header))}
+		e := &entry[jwk.Set]{val: set, fetched: now, expires: now.Add(ttl)}
 		r.keys.put(uri, e)
 		return e, nil
 	})
@@ -188,10 +228,47 @@ func (r *Resolver) keySet(ctx context.Context, uri string, force bool) (jwk.Set,
 	return e.val, e.fetched, nil
 }
 
-// get fetches a document with its own deadline, so that a fetch shared by
-// several requests does not end with the first caller's context.
+// failure is a failed fetch and how long it was remembered for.
+type failure struct {
+	err     error
+	backoff time.Duration
+}
+
+// failing returns the remembered failure of the fetch key, or nil when it
+// may be tried.
+func (r *Resolver) failing(key string, now time.Time) error {
+	if e, ok := r.failed.get(key); ok && now.Before(e.expires) {
+		return e.val.err
+	}
+	return nil
+}
+
+// remember runs fetch and records its outcome for key: a success forgets
+// earlier failures; a failure is remembered for FailFor, or for twice the
+// last failure's period, at most FailForMax, when that one ran out less
+// than FailForMax ago.
+func remember[T any](r *Resolver, key string, fetch func() (T, time.Duration, error)) (T, time.Duration, error) {
+	v, ttl, err := fetch()
+	if err == nil {
+		r.failed.delete(key)
+		return v, ttl, nil
+	}
+	// The period starts when the fetch gave up, up to FetchTimeout after
+	// it started.
+	now := r.opts.Now()
+	backoff := r.opts.FailFor
+	if e, ok := r.failed.get(key); ok && now.Sub(e.expires) < r.opts.FailForMax {
+		backoff = min(2*e.val.backoff, r.opts.FailForMax)
+	}
+	r.failed.put(key, &entry[failure]{val: failure{err: err, backoff: backoff}, fetched: now, expires: now.Add(backoff)})
+	return v, 0, err
+}
+
+// get fetches a document with its own deadline, FetchTimeout, so that a
+// fetch shared by several requests does not end with the first caller's
+// context, and a stalling server holds none of them for long.
 func (r *Resolver) get(ctx context.Context, url string, max int64, accept ...string) (*safehttp.Response, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.FetchTimeout)
 	defer cancel()
 	resp, err := r.fetch.Get(ctx, safehttp.Request{URL: url, Accept: accept, MaxBytes: max})
 	if err != nil {
@@ -290,6 +367,12 @@ func (c *cache[T]) get(k string) (*entry[T], bool) {
 	defer c.mu.Unlock()
 	e, ok := c.m[k]
 	return e, ok
+}
+
+func (c *cache[T]) delete(k string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, k)
 }
 
 func (c *cache[T]) put(k string, e *entry[T]) {

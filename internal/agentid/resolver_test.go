@@ -514,8 +514,14 @@ func TestClientStaleIfError(t *testing.T) {
 	require.ErrorIs(t, err, agentid.ErrUnavailable)
 	require.ErrorIs(t, err, safehttp.ErrStatus)
 
-	// Once the agent is back, the document is fetched and cached again.
+	// Once the agent is back, the document is fetched and cached again
+	// when the last failure's remembered period has run out: 60 s, since
+	// it was the second in a row (TestFailuresBackOff).
 	b.agent.Serve(metadataPath, nil)
+	b.clock.Advance(58 * time.Second)
+	_, err = b.resolver.Client(context.Background(), b.agent.ClientID)
+	require.ErrorIs(t, err, agentid.ErrUnavailable)
+	b.clock.Advance(time.Second)
 	b.client(t)
 	hits := b.agent.Hits(metadataPath)
 	b.client(t)

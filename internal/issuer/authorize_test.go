@@ -5,7 +5,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -13,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/oauth2"
 
+	"github.com/poppyhost/poppyhost/internal/platform"
+	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/testkit"
 )
 
@@ -271,7 +275,7 @@ func TestAuthorizeBadClientOrRedirectShowsPage(t *testing.T) {
 			q.Set("client_id", strings.Replace(s.agent.ClientID, "https://", "http://", 1))
 		}, status: http.StatusBadRequest, errCode: "invalid_client"},
 		{name: "client_id on an unknown host", mutate: func(q url.Values) { q.Set("client_id", "https://unknown-agent.test/agent.json") },
-			status: http.StatusServiceUnavailable, errCode: "temporarily_unavailable"},
+			status: http.StatusBadRequest, errCode: "invalid_client"},
 		{name: "client metadata invalid", mutate: func(q url.Values) {
 			q.Set("client_id", bad.ClientID)
 			q.Set("redirect_uri", bad.URL("/callback"))
@@ -288,6 +292,46 @@ func TestAuthorizeBadClientOrRedirectShowsPage(t *testing.T) {
 			azNothingStored(t, s.env, "stormline")
 		})
 	}
+}
+
+// TestAuthorizeUnfetchableClient: client metadata that cannot be fetched
+// is the agent's problem, not the platform's: an invalid_client page with
+// 400, not a 503, never redirected since no redirect_uri can be trusted,
+// logged at info rather than as an error.
+func TestAuthorizeUnfetchableClient(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	logs := &testkit.SyncBuffer{}
+	p, err := platform.New(context.Background(), platform.Options{
+		Pool:   s.env.Pool,
+		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		URLs:   s.env.URLs,
+		Fetch:  safehttp.Options{AllowPrivate: true, RootCAs: s.env.CA.Pool(), Resolver: s.env.Hosts},
+	})
+	require.NoError(t, err)
+	broken := s.env.StartAgent(t, "broken-agent.test")
+	broken.Serve("/agent.json", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusInternalServerError) })
+	verifier := oauth2.GenerateVerifier()
+	for name, clientID := range map[string]string{
+		"metadata answers 500":  broken.ClientID,
+		"host does not resolve": "https://unknown-agent.test/agent.json",
+	} {
+		q := azParams(s, verifier, func(q url.Values) {
+			q.Set("client_id", clientID)
+			q.Set("redirect_uri", broken.URL("/callback"))
+		})
+		rec := httptest.NewRecorder()
+		p.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, azURL(s, q), nil))
+		require.Equal(t, http.StatusBadRequest, rec.Code, "%s: %s", name, rec.Body)
+		require.Empty(t, rec.Header().Get("Location"), name)
+		require.Contains(t, rec.Header().Get("Content-Type"), "text/html", name)
+		require.Contains(t, rec.Body.String(), "Error: invalid_client", name)
+		require.Contains(t, rec.Body.String(), "could not be fetched", name)
+	}
+	azNothingStored(t, s.env, "stormline")
+	out := logs.String()
+	require.Contains(t, out, `"level":"INFO","msg":"client metadata unavailable"`)
+	require.NotContains(t, out, `"level":"ERROR"`)
 }
 
 // TestAuthorizeLoopbackRedirect: a loopback redirect_uri matches on any

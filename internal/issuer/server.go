@@ -127,9 +127,13 @@ func (s *Server) resolveAgent(ctx context.Context, id string) (*agentid.Client, 
 	var invalid *agentid.InvalidError
 	switch {
 	case errors.As(err, &invalid):
+		httpx.Logger(ctx).InfoContext(ctx, "client metadata refused", slog.String("client_id", id), slog.String("reason", invalid.Reason))
 		return nil, fosite.ErrInvalidClient.WithHintf("The Personal Agent's client metadata is not valid: %s", invalid.Reason)
 	case errors.Is(err, agentid.ErrUnavailable):
-		return nil, fosite.ErrTemporarilyUnavailable.WithHint("The Personal Agent's client metadata could not be fetched.").WithWrap(err)
+		// The agent's fault, not ours: a client we cannot identify is an
+		// invalid client (RFC 6749 §4.1.2.1), shown to the User.
+		httpx.Logger(ctx).InfoContext(ctx, "client metadata unavailable", slog.String("client_id", id), slog.Any("err", err))
+		return nil, fosite.ErrInvalidClient.WithHint("The Personal Agent's client metadata could not be fetched.").WithWrap(err)
 	case err != nil:
 		return nil, fosite.ErrServerError.WithWrap(err)
 	}

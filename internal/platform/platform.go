@@ -192,9 +192,12 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	mountOps(ops)
 	platform := newRouter()
 	mountOps(platform)
-	admin.MountAdmin(platform, feedback.MountReports, sess.MountEnd, keys.MountAdmin, registry.Mount, opHandler.Mount)
+	// The operator and Company APIs take no path or query text that
+	// PostgreSQL would refuse.
+	admin.MountAdmin(platform.With(httpx.RequireText), feedback.MountReports, sess.MountEnd, keys.MountAdmin, registry.Mount,
+		opHandler.Mount)
 	platform.Route("/company/v1", func(r chi.Router) {
-		r.Use(tenant.RequireAPIKey(p.Tenants))
+		r.Use(httpx.RequireText, tenant.RequireAPIKey(p.Tenants))
 		admin.MountCompanyAPI(r)
 		feedback.MountReports(r)
 		sess.MountEnd(r)

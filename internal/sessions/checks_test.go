@@ -437,7 +437,10 @@ func TestSessionChecks(t *testing.T) {
 			t.Parallel()
 			a := shared
 			if tc.agent != nil {
-				a = env.StartAgent(t, "")
+				// A host of its own: an agent on a port another row's agent
+				// used would share its client_id, and the resolver's
+				// cached document or remembered failure with it.
+				a = env.StartAgent(t, "a"+randHex(6)+".test")
 				tc.agent(t, a)
 			}
 			settings := tc.settings

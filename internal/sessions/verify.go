@@ -150,6 +150,15 @@ func (v *Verifier) Verify(ctx context.Context, token string, req Request) (*Clai
 	if cl.Iss == nil || *cl.Iss == "" {
 		return nil, fail("iss is required")
 	}
+	// Claims reach PostgreSQL, which refuses NUL and invalid UTF-8.
+	for _, c := range []struct {
+		name string
+		v    *string
+	}{{"iss", cl.Iss}, {"sub", cl.Sub}, {"agent_id", cl.AgentID}, {"jti", cl.Jti}} {
+		if c.v != nil && !httpx.ValidText(*c.v) {
+			return nil, fail("%s must be UTF-8 text without NUL characters", c.name)
+		}
+	}
 	clientID := *cl.Iss
 
 	// Spec 5.3 step 1, then 5.2 "Delegated keys" steps 1-3.
