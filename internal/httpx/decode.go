@@ -30,7 +30,7 @@ type DecodeOptions struct {
 }
 
 // DecodeJSON reads one JSON value from the request body into dst, as
-// Unmarshal does. Errors are *Error values ready for WriteError: 415 for
+// Unmarshal does, and refuses a string with NUL anywhere in it. Errors are *Error values ready for WriteError: 415 for
 // another media type, 413 for an oversized body, 400 naming the offending
 // field otherwise.
 func DecodeJSON(w http.ResponseWriter, r *http.Request, dst any, opts DecodeOptions) error {
@@ -52,7 +52,12 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, dst any, opts DecodeOpti
 		}
 		return &Error{Code: CodeInvalidRequest, Description: "the body could not be read", Cause: err}
 	}
-	return Unmarshal(raw, dst, opts)
+	if err := Unmarshal(raw, dst, opts); err != nil {
+		return err
+	}
+	// A body's text reaches PostgreSQL, which cannot store NUL: refused
+	// here, once for every API body (CheckText).
+	return CheckText(dst)
 }
 
 // Unmarshal decodes data, which must be exactly one JSON value, into dst.
@@ -78,10 +83,10 @@ func Unmarshal(data []byte, dst any, opts DecodeOptions) error {
 	err := json.Unmarshal(data, dst,
 		jsonv1.MergeWithLegacySemantics(true),
 		json.RejectUnknownMembers(opts.Strict))
-	if err == nil {
-		return nil
+	if err != nil {
+		return decodeError(data, err)
 	}
-	return decodeError(data, err)
+	return nil
 }
 
 // decodeError turns an error of json.Unmarshal on data into an *Error.

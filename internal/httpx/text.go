@@ -102,7 +102,7 @@ func textIn(v reflect.Value, path string) (string, bool) {
 		}
 	case reflect.Slice, reflect.Array:
 		if v.Type() == rawMessageType {
-			return path, rawText(v.Bytes())
+			return rawText(v.Bytes(), path)
 		}
 		if v.Type().Elem().Kind() == reflect.Uint8 {
 			return "", true // base64 bytes, not text
@@ -116,30 +116,26 @@ func textIn(v reflect.Value, path string) (string, bool) {
 	return "", true
 }
 
-// rawText reports whether every string in the JSON text raw, member names
-// included, is ValidText. encoding/json keeps a RawMessage's bytes as
-// sent, invalid UTF-8 and \u0000 escapes included.
-func rawText(raw []byte) bool {
+// rawText reports whether every string in the JSON text raw, at path,
+// member names included, is ValidText, and where the first that is not
+// stands. encoding/json keeps a RawMessage's bytes as sent, invalid UTF-8
+// and \u0000 escapes included.
+func rawText(raw []byte, path string) (string, bool) {
 	if len(raw) == 0 {
-		return true
+		return "", true
 	}
 	if !utf8.Valid(raw) {
-		return false
+		return path, false
 	}
 	if !bytes.Contains(raw, []byte(`\u0000`)) {
-		return true
+		return "", true
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			// io.EOF at the end: a RawMessage decoded from a body is JSON.
-			return true
-		}
-		if s, ok := tok.(string); ok && strings.IndexByte(s, 0) >= 0 {
-			return false
-		}
+	// Decoded only to name where the NUL is.
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return path, false
 	}
+	return textIn(reflect.ValueOf(v), path)
 }
 
 // jsonName is the name encoding/json gives field f, and whether it skips f.

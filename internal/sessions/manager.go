@@ -164,10 +164,6 @@ func (m *Manager) MountEnd(r chi.Router) {
 			httpx.WriteError(w, r, err)
 			return
 		}
-		if err := httpx.CheckText(&body); err != nil {
-			httpx.WriteError(w, r, err)
-			return
-		}
 		var fields []httpx.FieldError
 		if body.ClientID == "" {
 			fields = append(fields, httpx.FieldError{Field: "client_id", Message: "is required"})
