@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"runtime"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/accounts"
+	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/issuer"
 	"github.com/poppyhost/poppyhost/internal/platform"
 	"github.com/poppyhost/poppyhost/internal/testkit"
@@ -142,4 +144,67 @@ func TestLoginFloodStaysBounded(t *testing.T) {
 		require.Contains(t, string(metrics.Body), line)
 	}
 	require.False(t, strings.Contains(string(metrics.Body), `poppyhost_login_rate_limited_total{limit="address"} 0`))
+}
+
+// TestLoginRates: sign-in attempts are counted per client address (the
+// one a trusted proxy names; an IPv6 /64 is one address) and per Company,
+// before any password is checked, and answered 429 with Retry-After over
+// either rate. One address's excess does not use up the Company's budget,
+// and another Company's budget is its own.
+func TestLoginRates(t *testing.T) {
+	t.Parallel()
+	env := testkit.SetupWith(t, func(o *platform.Options) {
+		o.LoginRates = issuer.LoginRates{PerAddress: 2, PerCompany: 5}
+		o.Proxies = httpx.Proxies{Trusted: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	})
+	for _, slug := range []string{"alpha", "beta"} {
+		env.CreateCompany(t, map[string]any{
+			"slug":         slug,
+			"organization": map[string]any{"name": "Company " + slug, "domain": slug + ".test"},
+		})
+	}
+	b := env.Browser(t)
+	pages := map[string]*testkit.Page{}
+	for _, slug := range []string{"alpha", "beta"} {
+		pages[slug] = b.Get(env.PublicURL("/t/" + slug + "/account"))
+		require.Equal(t, http.StatusOK, pages[slug].Status, "%s", pages[slug].Body)
+	}
+	attempt := func(slug, from string) int {
+		t.Helper()
+		form := url.Values{"csrf": {pages[slug].Field("csrf")}, "action": {"login"},
+			"username": {"nobody"}, "password": {"wrong password"}}
+		req, err := http.NewRequest(http.MethodPost, env.PublicURL("/t/"+slug+"/account"), strings.NewReader(form.Encode()))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("X-Forwarded-For", from)
+		resp, err := b.Client.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			require.Equal(t, "60", resp.Header.Get("Retry-After"))
+		}
+		return resp.StatusCode
+	}
+	// One address: two attempts, then 429; its excess is not counted
+	// against the Company.
+	require.Equal(t, http.StatusBadRequest, attempt("alpha", "203.0.113.1"))
+	require.Equal(t, http.StatusBadRequest, attempt("alpha", "203.0.113.1"))
+	require.Equal(t, http.StatusTooManyRequests, attempt("alpha", "203.0.113.1"))
+	require.Equal(t, http.StatusTooManyRequests, attempt("alpha", "203.0.113.1"))
+	// An IPv6 /64 is one address.
+	require.Equal(t, http.StatusBadRequest, attempt("alpha", "2001:db8:1:2::1"))
+	require.Equal(t, http.StatusBadRequest, attempt("alpha", "2001:db8:1:2::ffff"))
+	require.Equal(t, http.StatusTooManyRequests, attempt("alpha", "2001:db8:1:2::abcd"))
+	// The fifth counted attempt uses up the Company's budget; whoever asks
+	// next is refused.
+	require.Equal(t, http.StatusBadRequest, attempt("alpha", "198.51.100.7"))
+	require.Equal(t, http.StatusTooManyRequests, attempt("alpha", "2001:db8:1:3::1"))
+	// Another Company's budget is its own, for the same addresses too.
+	require.Equal(t, http.StatusBadRequest, attempt("beta", "203.0.113.1"))
+	require.Equal(t, http.StatusBadRequest, attempt("beta", "198.51.100.7"))
+
+	metrics := string(env.Do(t, http.MethodGet, env.PublicURL("/metrics"), nil).Body)
+	require.Contains(t, metrics, `poppyhost_login_rate_limited_total{limit="address"} 3`)
+	require.Contains(t, metrics, `poppyhost_login_rate_limited_total{limit="company"} 1`)
 }
