@@ -141,6 +141,11 @@ var unexercisedStatuses = map[string]bool{
 	"500": true,
 	// A token lookup that fails in the database.
 	"POST /t/{slug}/oauth/revoke 503": true,
+	// Password checking at its limit: a flood of sign-ins, which
+	X
+	"POST /t/{slug}/account 503":         true,
+	"POST /t/{slug}/oauth/authorize 503": true,
+	"POST /t/{slug}/device 503":          true,
 }
 
 func init() {

@@ -28,9 +28,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/poppyhost/poppyhost/internal/accounts"
 	"github.com/poppyhost/poppyhost/internal/config"
 	"github.com/poppyhost/poppyhost/internal/devca"
 	"github.com/poppyhost/poppyhost/internal/httpx"
+	"github.com/poppyhost/poppyhost/internal/issuer"
 	"github.com/poppyhost/poppyhost/internal/platform"
 	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/tenant"
@@ -91,9 +93,11 @@ func run(ctx context.Context, env runEnv) error {
 	urls := tenant.URLs{Public: cfg.PublicURL}
 	p, err := platform.New(ctx, platform.Options{
 		Pool: pool, Logger: logger, URLs: urls,
-		Proxies:    httpx.Proxies{Trusted: cfg.TrustedProxies},
-		AdminToken: cfg.AdminToken,
-		Fetch:      fetch,
+		Proxies:        httpx.Proxies{Trusted: cfg.TrustedProxies},
+		AdminToken:     cfg.AdminToken,
+		Fetch:          fetch,
+		PasswordHashes: accounts.Limits{Hashes: cfg.PasswordHashes, Queue: cfg.PasswordHashQueue},
+		LoginRates:     issuer.LoginRates{PerAddress: cfg.LoginRatePerAddress, PerCompany: cfg.LoginRatePerCompany},
 	})
 	if err != nil {
 		return err

@@ -11,15 +11,28 @@
 // guess costs no hashing. The count restarts after FailureWindow without a
 // failure and is cleared by a successful sign-in. Unknown usernames are
 // counted and locked alike, so probing for usernames is slowed just as much
-// and answers the same. A lock is per username, not per client, so anyone
-// can keep an account locked; MaxLock bounds how long each lock lasts.
+// and answers the same; their counts share UnknownBuckets rows per Company
+// (chosen by an HMAC of the username under the Company's secret), so a
+// flood of made-up usernames cannot grow the table. A lock is per
+// username, not per client, so anyone can keep an account locked; MaxLock
+// bounds how long each lock lasts.
+//
+// Every Argon2id hash, a real or a dummy one, runs under Limits: a bounded
+// number at once in the process. A sign-in beyond them waits in a short
+// queue, of which one Company may hold only a share, or is shed with a
+// *BusyError (errors.Is ErrBusy) before anything is counted or hashed;
+// setting a password waits its turn. Memory held by hashes stays at most
+// Hashes × 64 MiB.
 package accounts
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -31,6 +44,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/argon2"
 )
 
@@ -66,6 +80,9 @@ const (
 	MaxLock = 15 * time.Minute
 	// FailureWindow is how long without a failure restarts the count.
 	FailureWindow = 24 * time.Hour
+	// UnknownBuckets is how many login_failures rows at most a Company's
+	// unknown usernames share.
+	UnknownBuckets = 1024
 )
 
 // Account is one user of a Company.
@@ -81,6 +98,10 @@ type Store struct {
 	pool   *pgxpool.Pool
 	now    func() time.Time
 	verify func(encoded, password string) bool
+	secret func(ctx context.Context, companyID int64) ([]byte, error)
+	limits Limits
+	reg    prometheus.Registerer
+	gate   *gate
 }
 
 // Option configures a Store.
@@ -91,13 +112,48 @@ type Option func(*Store)
 // (as NTP keeps them); the database's own clock is not used.
 func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
 
+// WithLimits bounds the Store's password hashing (zero fields: defaults).
+func WithLimits(l Limits) Option { return func(s *Store) { s.limits = l } }
+
+// WithMetrics registers the hashing metrics on reg.
+func WithMetrics(reg prometheus.Registerer) Option { return func(s *Store) { s.reg = reg } }
+
+// WithSecrets gives the Companies' secrets (signing.Keys.Secret), which
+// choose the row an unknown username's failures are counted in, the same
+// on every replica. Without it a key random to this Store is used, fine
+// for one process.
+func WithSecrets(secret func(ctx context.Context, companyID int64) ([]byte, error)) Option {
+	return func(s *Store) { s.secret = secret }
+}
+
 // NewStore returns a Store on pool.
 func NewStore(pool *pgxpool.Pool, opts ...Option) *Store {
 	s := &Store{pool: pool, now: time.Now, verify: VerifyPassword}
 	for _, o := range opts {
 		o(s)
 	}
+	if s.secret == nil {
+		key := make([]byte, 32)
+		_, _ = rand.Read(key) // never fails (crypto/rand)
+		s.secret = func(context.Context, int64) ([]byte, error) { return key, nil }
+	}
+	var m *gateMetrics
+	if s.reg != nil {
+		m = newGateMetrics(s.reg)
+	}
+	s.gate = newGate(s.limits, m)
 	return s
+}
+
+// hash returns HashPassword(password) once its turn at the gate comes.
+func (s *Store) hash(ctx context.Context, companyID int64, password string) (string, error) {
+	var h string
+	err := s.gate.wait(ctx, companyID, func() error {
+		s.gate.metrics.hashed()
+		h = HashPassword(password)
+		return nil
+	})
+	return h, err
 }
 
 // Password limits. The upper bound keeps hashing cost bounded.
@@ -134,10 +190,15 @@ func CheckPassword(p string) string {
 
 // Create adds an account to a Company. The caller has checked the
 // username and password.
+// The hash waits its turn behind the sign-ins being checked (Limits).
 func (s *Store) Create(ctx context.Context, companyID int64, username, password string) (Account, error) {
+	hash, err := s.hash(ctx, companyID, password)
+	if err != nil {
+		return Account{}, err
+	}
 	a := Account{Username: username}
-	err := s.pool.QueryRow(ctx, `INSERT INTO accounts (company_id, username, password_hash)
-		VALUES ($1, $2, $3) RETURNING id, created_at`, companyID, username, HashPassword(password)).
+	err = s.pool.QueryRow(ctx, `INSERT INTO accounts (company_id, username, password_hash)
+		VALUES ($1, $2, $3) RETURNING id, created_at`, companyID, username, hash).
 		Scan(&a.ID, &a.CreatedAt)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" {
@@ -147,11 +208,13 @@ func (s *Store) Create(ctx context.Context, companyID int64, username, password 
 }
 
 // Authenticate returns the account when username and password match,
-// ErrNotFound when they do not, and a *ThrottledError (errors.Is
-// ErrThrottled) while the username is locked after too many failures, in
-// which case the password is not checked at all. An unknown username costs
-// the same hashing work as a wrong password and is counted and locked the
-// same way. Success clears the username's failures.
+// ErrNotFound when they do not, a *ThrottledError (errors.Is ErrThrottled)
+// while the username is locked after too many failures, in which case the
+// password is not checked at all, and a *BusyError (errors.Is ErrBusy)
+// when hashing is at its Limits, in which case nothing is counted. An
+// unknown username costs the same work as a wrong password (a dummy hash
+// under the same Limits) and is counted and locked the same way, in its
+// bucket's row. Success clears the username's failures.
 //
 // Every attempt is counted as a failure before the password is hashed, in
 // the same statement that checks the lock, and the count is removed again
@@ -159,23 +222,42 @@ func (s *Store) Create(ctx context.Context, companyID int64, username, password 
 // one is about to set: of any number of attempts at once, at most those
 // the schedule allows get hashed.
 func (s *Store) Authenticate(ctx context.Context, companyID int64, username, password string) (Account, error) {
-	if err := s.admit(ctx, companyID, username); err != nil {
-		return Account{}, err
-	}
-	var (
-		a    Account
-		hash string
-	)
-	err := s.pool.QueryRow(ctx, `SELECT id, username, created_at, password_hash FROM accounts
-		WHERE company_id = $1 AND username = $2`, companyID, username).Scan(&a.ID, &a.Username, &a.CreatedAt, &hash)
-	if errors.Is(err, pgx.ErrNoRows) {
-		s.verify(dummyHash(), password)
-		return Account{}, ErrNotFound
-	}
+	// Computed for every attempt, so known and unknown usernames do the
+	// same work.
+	bucket, err := s.unknownKey(ctx, companyID, username)
 	if err != nil {
 		return Account{}, err
 	}
-	if !s.verify(hash, password) {
+	var (
+		a     Account
+		hash  string
+		key   = username
+		known = true
+	)
+	err = s.pool.QueryRow(ctx, `SELECT id, username, created_at, password_hash FROM accounts
+		WHERE company_id = $1 AND username = $2`, companyID, username).Scan(&a.ID, &a.Username, &a.CreatedAt, &hash)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		// The dummy hash's password must not sign anyone in.
+		hash, key, known = dummyHash(), bucket, false
+	case err != nil:
+		return Account{}, err
+	}
+	var match bool
+	// The gate is taken before counting, so a shed attempt leaves no
+	// trace, and held while counting, which is quick next to the hash.
+	err = s.gate.do(ctx, companyID, func() error {
+		if err := s.admit(ctx, companyID, key); err != nil {
+			return err
+		}
+		s.gate.metrics.hashed()
+		match = s.verify(hash, password)
+		return nil
+	})
+	switch {
+	case err != nil:
+		return Account{}, err
+	case !match || !known:
 		return Account{}, ErrNotFound
 	}
 	if _, err := s.pool.Exec(ctx, `DELETE FROM login_failures WHERE company_id = $1 AND username = $2`,
@@ -183,6 +265,21 @@ func (s *Store) Authenticate(ctx context.Context, companyID int64, username, pas
 		return Account{}, fmt.Errorf("clearing sign-in failures: %w", err)
 	}
 	return a, nil
+}
+
+// unknownKey is the login_failures key that counts failures at username
+// if it has no account: one of UnknownBuckets keys per Company, chosen by
+// an HMAC under the Company's secret so that nobody can pick two unknown
+// usernames that share a row (which would tell them apart from accounts).
+// The keys contain spaces, which no account's username can.
+func (s *Store) unknownKey(ctx context.Context, companyID int64, username string) (string, error) {
+	secret, err := s.secret(ctx, companyID)
+	if err != nil {
+		return "", fmt.Errorf("reading the Company secret: %w", err)
+	}
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("login failures\x00" + username))
+	return fmt.Sprintf("unknown usernames %04d", binary.BigEndian.Uint32(m.Sum(nil))%UnknownBuckets), nil
 }
 
 // admitSQL counts one attempt at ($1, $2) at time $3 unless the username is
@@ -252,7 +349,8 @@ const (
 	argonKeyLen  = 32
 )
 
-// dummyHash is verified against when the username is unknown.
+// dummyHash is verified against when the username is unknown: computed
+// once, so an unknown username costs one verification, like a known one.
 var dummyHash = sync.OnceValue(func() string { return HashPassword("not a real password") })
 
 // HashPassword returns an encoded Argon2id hash of password with a random

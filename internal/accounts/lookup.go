@@ -21,10 +21,15 @@ func (s *Store) Lookup(ctx context.Context, companyID int64, username string) (A
 }
 
 // SetPassword replaces the password of a Company's account, or returns
-// ErrNotFound. The caller has checked the password.
+// ErrNotFound. The caller has checked the password. The hash waits its
+// turn behind the sign-ins being checked (Limits).
 func (s *Store) SetPassword(ctx context.Context, companyID, accountID int64, password string) error {
+	hash, err := s.hash(ctx, companyID, password)
+	if err != nil {
+		return err
+	}
 	tag, err := s.pool.Exec(ctx, `UPDATE accounts SET password_hash = $3 WHERE company_id = $1 AND id = $2`,
-		companyID, accountID, HashPassword(password))
+		companyID, accountID, hash)
 	if err == nil && tag.RowsAffected() == 0 {
 		return ErrNotFound
 	}

@@ -3,6 +3,7 @@ package accounts_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -46,7 +47,10 @@ type throttleEnv struct {
 func newThrottleEnv(t *testing.T) *throttleEnv {
 	pool := testkit.NewPool(t)
 	c := &clock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
-	store := accounts.NewStore(pool, accounts.WithClock(c.Now))
+	// Room for every attempt these tests make at once: they are about
+	// counting, and limit_test.go about shedding.
+	store := accounts.NewStore(pool, accounts.WithClock(c.Now),
+		accounts.WithLimits(accounts.Limits{Hashes: 2, Queue: 32, PerCompany: 34, MaxWait: time.Minute}))
 	return &throttleEnv{t: t, pool: pool, store: store, clock: c, verifies: accounts.CountVerifies(store)}
 }
 
@@ -209,6 +213,8 @@ func TestThrottleCountRestartsAfterADay(t *testing.T) {
 	e.requireRow(co, "alice", 1, 0)
 
 	// Stale rows can be swept; current ones stay.
+	e.account(co, "bob", "bob password")
+	e.account(co, "carol", "carol password")
 	e.fail(co, "bob")
 	e.clock.Advance(accounts.FailureWindow - time.Second)
 	e.fail(co, "carol")
@@ -263,18 +269,57 @@ func TestThrottleUnknownUsernames(t *testing.T) {
 	e.account(co, "alice", "alice password")
 
 	// A username with no account is counted, hashed and locked exactly
-	// like one with an account, so probing answers the same.
+	// like one with an account, so probing answers the same. Its count is
+	// kept in its bucket's row, not under its own name.
+	bucket := accounts.UnknownKey(e.store, co, "nobody")
 	for range 5 {
 		e.fail(co, "nobody")
 	}
-	e.requireRow(co, "nobody", 5, time.Second)
+	e.requireRow(co, bucket, 5, time.Second)
+	_, _, ok := e.row(co, "nobody")
+	require.False(t, ok, "no row under an unknown username")
 	e.throttled(co, "nobody", "any password", time.Second)
 	e.succeed(co, "alice", "alice password")
 
 	// When nobody's lock ends, the attempt is checked (and fails) again.
 	e.clock.Advance(time.Second)
 	e.fail(co, "nobody")
-	e.requireRow(co, "nobody", 6, 2*time.Second)
+	e.requireRow(co, bucket, 6, 2*time.Second)
+
+	// Nor does the dummy hash's own password sign anyone in.
+	e.clock.Advance(2 * time.Second)
+	_, err := e.store.Authenticate(context.Background(), co, "nobody", "not a real password")
+	require.ErrorIs(t, err, accounts.ErrNotFound)
+}
+
+// TestThrottleUnknownUsernamesShareRows: made-up usernames, as a flood
+// sends them, add no row each; their failures land in at most
+// UnknownBuckets rows per Company.
+func TestThrottleUnknownUsernamesShareRows(t *testing.T) {
+	t.Parallel()
+	e := newThrottleEnv(t)
+	co := e.company("alpha")
+	e.account(co, "alice", "alice password")
+
+	const n = 10
+	for i := range n {
+		e.fail(co, fmt.Sprintf("made-up-%d", i))
+	}
+	e.fail(co, "alice")
+	rows, err := e.pool.Query(context.Background(), `SELECT username, failures FROM login_failures WHERE company_id = $1`, co)
+	require.NoError(t, err)
+	counts, err := pgx.CollectRows(rows, pgx.RowToMap)
+	require.NoError(t, err)
+	total := 0
+	for _, r := range counts {
+		name := r["username"].(string)
+		if name == "alice" {
+			continue
+		}
+		require.Regexp(t, `^unknown usernames \d{4}$`, name)
+		total += int(r["failures"].(int32))
+	}
+	require.Equal(t, n, total, "every failure is counted")
 }
 
 // TestThrottleConcurrentAttempts fires attempts from many goroutines at

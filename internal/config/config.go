@@ -48,6 +48,16 @@ type Config struct {
 	LogLevel slog.Level
 	// ShutdownTimeout bounds how long in-flight requests may drain.
 	ShutdownTimeout time.Duration
+	// PasswordHashes is how many Argon2id password hashes (64 MiB each)
+	// run at once; 0 means GOMAXPROCS, at most 2 (accounts.Limits).
+	PasswordHashes int
+	// PasswordHashQueue is how many sign-ins may wait for a hash; 0 means
+	// twice PasswordHashes.
+	PasswordHashQueue int
+	// LoginRatePerAddress and LoginRatePerCompany are sign-in attempts a
+	// minute per replica at one Company, from one address and from all
+	// (issuer.LoginRates).
+	LoginRatePerAddress, LoginRatePerCompany int
 }
 
 // setting is one configuration value: its env name, flag name and help.
@@ -71,6 +81,10 @@ var settings = []setting{
 	{env: "POPPYHOST_DATA_DIR", flag: "data-dir", def: ".data", help: "dev mode's folder for the database, CA and admin token"},
 	{env: "POPPYHOST_LOG_LEVEL", flag: "log-level", def: "info", help: "debug, info, warn or error"},
 	{env: "POPPYHOST_SHUTDOWN_TIMEOUT", flag: "shutdown-timeout", def: "20s", help: "how long in-flight requests may drain on shutdown"},
+	{env: "POPPYHOST_PASSWORD_HASHES", flag: "password-hashes", def: "0", help: "Argon2id password hashes at once, 64 MiB each (0: GOMAXPROCS, at most 2)"},
+	{env: "POPPYHOST_PASSWORD_HASH_QUEUE", flag: "password-hash-queue", def: "0", help: "sign-ins that may wait for a password hash (0: twice the hashes)"},
+	{env: "POPPYHOST_LOGIN_RATE_PER_ADDRESS", flag: "login-rate-per-address", def: "30", help: "sign-in attempts a minute at one Company from one address (an IPv6 /64)"},
+	{env: "POPPYHOST_LOGIN_RATE_PER_COMPANY", flag: "login-rate-per-company", def: "600", help: "sign-in attempts a minute at one Company from all addresses"},
 }
 
 // Dev mode defaults, used for settings left empty.
@@ -210,6 +224,17 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 		bad("POPPYHOST_SHUTDOWN_TIMEOUT", "must be a positive duration, e.g. 20s")
 	}
 	c.ShutdownTimeout = d
+	count := func(env string, least int) int {
+		n, err := strconv.Atoi(get(env))
+		if err != nil || n < least || n > 1<<20 {
+			bad(env, "must be a whole number from %d", least)
+		}
+		return n
+	}
+	c.PasswordHashes = count("POPPYHOST_PASSWORD_HASHES", 0)
+	c.PasswordHashQueue = count("POPPYHOST_PASSWORD_HASH_QUEUE", 0)
+	c.LoginRatePerAddress = count("POPPYHOST_LOGIN_RATE_PER_ADDRESS", 1)
+	c.LoginRatePerCompany = count("POPPYHOST_LOGIN_RATE_PER_COMPANY", 1)
 	if len(errs) > 0 {
 		return Config{}, fmt.Errorf("invalid configuration:\n  %w", joinLines(errs))
 	}
@@ -292,6 +317,10 @@ func (c Config) LogValue() slog.Value {
 		slog.Bool("dev", c.Dev),
 		slog.String("log_level", c.LogLevel.String()),
 		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
+		slog.Int("password_hashes", c.PasswordHashes),
+		slog.Int("password_hash_queue", c.PasswordHashQueue),
+		slog.Int("login_rate_per_address", c.LoginRatePerAddress),
+		slog.Int("login_rate_per_company", c.LoginRatePerCompany),
 	)
 }
 

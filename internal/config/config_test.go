@@ -34,6 +34,24 @@ func TestLoadValid(t *testing.T) {
 	require.Equal(t, 20*time.Second, c.ShutdownTimeout)
 	require.False(t, c.AllowPrivateFetch)
 	require.False(t, c.Dev)
+	// 0: the hashing limits' defaults (accounts.Limits).
+	require.Zero(t, c.PasswordHashes)
+	require.Zero(t, c.PasswordHashQueue)
+	require.Equal(t, 30, c.LoginRatePerAddress)
+	require.Equal(t, 600, c.LoginRatePerCompany)
+}
+
+func TestLoginLimits(t *testing.T) {
+	t.Parallel()
+	env := base()
+	env["POPPYHOST_PASSWORD_HASHES"] = "3"
+	env["POPPYHOST_LOGIN_RATE_PER_COMPANY"] = "120"
+	c, err := Load([]string{"--password-hash-queue", "5", "--login-rate-per-address", "10"}, envOf(env), io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, 3, c.PasswordHashes)
+	require.Equal(t, 5, c.PasswordHashQueue)
+	require.Equal(t, 10, c.LoginRatePerAddress)
+	require.Equal(t, 120, c.LoginRatePerCompany)
 }
 
 func TestFlagsWinOverEnv(t *testing.T) {
@@ -66,6 +84,9 @@ func TestLoadErrors(t *testing.T) {
 		{"short admin token", map[string]string{"POPPYHOST_ADMIN_TOKEN": "short"}, nil, "at least 16"},
 		{"bad log level", map[string]string{"POPPYHOST_LOG_LEVEL": "loud"}, nil, "POPPYHOST_LOG_LEVEL"},
 		{"bad timeout", map[string]string{"POPPYHOST_SHUTDOWN_TIMEOUT": "-1s"}, nil, "POPPYHOST_SHUTDOWN_TIMEOUT"},
+		{"negative hashes", map[string]string{"POPPYHOST_PASSWORD_HASHES": "-1"}, nil, "POPPYHOST_PASSWORD_HASHES"},
+		{"bad hash queue", map[string]string{"POPPYHOST_PASSWORD_HASH_QUEUE": "many"}, nil, "POPPYHOST_PASSWORD_HASH_QUEUE"},
+		{"zero login rate", map[string]string{"POPPYHOST_LOGIN_RATE_PER_ADDRESS": "0"}, nil, "POPPYHOST_LOGIN_RATE_PER_ADDRESS"},
 		{"stray argument", nil, []string{"serve"}, "unexpected arguments"},
 		{"unknown flag", nil, []string{"--nope"}, "not defined"},
 	}

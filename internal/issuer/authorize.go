@@ -245,19 +245,13 @@ func agentView(a *agentid.Client) pages.Agent {
 	return pages.Agent{Name: a.Name, LogoURI: a.LogoURI, ClientID: a.ClientID}
 }
 
-// loginPage asks the User to sign in; the form posts back to this URL.
-func (s *Server) loginPage(w http.ResponseWriter, r *http.Request, msg, intro string) {
+// loginPage asks the User to sign in, with status and msg saying why an
+// attempt failed; the form posts back to this URL.
+func (s *Server) loginPage(w http.ResponseWriter, r *http.Request, status int, msg, intro string) {
 	csrf, err := s.csrfToken(w, r)
 	if err != nil {
 		s.failPage(w, r, err)
 		return
-	}
-	status := http.StatusOK
-	switch {
-	case w.Header().Get("Retry-After") != "":
-		status = http.StatusTooManyRequests
-	case msg != "":
-		status = http.StatusBadRequest
 	}
 	pages.Render(w, status, pages.Login{Brand: s.brand(tenant.FromContext(r.Context())), Action: r.URL.RequestURI(),
 		CSRF: csrf, Username: r.PostForm.Get("username"), Error: msg, Intro: intro})

@@ -149,39 +149,57 @@ func (s *Server) currentAccount(r *http.Request) (*accounts.Account, error) {
 
 // login checks the login form; on success the browser is signed in. A
 // wrong password or a lock gives a message for the User, never which of
-// username and password was wrong.
-func (s *Server) login(w http.ResponseWriter, r *http.Request) (*accounts.Account, string, error) {
+// username and password was wrong, and the page's status: 400 for a wrong
+// password, 429 with Retry-After over a rate or while the username is
+// locked, 503 with Retry-After when password checking is at its limit.
+func (s *Server) login(w http.ResponseWriter, r *http.Request) (*accounts.Account, string, int, error) {
 	c := tenant.FromContext(r.Context())
+	if !s.loginAllowed(w, r) {
+		return nil, "Too many sign-in attempts. Try again in a minute.", http.StatusTooManyRequests, nil
+	}
 	username := r.PostForm.Get("username")
 	if !storableText(username) {
 		// PostgreSQL text refuses it, and no account has it.
-		return nil, "The username or password is not right.", nil
+		return nil, "The username or password is not right.", http.StatusBadRequest, nil
 	}
 	a, err := s.accounts.Authenticate(r.Context(), c.ID, username, r.PostForm.Get("password"))
-	var throttled *accounts.ThrottledError
+	var (
+		throttled *accounts.ThrottledError
+		busy      *accounts.BusyError
+	)
 	switch {
 	case errors.As(err, &throttled):
-		secs := max(1, int(math.Ceil(throttled.RetryAfter.Seconds())))
+		secs := retryAfter(w, throttled.RetryAfter)
 		unit := "seconds"
 		if secs == 1 {
 			unit = "second"
 		}
-		w.Header().Set("Retry-After", strconv.Itoa(secs))
-		return nil, fmt.Sprintf("Too many failed attempts. Try again in %d %s.", secs, unit), nil
+		return nil, fmt.Sprintf("Too many failed attempts. Try again in %d %s.", secs, unit), http.StatusTooManyRequests, nil
+	case errors.As(err, &busy):
+		retryAfter(w, busy.RetryAfter)
+		return nil, "Signing in is very busy right now. Try again in a moment.", http.StatusServiceUnavailable, nil
 	case errors.Is(err, accounts.ErrNotFound):
-		return nil, "The username or password is not right.", nil
+		return nil, "The username or password is not right.", http.StatusBadRequest, nil
 	case err != nil:
-		return nil, "", err
+		return nil, "", 0, err
 	}
 	token := rand.Text() + rand.Text()
 	now := s.now()
 	if _, err := s.store.pool.Exec(r.Context(), `INSERT INTO issuer_logins (company_id, token, account_id, created_at, expires_at)
 		VALUES ($1, $2, $3, $4, $5)`, c.ID, hashSig(token), a.ID, now, now.Add(loginLifetime)); err != nil {
-		return nil, "", err
+		return nil, "", 0, err
 	}
 	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: token, Path: s.cookiePath(c),
 		MaxAge: int(loginLifetime.Seconds()), Secure: true, HttpOnly: true, SameSite: http.SameSiteLaxMode})
-	return &a, "", nil
+	return &a, "", http.StatusOK, nil
+}
+
+// retryAfter sets Retry-After to d in whole seconds, at least one, and
+// returns them.
+func retryAfter(w http.ResponseWriter, d time.Duration) int {
+	secs := max(1, int(math.Ceil(d.Seconds())))
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	return secs
 }
 
 // signOut ends this browser's sign-in to the pages.
@@ -239,15 +257,15 @@ func (s *Server) signedIn(w http.ResponseWriter, r *http.Request, action, intro 
 	if acct != nil {
 		return acct, action, true
 	}
-	msg := ""
+	msg, status := "", http.StatusOK
 	if action == "login" {
-		if acct, msg, err = s.login(w, r); err != nil {
+		if acct, msg, status, err = s.login(w, r); err != nil {
 			s.failPage(w, r, err)
 			return nil, "", false
 		}
 	}
 	if acct == nil {
-		s.loginPage(w, r, msg, intro)
+		s.loginPage(w, r, status, msg, intro)
 		return nil, "", false
 	}
 	return acct, "", true

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/ory/fosite"
 	"github.com/ory/fosite/handler/oauth2"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/poppyhost/poppyhost/internal/accounts"
 	"github.com/poppyhost/poppyhost/internal/agentid"
@@ -33,6 +34,12 @@ type Options struct {
 	CompanyForAPIKey func(ctx context.Context, key string) (*tenant.Company, error)
 	// SignedOut, when set, is told of every sign-out (Store.SignedOut).
 	SignedOut SignedOut
+	// Limiter counts sign-in attempts against LoginRates; nil makes one.
+	Limiter *httpx.Limiter
+	// LoginRates bound sign-in attempts (zero fields: defaults).
+	LoginRates LoginRates
+	// Metrics, when set, gets the sign-in metrics.
+	Metrics prometheus.Registerer
 	// Now is the clock [time.Now].
 	Now func() time.Time
 }
@@ -48,6 +55,9 @@ type Server struct {
 	keys     Keys
 	urls     tenant.URLs
 	apiKey   func(ctx context.Context, key string) (*tenant.Company, error)
+	limiter  *httpx.Limiter
+	rates    LoginRates
+	limited  *prometheus.CounterVec
 	now      func() time.Time
 }
 
@@ -64,7 +74,19 @@ func New(opts Options) *Server {
 		keys:     opts.Keys,
 		urls:     opts.URLs,
 		apiKey:   opts.CompanyForAPIKey,
-		now:      now,
+		limiter:  opts.Limiter,
+		rates:    opts.LoginRates.withDefaults(),
+		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "poppyhost_login_rate_limited_total",
+			Help: "Sign-in attempts refused with 429 before any check, by the limit they went over: address (one client address at one Company) or company (everyone at one Company).",
+		}, []string{"limit"}),
+		now: now,
+	}
+	if s.limiter == nil {
+		s.limiter = httpx.NewLimiter()
+	}
+	if opts.Metrics != nil {
+		opts.Metrics.MustRegister(s.limited)
 	}
 	s.verifier = clientauth.NewVerifier(opts.Resolver, clientauth.Options{Now: now, Replays: opts.Replays})
 	s.store.clients = s.getClient

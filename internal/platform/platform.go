@@ -52,6 +52,12 @@ type Options struct {
 	AdminToken string
 	// Fetch configures outbound fetches of URLs strangers give us.
 	Fetch safehttp.Options
+	// PasswordHashes bound the Argon2id hashing of sign-ins and password
+	// changes (zero fields: defaults, see accounts.Limits).
+	PasswordHashes accounts.Limits
+	// LoginRates bound sign-in attempts per address and per Company
+	// (zero fields: defaults, see issuer.LoginRates).
+	LoginRates issuer.LoginRates
 	// Now is the clock [time.Now].
 	Now func() time.Time
 }
@@ -79,10 +85,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	p := &Platform{
-		Tenants:  tenant.NewStore(opts.Pool),
-		Accounts: accounts.NewStore(opts.Pool),
-	}
+	p := &Platform{Tenants: tenant.NewStore(opts.Pool)}
 	p.ready.pool = opts.Pool
 	if opts.AdminToken != "" {
 		if err := p.Tenants.EnsureOperatorToken(ctx, "bootstrap (POPPYHOST_ADMIN_TOKEN)", opts.AdminToken); err != nil {
@@ -108,13 +111,17 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	var periodic []*river.PeriodicJob
 	periodic = append(periodic, sessions.AddJobs(workers, p.Sessions, now)...)
 	periodic = append(periodic, clientauth.AddJobs(workers, clientauth.NewPGReplays(opts.Pool), now)...)
+	keys := signing.NewKeys(opts.Pool, signing.Options{Now: now})
+	p.Accounts = accounts.NewStore(opts.Pool, accounts.WithLimits(opts.PasswordHashes),
+		accounts.WithMetrics(reg), accounts.WithSecrets(keys.Secret))
 	periodic = append(periodic, accounts.AddJobs(workers, p.Accounts)...)
 	joins := browserjoin.NewStore(opts.Pool)
-	keys := signing.NewKeys(opts.Pool, signing.Options{Now: now})
 	periodic = append(periodic, signing.AddJobs(workers, keys)...)
+	limits := httpx.NewLimiter()
 	oauth := issuer.New(issuer.Options{
 		Pool: opts.Pool, Keys: keys, Resolver: resolver, Replays: clientauth.NewPGReplays(opts.Pool),
 		Accounts: p.Accounts, URLs: opts.URLs, CompanyForAPIKey: p.Tenants.CompanyForAPIKey, Now: now,
+		Limiter: limits, LoginRates: opts.LoginRates, Metrics: reg,
 		// A joined browser stops acting for an account its agent signed
 		// out of (spec 5.5, 6).
 		SignedOut: joins.SignedOut,
@@ -172,7 +179,6 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		return nil, err
 	}
 	sess := sessions.NewManager(sessions.NewVerifier(resolver, sessions.VerifierOptions{Now: now}), p.Sessions, opts.URLs)
-	limits := httpx.NewLimiter()
 	feedback := coverage.NewHandler(coverage.NewStore(opts.Pool))
 
 	registry := gateway.NewManager(gateway.ManagerOptions{Store: apis, Fetch: safehttp.New(opts.Fetch),

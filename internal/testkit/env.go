@@ -84,6 +84,13 @@ func (e *Env) StartAgent(t testing.TB, host string) *Agent {
 // Setup starts the platform over HTTPS on a fresh database.
 func Setup(t testing.TB) *Env {
 	t.Helper()
+	return SetupWith(t, nil)
+}
+
+// SetupWith is Setup with edit, when not nil, changing the platform's
+// options before it is built.
+func SetupWith(t testing.TB, edit func(*platform.Options)) *Env {
+	t.Helper()
 	pool := NewPool(t)
 	ca, err := devca.New()
 	require.NoError(t, err)
@@ -95,14 +102,18 @@ func Setup(t testing.TB) *Env {
 	urls := tenant.URLs{Public: &url.URL{Scheme: "https", Host: PublicHost + ":" + port}}
 
 	hosts := &Hosts{}
-	p, err := platform.New(context.Background(), platform.Options{
+	opts := platform.Options{
 		Pool:       pool,
 		Logger:     slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		URLs:       urls,
 		AdminToken: AdminToken,
 		// Test peers listen on loopback under names only Hosts knows.
 		Fetch: safehttp.Options{AllowPrivate: true, RootCAs: ca.Pool(), Resolver: hosts},
-	})
+	}
+	if edit != nil {
+		edit(&opts)
+	}
+	p, err := platform.New(context.Background(), opts)
 	require.NoError(t, err)
 
 	t.Cleanup(p.Hub.Start(context.Background()))
