@@ -142,7 +142,8 @@ var unexercisedStatuses = map[string]bool{
 	// A token lookup that fails in the database.
 	"POST /t/{slug}/oauth/revoke 503": true,
 	// Password checking at its limit: a flood of sign-ins, which
-	X
+	// internal/issuer's TestLoginFloodStaysBounded sends to the account
+	// page; the authorization and device pages share its login step.
 	"POST /t/{slug}/account 503":         true,
 	"POST /t/{slug}/oauth/authorize 503": true,
 	"POST /t/{slug}/device 503":          true,
