@@ -151,6 +151,15 @@ func (e *Engine) Perform(ctx context.Context, act *Action, a *Approval) (*Outcom
 		if errors.Is(err, ErrClaimed) {
 			return e.current(ctx, act, a)
 		}
+		if errors.Is(err, ErrHook) {
+			// Another request may have claimed the operation while the
+			// hook failed: it is answered as it stands, never as if it
+			// failed (extension 7).
+			if out, cerr := e.current(ctx, act, a); cerr == nil &&
+				(out.Kind == OutcomePerforming || out.Kind == OutcomePerformed) {
+				return out, nil
+			}
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -156,7 +156,8 @@ func newID(prefix string) string { return prefix + rand.Text() }
 // only when the terms differ or the revision expired, or when it would be
 // avoid, the revision an approval named (extension 6: never answer an
 // approval with the revision it names). While the action's operation is
-// being performed it returns a *PerformingError.
+// being performed, or its outcome is unknown, it returns a
+// *PerformingError.
 func (s *Store) Propose(ctx context.Context, companyID int64, owner Owner, iface, target string, p *Proposal,
 	req *Request, avoid string, now time.Time) (*Operation, error) {
 	tx, err := s.pool.Begin(ctx)
@@ -203,8 +204,9 @@ func ProposeTx(ctx context.Context, tx pgx.Tx, companyID int64, owner Owner, ifa
 		return nil, err
 	}
 	if !found {
-		// The same action being performed, or its outcome unknown: a second
-		// operation for it could be approved and performed twice.
+		// The same action being performed, or its outcome unknown: a
+		// second operation for it could be approved and performed twice,
+		// and would stand in the way of the Company's resolution.
 		var busy string
 		err := tx.QueryRow(ctx, `SELECT id FROM operations WHERE company_id = $1 AND client_id = $2 AND user_id = $3
 				AND account_id = $4 AND interface = $5 AND target = $6 AND action_key = $7
@@ -257,8 +259,9 @@ func ProposeTx(ctx context.Context, tx pgx.Tx, companyID int64, owner Owner, ifa
 }
 
 // PerformingError: a proposal for an action whose operation is being
-// performed. The request is answered as a retry of that operation would
-// be (extension 7), never with a second operation for the same action.
+// performed, or whose outcome is unknown. The request is answered as a
+// retry of that operation would be (extension 7), never with a second
+// operation for the same action.
 type PerformingError struct{ OperationID string }
 
 func (e *PerformingError) Error() string {

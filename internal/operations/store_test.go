@@ -108,3 +108,33 @@ func TestClaimRefusesARetiredRevision(t *testing.T) {
 	require.False(t, claim(expired, 2*time.Minute))
 	require.True(t, claim(r.propose(t, "fresh", 0, time.Hour), time.Minute))
 }
+
+// TestProposeWaitsForAnUnknownOutcome: while an action's operation has an
+// unknown outcome, a new proposal for the action is answered as that
+// operation (PerformingError), never with a second operation that could be
+// performed too; once the Company resolves it not performed, the action
+// is proposed again under the same operation. Found by
+// TestEngineSchedules: the second operation made the resolution fail.
+func TestProposeWaitsForAnUnknownOutcome(t *testing.T) {
+	t.Parallel()
+	r := newSweepRig(t)
+	ctx := context.Background()
+	op := r.propose(t, "exchange", 0, time.Hour)
+	_, c := r.claim(t, op, time.Minute)
+	ok, err := r.store.GiveUp(ctx, r.companyID, op.OperationID, c.ID, r.t0.Add(2*time.Minute))
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	p := &operations.Proposal{ActionKey: "exchange", Terms: json.RawMessage(`{"order_id": "o1"}`), ExpiresIn: 3600}
+	_, err = r.store.Propose(ctx, r.companyID, r.owner, operations.InterfaceAPI, "orders-api", p,
+		&operations.Request{Method: "POST", Path: "/orders/o1/exchange", Body: []byte(`{}`)}, "", r.t0.Add(3*time.Minute))
+	var busy *operations.PerformingError
+	require.True(t, errors.As(err, &busy), "got %v", err)
+	require.Equal(t, op.OperationID, busy.OperationID)
+
+	require.NoError(t, r.store.Resolve(ctx, r.companyID, op.OperationID,
+		&operations.Resolution{Performed: false, By: "support", At: r.t0.Add(4 * time.Minute)}, nil))
+	again := r.propose(t, "exchange", 5*time.Minute, time.Hour)
+	require.Equal(t, op.OperationID, again.OperationID)
+	require.NotEqual(t, op.Revision, again.Revision)
+}
