@@ -6,6 +6,7 @@ package platform
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -54,6 +55,9 @@ type Options struct {
 	Fetch safehttp.Options
 	// Now is the clock [time.Now].
 	Now func() time.Time
+	// Bodies bounds how slowly request bodies may arrive; zero values
+	// mean httpx's defaults (10 s, then 1 KiB/s on average).
+	Bodies httpx.BodyTimeouts
 }
 
 // Platform is the assembled server.
@@ -202,8 +206,11 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		disc.MountIssuer(r)
 		// Feedback needs no account, but an access token sent with it must
 		// still be valid and the Session's (spec 5.3 step 3).
-		r.With(offered(func(s *tenant.Settings) bool { return s.Feedback.Enabled }), sess.Require(limits),
-			tokens.Require(bearer.Resource{})).
+		// The report is read whole before the Session is verified, so a
+		// slow or oversized body is refused before the Session's first
+		// use is recorded.
+		r.With(offered(func(s *tenant.Settings) bool { return s.Feedback.Enabled }), feedback.BufferReport,
+			sess.Require(limits), tokens.Require(bearer.Resource{})).
 			Post("/poppy/feedback", feedback.ServeFeedback)
 		// Website operations (extension 6): no scope, as an API otherwise.
 		r.With(offered(func(s *tenant.Settings) bool { return s.Operations.Enabled && s.Operations.Web }),
@@ -237,7 +244,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	company.NotFound(gateway.NewWebsite(gw, join).ServeHTTP)
 
 	host := tenant.HostRouter(p.Tenants, opts.URLs.Public.Hostname(), platform, company, ops)
-	p.handler = httpx.Instrument(logger, metrics, opts.Proxies.Middleware(host))
+	p.handler = httpx.Instrument(logger, metrics, httpx.PaceBodies(opts.Bodies)(opts.Proxies.Middleware(host)))
 	return p, nil
 }
 
@@ -286,6 +293,12 @@ func (p *Platform) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := p.ready.check(r.Context()); err != nil {
+		if httpx.ClientGone(r) {
+			// The prober hung up (a load balancer's check timing out):
+			// that says nothing about the database.
+			httpx.WriteError(w, r, err)
+			return
+		}
 		httpx.Logger(r.Context()).WarnContext(r.Context(), "not ready", slog.Any("err", err))
 		httpx.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": err.Error()})
 		return
@@ -308,6 +321,10 @@ func (rd *readiness) check(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := rd.pool.Ping(ctx); err != nil {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			// The request was cancelled, not the database lost.
+			return ctx.Err()
+		}
 		return errDatabase
 	}
 	rd.mu.Lock()

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/devca"
+	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/platform"
 	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/tenant"
@@ -84,6 +85,22 @@ func (e *Env) StartAgent(t testing.TB, host string) *Agent {
 // Setup starts the platform over HTTPS on a fresh database.
 func Setup(t testing.TB) *Env {
 	t.Helper()
+	return SetupWith(t, Options{})
+}
+
+// Options change what SetupWith starts.
+type Options struct {
+	// Logs, when set, gets the platform's log as JSON lines at LogLevel;
+	// otherwise warnings and errors go to the test log.
+	Logs     io.Writer
+	LogLevel slog.Level
+	// Bodies bounds slow request bodies (platform.Options.Bodies).
+	Bodies httpx.BodyTimeouts
+}
+
+// SetupWith is Setup with options.
+func SetupWith(t testing.TB, opts Options) *Env {
+	t.Helper()
 	pool := NewPool(t)
 	ca, err := devca.New()
 	require.NoError(t, err)
@@ -95,9 +112,14 @@ func Setup(t testing.TB) *Env {
 	urls := tenant.URLs{Public: &url.URL{Scheme: "https", Host: PublicHost + ":" + port}}
 
 	hosts := &Hosts{}
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if opts.Logs != nil {
+		logger = slog.New(slog.NewJSONHandler(opts.Logs, &slog.HandlerOptions{Level: opts.LogLevel}))
+	}
 	p, err := platform.New(context.Background(), platform.Options{
 		Pool:       pool,
-		Logger:     slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger:     logger,
+		Bodies:     opts.Bodies,
 		URLs:       urls,
 		AdminToken: AdminToken,
 		// Test peers listen on loopback under names only Hosts knows.
