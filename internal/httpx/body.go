@@ -65,7 +65,7 @@ func BodyTimedOut(r *http.Request) bool {
 // need.
 func PaceBodies(opts BodyTimeouts) func(http.Handler) http.Handler {
 	opts = opts.withDefaults()
-	// The deadline is moved at most this often: for HTTP/2 each move is
+	// The deadline moves in steps of this much: for HTTP/2 each move is
 	// a message to the connection's goroutine.
 	slack := min(time.Second, opts.Grace/4)
 	return func(next http.Handler) http.Handler {
@@ -100,7 +100,7 @@ type pacedBody struct {
 	state *bodyState
 
 	n    int64
-	set  time.Time // the deadline in force; zero once lifted
+	set  time.Time // the deadline in force
 	done bool
 }
 
@@ -109,9 +109,11 @@ func (b *pacedBody) Read(p []byte) (int, error) {
 		return b.rc.Read(p)
 	}
 	due := b.start.Add(b.opts.Grace + time.Duration(float64(b.n)/float64(b.opts.MinRate)*float64(time.Second)))
-	if due.Sub(b.set) >= b.slack {
-		_ = b.ctl.SetReadDeadline(due)
-		b.set = due
+	if due.After(b.set) {
+		// Ahead by slack, so the deadline in force is never earlier
+		// than due and moves at most once per slack of progress.
+		b.set = due.Add(b.slack)
+		_ = b.ctl.SetReadDeadline(b.set)
 	}
 	n, err := b.rc.Read(p)
 	b.n += int64(n)

@@ -94,6 +94,16 @@ func TestSlowBodiesTimeOut(t *testing.T) {
 		require.Equal(t, 1, count("companies"))
 	})
 
+	t.Run("issuer", func(t *testing.T) {
+		// The token endpoint's form: 408, not an OAuth error, since the
+		// request never arrived whole.
+		req := stalled(http.MethodPost, env.PublicURL("/t/shop/oauth/token"), 5000,
+			"Content-Type", "application/x-www-form-urlencoded")
+		resp := sendSlow(t, env, req)
+		require.Equal(t, http.StatusRequestTimeout, resp.Status, "%s", resp.Body)
+		require.Equal(t, "request_timeout", resp.JSON(t)["error"])
+	})
+
 	t.Run("at the minimum rate", func(t *testing.T) {
 		// 1,200 bytes at 2,000 bytes a second: 0.6 s, twice the grace,
 		// at twice the minimum rate.
