@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"testing"
@@ -15,8 +16,8 @@ import (
 
 // TestSlowUploads: an upload through the gateway streams to the origin as
 // long as it keeps the minimum average rate, however long past the grace
-// it takes; one that stalls is cut off with request_timeout (408) and the
-// origin never gets a whole request. Over HTTP/2 and HTTP/1.1. (Issue 25,
+// it takes; one that stalls is cut off with request_timeout (408) before
+// the Session is recorded, and the origin never gets a whole request. Over HTTP/2 and HTTP/1.1. (Issue 25,
 // item 5; the server's defaults are 10 s, then 1 KiB/s.)
 func TestSlowUploads(t *testing.T) {
 	t.Parallel()
@@ -58,9 +59,13 @@ func TestSlowUploads(t *testing.T) {
 
 			// 500 bytes, then nothing of the 60,000 declared.
 			r.origin.Reset()
+			var sessions, after int
+			require.NoError(t, env.Pool.QueryRow(context.Background(), `SELECT count(*) FROM sessions`).Scan(&sessions))
 			resp = send(testkit.Trickle{Total: 500, Size: 500, Every: time.Millisecond, Stall: true}, 60000)
 			requireError(t, resp, http.StatusRequestTimeout, "request_timeout")
 			require.Empty(t, r.origin.Received(), "the origin got a whole request")
+			require.NoError(t, env.Pool.QueryRow(context.Background(), `SELECT count(*) FROM sessions`).Scan(&after))
+			require.Equal(t, sessions, after, "no Session row for a call whose body never arrived")
 		})
 	}
 }

@@ -167,3 +167,33 @@ func BufferBody(limit int64, tooLarge error) func(http.Handler) http.Handler {
 		})
 	}
 }
+
+// ReadAhead returns middleware that reads up to n bytes of the request
+// body before next runs, so that next's side effects (a Session's first
+// use, say) happen only once a small body has arrived whole, or a large
+// one its first n bytes. A body too slow to get there is refused here
+// (408, PaceBodies); next reads the same bytes, then the rest, as if
+// nothing had been read, and judges the body itself.
+func ReadAhead(n int64) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+				next.ServeHTTP(w, r)
+				return
+			}
+			head, err := io.ReadAll(io.LimitReader(r.Body, n))
+			if err != nil {
+				WriteError(w, r, &Error{Code: CodeInvalidRequest, Description: "the body could not be read", Cause: err})
+				return
+			}
+			r.Body = readAhead{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// readAhead is a body whose start was read ahead.
+type readAhead struct {
+	io.Reader
+	io.Closer
+}

@@ -169,6 +169,12 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	}
 	sess := sessions.NewManager(sessions.NewVerifier(resolver, sessions.VerifierOptions{Now: now}), p.Sessions, opts.URLs)
 	limits := httpx.NewLimiter()
+	// session verifies the Session header once the body has arrived, or
+	// its first 64 KiB: a body that never comes is refused (408) before
+	// the Session's first use is recorded.
+	session := func(next http.Handler) http.Handler {
+		return httpx.ReadAhead(64 << 10)(sess.Require(limits)(next))
+	}
 	feedback := coverage.NewHandler(coverage.NewStore(opts.Pool))
 
 	registry := gateway.NewManager(gateway.ManagerOptions{Store: apis, Fetch: safehttp.New(opts.Fetch),
@@ -214,7 +220,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 			Post("/poppy/feedback", feedback.ServeFeedback)
 		// Website operations (extension 6): no scope, as an API otherwise.
 		r.With(offered(func(s *tenant.Settings) bool { return s.Operations.Enabled && s.Operations.Web }),
-			sess.Require(limits), tokens.Require(bearer.Resource{})).
+			session, tokens.Require(bearer.Resource{})).
 			Post(gateway.OperationsPath, gw.ServeWebOperations)
 		// Every Company has signing keys: they sign Poppy-Verified for its
 		// origin and agent webhook even without an issuer.
@@ -223,10 +229,10 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 			r.Use(offered(func(s *tenant.Settings) bool { return s.Auth.Issuer }))
 			oauth.Mount(r, func(grant string) func(http.Handler) http.Handler { return offered(offers(grant)) })
 		})
-		gw.Mount(r, sess.Require(limits))
-		mcp.Mount(r, sess.Require(limits))
+		gw.Mount(r, session)
+		mcp.Mount(r, session)
 		r.Route("/poppy/conversations", func(r chi.Router) {
-			r.Use(offered(func(s *tenant.Settings) bool { return s.Conversations.Enabled }), sess.Require(limits))
+			r.Use(offered(func(s *tenant.Settings) bool { return s.Conversations.Enabled }), session)
 			convs.Mount(r)
 		})
 	})
@@ -236,7 +242,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	disc.MountDomain(company)
 	company.Group(func(r chi.Router) {
 		r.Use(offered(func(s *tenant.Settings) bool { return s.Web.BrowserJoin }))
-		join.Mount(r, sess.Require(limits))
+		join.Mount(r, session)
 	})
 	// Every other path of a Company domain is the Company's website,
 	// proxied to web.origin (404 without one). A path above asked with

@@ -32,9 +32,10 @@ func sendSlow(t *testing.T, env *testkit.Env, req *http.Request) *testkit.Respon
 }
 
 // TestSlowBodiesTimeOut: a body that stops arriving is cut off after the
-// grace with request_timeout (408), before any side effect: at feedback no
-// Session row is made (the report is read before the Session header is
-// verified), at the Company API and the admin API nothing is stored. A
+// grace with request_timeout (408), before any side effect: at feedback and
+// conversations no Session row is made (the body is read before the
+// Session header is verified), at the Company API, the admin API and the
+// issuer nothing is stored or answered. A
 // body that keeps the minimum rate is served however long it takes past
 // the grace. (Issue 25, item 5.)
 func TestSlowBodiesTimeOut(t *testing.T) {
@@ -77,6 +78,16 @@ func TestSlowBodiesTimeOut(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, resp.Status, "%s", resp.Body)
 		require.Equal(t, "invalid_request", resp.JSON(t)["error"])
 		require.Zero(t, count("sessions"))
+	})
+
+	t.Run("conversations", func(t *testing.T) {
+		// Every protocol route reads its body (up to 64 KiB) before it
+		// verifies the Session header.
+		req := stalled(http.MethodPost, env.PublicURL("/t/shop/poppy/conversations"), 10000)
+		agent.Sign(t, req, testkit.SessionClaims{Aud: env.PublicURL("/t/shop")}, testkit.SessionOptions{})
+		resp := sendSlow(t, env, req)
+		require.Equal(t, http.StatusRequestTimeout, resp.Status, "%s", resp.Body)
+		require.Zero(t, count("sessions"), "no Session row for a message that never arrived")
 	})
 
 	t.Run("company API", func(t *testing.T) {
