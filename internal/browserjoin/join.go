@@ -194,6 +194,10 @@ func (h *Handler) submit(w http.ResponseWriter, r *http.Request) {
 			Title: "This browser was not connected", Message: msg})
 	}
 	if err := r.ParseForm(); err != nil {
+		if httpx.BodyTimedOut(r) {
+			httpx.WriteError(w, r, err)
+			return
+		}
 		fail("The form could not be read. Go back to your personal agent and start again.")
 		return
 	}

@@ -119,6 +119,14 @@ func (h *Handler) ServeFeedback(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusAccepted)
 }
 
+// BufferReport reads a report's body whole, before the Session middleware
+// records the Session's use: a report too slow to arrive (408) or too long
+// (invalid_request, spec 9.3) is refused with no side effect.
+func (h *Handler) BufferReport(next http.Handler) http.Handler {
+	return httpx.BufferBody(maxReportBody, httpx.Errorf(httpx.CodeInvalidRequest,
+		"the body is larger than %d bytes", maxReportBody))(next)
+}
+
 // asInvalid turns DecodeJSON's request_too_large (413) and
 // unsupported_media_type (415) into invalid_request: spec 9.3 answers a
 // report that is malformed or too long with invalid_request (400).

@@ -169,6 +169,10 @@ func (c *relay) serve(w http.ResponseWriter, r *http.Request) {
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			var tooBig *http.MaxBytesError
 			switch {
+			case httpx.BodyTimedOut(r), httpx.ClientGone(r):
+				// The caller's doing, not the origin's: request_timeout
+				// or client_closed_request (httpx.PaceBodies).
+				httpx.WriteError(w, r, err)
 			case errors.As(err, &tooBig):
 				c.fail(w, r, httpx.CodeRequestTooLarge, err)
 			case errors.Is(err, errResponseTooLarge):

@@ -25,6 +25,8 @@ const MaxOpenAPIBytes = 2 << 20
 type Spec struct {
 	doc    *openapi3.T
 	routes []route
+	// json is the description as the gateway stores it.
+	json []byte
 }
 
 type route struct {
@@ -93,14 +95,28 @@ func containsAll(have, want []string) bool {
 var ErrInvalidOpenAPI = errors.New("invalid OpenAPI description")
 
 // Compile parses and validates an OpenAPI 3.0 or 3.1 description (JSON or
-// YAML) without following external references.
+// YAML) without following external references. The document is read
+// once, within MaxOpenAPIDepth and MaxOpenAPINodes, into plain values;
+// kin-openapi reads their JSON.
 func Compile(ctx context.Context, raw []byte) (*Spec, error) {
 	if len(raw) > MaxOpenAPIBytes {
 		return nil, fmt.Errorf("%w: larger than %d bytes", ErrInvalidOpenAPI, MaxOpenAPIBytes)
 	}
+	var tree docTree
+	plain, err := tree.parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidOpenAPI, err)
+	}
+	if _, ok := plain.(map[string]any); !ok {
+		return nil, fmt.Errorf("%w: it is not an object", ErrInvalidOpenAPI)
+	}
+	stored, err := json.Marshal(plain)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidOpenAPI, err)
+	}
 	loader := openapi3.NewLoader()
 	loader.Context = ctx
-	doc, err := loader.LoadFromData(raw)
+	doc, err := loader.LoadFromData(stored)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidOpenAPI, err)
 	}
@@ -113,7 +129,7 @@ func Compile(ctx context.Context, raw []byte) (*Spec, error) {
 	if doc.Paths == nil || doc.Paths.Len() == 0 {
 		return nil, fmt.Errorf("%w: it declares no paths, so the gateway would forward nothing", ErrInvalidOpenAPI)
 	}
-	s := &Spec{doc: doc}
+	s := &Spec{doc: doc, json: stored}
 	for template, item := range doc.Paths.Map() {
 		pattern, params, err := compilePath(template)
 		if err != nil {
@@ -225,48 +241,65 @@ func (s *Spec) Match(method, escapedPath string) (*Access, []string) {
 // Published returns the description as Personal Agents get it: servers
 // name the gateway, no path or operation names the origin, and OAuth
 // flows name the Company's issuer (spec 4.7: scopes are described in the
-// API's OAuth 2.0 security scheme).
-func Published(ctx context.Context, raw []byte, gatewayURL, issuer string) ([]byte, error) {
-	loader := openapi3.NewLoader()
-	loader.Context = ctx
-	doc, err := loader.LoadFromData(raw)
+// API's OAuth 2.0 security scheme). raw is a stored description (JSON);
+// it is rewritten as plain values, in time linear in its size.
+func Published(raw []byte, gatewayURL, issuer string) ([]byte, error) {
+	var tree docTree
+	plain, err := tree.parse(raw)
 	if err != nil {
 		return nil, err
 	}
-	doc.Servers = openapi3.Servers{{URL: gatewayURL}}
-	for _, item := range doc.Paths.Map() {
-		item.Servers = nil
-		for _, op := range item.Operations() {
-			op.Servers = nil
-		}
+	doc, ok := plain.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("gateway: a stored description is not an object")
 	}
-	if doc.Components != nil {
-		for _, ref := range doc.Components.SecuritySchemes {
-			scheme := ref.Value
-			if scheme == nil || scheme.Type != "oauth2" || issuer == "" {
+	doc["servers"] = []any{map[string]any{"url": gatewayURL}}
+	dropServers := func(items any) {
+		m, _ := items.(map[string]any)
+		for _, item := range m {
+			item, _ := item.(map[string]any)
+			if item == nil {
 				continue
 			}
-			scopes := map[string]string{}
-			if f := scheme.Flows; f != nil {
-				for _, flow := range []*openapi3.OAuthFlow{f.Implicit, f.Password, f.ClientCredentials, f.AuthorizationCode} {
-					if flow != nil {
-						for k, v := range flow.Scopes {
-							scopes[k] = v
-						}
-					}
+			delete(item, "servers")
+			for _, method := range operationKeys {
+				if op, ok := item[method].(map[string]any); ok {
+					delete(op, "servers")
 				}
 			}
-			scheme.Flows = &openapi3.OAuthFlows{AuthorizationCode: &openapi3.OAuthFlow{
-				AuthorizationURL: issuer + "/oauth/authorize", TokenURL: issuer + "/oauth/token",
-				RefreshURL: issuer + "/oauth/token", Scopes: scopes,
-			}}
 		}
+	}
+	dropServers(doc["paths"])
+	components, _ := doc["components"].(map[string]any)
+	dropServers(components["pathItems"])
+	schemes, _ := components["securitySchemes"].(map[string]any)
+	for _, v := range schemes {
+		scheme, _ := v.(map[string]any)
+		if scheme == nil || scheme["type"] != "oauth2" || issuer == "" {
+			continue
+		}
+		scopes := map[string]any{}
+		flows, _ := scheme["flows"].(map[string]any)
+		for _, name := range []string{"implicit", "password", "clientCredentials", "authorizationCode"} {
+			flow, _ := flows[name].(map[string]any)
+			fs, _ := flow["scopes"].(map[string]any)
+			for k, v := range fs {
+				scopes[k] = v
+			}
+		}
+		scheme["flows"] = map[string]any{"authorizationCode": map[string]any{
+			"authorizationUrl": issuer + "/oauth/authorize", "tokenUrl": issuer + "/oauth/token",
+			"refreshUrl": issuer + "/oauth/token", "scopes": scopes,
+		}}
 	}
 	return json.Marshal(doc)
 }
 
+// operationKeys are a path item's members that hold operations.
+var operationKeys = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"}
+
 // DocumentJSON returns a description as JSON, as the gateway stores it.
-func (s *Spec) DocumentJSON() ([]byte, error) { return json.Marshal(s.doc) }
+func (s *Spec) DocumentJSON() ([]byte, error) { return s.json, nil }
 
 // validPath reports whether an escaped request path is safe to append to
 // an origin's base path: no dot segments, escaped or not, that an origin

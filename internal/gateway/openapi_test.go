@@ -109,7 +109,7 @@ func TestPublishedNamesTheGatewayAndTheIssuer(t *testing.T) {
 	require.NoError(t, err)
 	stored, err := s.DocumentJSON()
 	require.NoError(t, err)
-	raw, err := Published(context.Background(), stored, "https://p.example/t/shop/api/orders", "https://p.example/t/shop")
+	raw, err := Published(stored, "https://p.example/t/shop/api/orders", "https://p.example/t/shop")
 	require.NoError(t, err)
 	var doc struct {
 		Servers    []map[string]string                   `json:"servers"`

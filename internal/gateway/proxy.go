@@ -161,7 +161,7 @@ func (g *Gateway) load(ctx context.Context, name string) (*compiled, error) {
 	}
 	c = &compiled{api: api, spec: spec, origin: origin, checked: now, companyAt: co.UpdatedAt,
 		published: sync.OnceValues(func() ([]byte, error) {
-			return Published(context.WithoutCancel(ctx), api.OpenAPI, URL(g.opts.URLs, co, name), g.opts.URLs.Issuer(co))
+			return Published(api.OpenAPI, URL(g.opts.URLs, co, name), g.opts.URLs.Issuer(co))
 		})}
 	g.put(key, c)
 	return c, nil

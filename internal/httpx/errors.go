@@ -32,8 +32,14 @@ const (
 	CodeRequestTooLarge      = "request_too_large"
 	CodeUnsupportedMediaType = "unsupported_media_type"
 	CodeRateLimited          = "rate_limited"
-	CodeInternal             = "internal_error"
-	CodeUnavailable          = "unavailable"
+	// CodeRequestTimeout: the request body did not arrive at the minimum
+	// rate (BodyTimeouts).
+	CodeRequestTimeout = "request_timeout"
+	// CodeClientClosed labels a request whose client went away; the
+	// client never sees it (StatusClientClosedRequest).
+	CodeClientClosed = "client_closed_request"
+	CodeInternal     = "internal_error"
+	CodeUnavailable  = "unavailable"
 	// CodeOriginUnreachable: a Company's origin or approval hook gave no
 	// usable answer.
 	CodeOriginUnreachable = "origin_unreachable"
@@ -55,6 +61,8 @@ var statusOf = map[string]int{
 	CodeRequestTooLarge:      http.StatusRequestEntityTooLarge,
 	CodeUnsupportedMediaType: http.StatusUnsupportedMediaType,
 	CodeRateLimited:          http.StatusTooManyRequests,
+	CodeRequestTimeout:       http.StatusRequestTimeout,
+	CodeClientClosed:         StatusClientClosedRequest,
 	CodeInternal:             http.StatusInternalServerError,
 	CodeUnavailable:          http.StatusServiceUnavailable,
 	CodeOriginUnreachable:    http.StatusBadGateway,
@@ -123,10 +131,21 @@ type errorBody struct {
 
 // WriteError writes err as the JSON error body. An error that is not an
 // *Error becomes internal_error; its text is logged with the request ID and
-// never sent.
+// never sent. Whatever err is, a request whose client has gone gets
+// client_closed_request (499) and one whose body came too slowly gets
+// request_timeout (408): the failure is the client's, so it is logged at
+// debug level only.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	var e *Error
-	if !errors.As(err, &e) {
+	switch {
+	case BodyTimedOut(r):
+		e = &Error{Code: CodeRequestTimeout, Description: "the request body arrived too slowly", Cause: err}
+		// The rest of the body may still be on its way: the connection
+		// cannot carry another request.
+		w.Header().Set("Connection", "close")
+	case ClientGone(r):
+		e = &Error{Code: CodeClientClosed, Description: "the client closed the request", Cause: err}
+	case !errors.As(err, &e):
 		e = &Error{Code: CodeInternal, Description: "internal error", Cause: err}
 		if databaseDown(err) {
 			e = &Error{Code: CodeUnavailable, Description: "temporarily unavailable; try again shortly", Cause: err}

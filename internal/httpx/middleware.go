@@ -20,6 +20,7 @@ const (
 	requestIDKey ctxKey = iota
 	loggerKey
 	routeKey
+	serverCtxKey
 )
 
 // routeHolder carries the matched route pattern out of the router.
@@ -122,7 +123,10 @@ func knownMethod(m string) string {
 
 // Instrument wraps the whole server: request ID, request logger, panic
 // recovery, access log and metrics. The route label is filled in by the
-// router that matched (chi's route pattern).
+// router that matched (chi's route pattern). A request whose client went
+// away before a successful answer is counted and logged with status 499
+// (StatusClientClosedRequest), and what its handlers log as errors after
+// the hang-up is logged at debug level.
 func Instrument(base *slog.Logger, m *Metrics, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -130,8 +134,10 @@ func Instrument(base *slog.Logger, m *Metrics, next http.Handler) http.Handler {
 		if !validRequestID(id) {
 			id = newRequestID()
 		}
-		logger := base.With(slog.String("request_id", id))
-		ctx := context.WithValue(r.Context(), requestIDKey, id)
+		plain := base.With(slog.String("request_id", id))
+		logger := slog.New(hangupHandler{base.Handler(), r.Context()}).With(slog.String("request_id", id))
+		ctx := context.WithValue(r.Context(), serverCtxKey, r.Context())
+		ctx = context.WithValue(ctx, requestIDKey, id)
 		ctx = context.WithValue(ctx, loggerKey, logger)
 		route := &routeHolder{}
 		ctx = context.WithValue(ctx, routeKey, route)
@@ -144,7 +150,8 @@ func Instrument(base *slog.Logger, m *Metrics, next http.Handler) http.Handler {
 				if p == http.ErrAbortHandler {
 					panic(p)
 				}
-				logger.ErrorContext(ctx, "panic", slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+				// A panic is a bug whoever hung up.
+				plain.ErrorContext(ctx, "panic", slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
 				if !rec.wroteHeader {
 					WriteError(rec, r, Errorf(CodeInternal, "internal error"))
 				}
@@ -154,7 +161,9 @@ func Instrument(base *slog.Logger, m *Metrics, next http.Handler) http.Handler {
 				pattern = "unmatched"
 			}
 			status := rec.status
-			if status == 0 {
+			if ClientGone(r) && (status == 0 || status >= 500) {
+				status = StatusClientClosedRequest
+			} else if status == 0 {
 				status = http.StatusOK
 			}
 			elapsed := time.Since(start)

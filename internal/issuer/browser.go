@@ -103,6 +103,9 @@ func (s *Server) parsePageForm(w http.ResponseWriter, r *http.Request) bool {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxPageForm)
 	if err := r.ParseForm(); err != nil {
+		if slowForm(w, r, err) {
+			return false
+		}
 		s.messagePage(w, r, http.StatusBadRequest, "Something went wrong", "The form could not be read. Go back and try again.")
 		return false
 	}

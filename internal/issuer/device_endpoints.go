@@ -20,6 +20,9 @@ func (s *Server) deviceAuthorization(w http.ResponseWriter, r *http.Request) {
 	c := tenant.FromContext(ctx)
 	r.Body = http.MaxBytesReader(w, r.Body, maxTokenForm)
 	if err := r.ParseForm(); err != nil {
+		if slowForm(w, r, err) {
+			return
+		}
 		writeOAuthError(w, r, fosite.ErrInvalidRequest.WithHint("The body must be a form of at most 64 KiB."))
 		return
 	}

@@ -35,10 +35,10 @@ import (
 // Not parallel: it reads the process's memory.
 func TestLoginFloodStaysBounded(t *testing.T) {
 	const hashes = 2
-	env := testkit.SetupWith(t, func(o *platform.Options) {
+	env := testkit.SetupWith(t, testkit.Options{Platform: func(o *platform.Options) {
 		o.PasswordHashes = accounts.Limits{Hashes: hashes, Queue: 2, PerCompany: 3, MaxWait: 20 * time.Second}
 		o.LoginRates = issuer.LoginRates{PerAddress: 40}
-	})
+	}})
 	for _, slug := range []string{"alpha", "beta"} {
 		env.CreateCompany(t, map[string]any{
 			"slug":         slug,
@@ -153,10 +153,10 @@ func TestLoginFloodStaysBounded(t *testing.T) {
 // and another Company's budget is its own.
 func TestLoginRates(t *testing.T) {
 	t.Parallel()
-	env := testkit.SetupWith(t, func(o *platform.Options) {
+	env := testkit.SetupWith(t, testkit.Options{Platform: func(o *platform.Options) {
 		o.LoginRates = issuer.LoginRates{PerAddress: 2, PerCompany: 5}
 		o.Proxies = httpx.Proxies{Trusted: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
-	})
+	}})
 	for _, slug := range []string{"alpha", "beta"} {
 		env.CreateCompany(t, map[string]any{
 			"slug":         slug,

@@ -30,7 +30,11 @@ func (s *Server) introspect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxTokenForm)
-	if err := r.ParseForm(); err != nil || r.PostForm.Get("token") == "" {
+	err = r.ParseForm()
+	if err != nil && slowForm(w, r, err) {
+		return
+	}
+	if err != nil || r.PostForm.Get("token") == "" {
 		writeOAuthError(w, r, fosite.ErrInvalidRequest.WithHint("A form of at most 64 KiB with token is required (RFC 7662 §2.1)."))
 		return
 	}

@@ -14,6 +14,9 @@ import (
 func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxTokenForm)
 	if err := r.ParseForm(); err != nil {
+		if slowForm(w, r, err) {
+			return
+		}
 		writeOAuthError(w, r, fosite.ErrInvalidRequest.WithHint("The body must be a form of at most 64 KiB."))
 		return
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ory/fosite"
 
+	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
@@ -51,12 +52,26 @@ func offersGrant(c *tenant.Company, clientID, grant string) bool {
 		c.Settings.Agents.SignInAllowed(clientID, grant)
 }
 
+// slowForm answers a form whose body came too slowly (httpx.PaceBodies)
+// with 408 request_timeout and reports whether it did: the request never
+// arrived whole, so it gets no OAuth error.
+func slowForm(w http.ResponseWriter, r *http.Request, err error) bool {
+	if !httpx.BodyTimedOut(r) {
+		return false
+	}
+	httpx.WriteError(w, r, err)
+	return true
+}
+
 // token is the token endpoint (spec 4.4, 4.7; RFC 6749 §3.2).
 func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	c := tenant.FromContext(ctx)
 	r.Body = http.MaxBytesReader(w, r.Body, maxTokenForm)
 	if err := r.ParseForm(); err != nil {
+		if slowForm(w, r, err) {
+			return
+		}
 		s.tokenError(w, r, nil, fosite.ErrInvalidRequest.WithHint("The body must be a form of at most 64 KiB."))
 		return
 	}

@@ -6,6 +6,7 @@ package platform
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -60,6 +61,9 @@ type Options struct {
 	LoginRates issuer.LoginRates
 	// Now is the clock [time.Now].
 	Now func() time.Time
+	// Bodies bounds how slowly request bodies may arrive; zero values
+	// mean httpx's defaults (10 s, then 1 KiB/s on average).
+	Bodies httpx.BodyTimeouts
 }
 
 // Platform is the assembled server.
@@ -179,6 +183,12 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		return nil, err
 	}
 	sess := sessions.NewManager(sessions.NewVerifier(resolver, sessions.VerifierOptions{Now: now}), p.Sessions, opts.URLs)
+	// session verifies the Session header once the body has arrived, or
+	// its first 64 KiB: a body that never comes is refused (408) before
+	// the Session's first use is recorded.
+	session := func(next http.Handler) http.Handler {
+		return httpx.ReadAhead(64 << 10)(sess.Require(limits)(next))
+	}
 	feedback := coverage.NewHandler(coverage.NewStore(opts.Pool))
 
 	registry := gateway.NewManager(gateway.ManagerOptions{Store: apis, Fetch: safehttp.New(opts.Fetch),
@@ -219,12 +229,15 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		disc.MountIssuer(r)
 		// Feedback needs no account, but an access token sent with it must
 		// still be valid and the Session's (spec 5.3 step 3).
-		r.With(offered(func(s *tenant.Settings) bool { return s.Feedback.Enabled }), sess.Require(limits),
-			tokens.Require(bearer.Resource{})).
+		// The report is read whole before the Session is verified, so a
+		// slow or oversized body is refused before the Session's first
+		// use is recorded.
+		r.With(offered(func(s *tenant.Settings) bool { return s.Feedback.Enabled }), feedback.BufferReport,
+			sess.Require(limits), tokens.Require(bearer.Resource{})).
 			Post("/poppy/feedback", feedback.ServeFeedback)
 		// Website operations (extension 6): no scope, as an API otherwise.
 		r.With(offered(func(s *tenant.Settings) bool { return s.Operations.Enabled && s.Operations.Web }),
-			sess.Require(limits), tokens.Require(bearer.Resource{})).
+			session, tokens.Require(bearer.Resource{})).
 			Post(gateway.OperationsPath, gw.ServeWebOperations)
 		// Every Company has signing keys: they sign Poppy-Verified for its
 		// origin and agent webhook even without an issuer.
@@ -233,10 +246,10 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 			r.Use(offered(func(s *tenant.Settings) bool { return s.Auth.Issuer }))
 			oauth.Mount(r, func(grant string) func(http.Handler) http.Handler { return offered(offers(grant)) })
 		})
-		gw.Mount(r, sess.Require(limits))
-		mcp.Mount(r, sess.Require(limits))
+		gw.Mount(r, session)
+		mcp.Mount(r, session)
 		r.Route("/poppy/conversations", func(r chi.Router) {
-			r.Use(offered(func(s *tenant.Settings) bool { return s.Conversations.Enabled }), sess.Require(limits))
+			r.Use(offered(func(s *tenant.Settings) bool { return s.Conversations.Enabled }), session)
 			convs.Mount(r)
 		})
 	})
@@ -246,7 +259,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	disc.MountDomain(company)
 	company.Group(func(r chi.Router) {
 		r.Use(offered(func(s *tenant.Settings) bool { return s.Web.BrowserJoin }))
-		join.Mount(r, sess.Require(limits))
+		join.Mount(r, session)
 	})
 	// Every other path of a Company domain is the Company's website,
 	// proxied to web.origin (404 without one). A path above asked with
@@ -254,7 +267,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	company.NotFound(gateway.NewWebsite(gw, join).ServeHTTP)
 
 	host := tenant.HostRouter(p.Tenants, opts.URLs.Public.Hostname(), platform, company, ops)
-	p.handler = httpx.Instrument(logger, metrics, opts.Proxies.Middleware(host))
+	p.handler = httpx.Instrument(logger, metrics, httpx.PaceBodies(opts.Bodies)(opts.Proxies.Middleware(host)))
 	return p, nil
 }
 
@@ -303,6 +316,12 @@ func (p *Platform) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := p.ready.check(r.Context()); err != nil {
+		if httpx.ClientGone(r) {
+			// The prober hung up (a load balancer's check timing out):
+			// that says nothing about the database.
+			httpx.WriteError(w, r, err)
+			return
+		}
 		httpx.Logger(r.Context()).WarnContext(r.Context(), "not ready", slog.Any("err", err))
 		httpx.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": err.Error()})
 		return
@@ -325,6 +344,10 @@ func (rd *readiness) check(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := rd.pool.Ping(ctx); err != nil {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			// The request was cancelled, not the database lost.
+			return ctx.Err()
+		}
 		return errDatabase
 	}
 	rd.mu.Lock()

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/devca"
+	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/platform"
 	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/tenant"
@@ -84,12 +85,24 @@ func (e *Env) StartAgent(t testing.TB, host string) *Agent {
 // Setup starts the platform over HTTPS on a fresh database.
 func Setup(t testing.TB) *Env {
 	t.Helper()
-	return SetupWith(t, nil)
+	return SetupWith(t, Options{})
 }
 
-// SetupWith is Setup with edit, when not nil, changing the platform's
-// options before it is built.
-func SetupWith(t testing.TB, edit func(*platform.Options)) *Env {
+// Options change what SetupWith starts.
+type Options struct {
+	// Logs, when set, gets the platform's log as JSON lines at LogLevel;
+	// otherwise warnings and errors go to the test log.
+	Logs     io.Writer
+	LogLevel slog.Level
+	// Bodies bounds slow request bodies (platform.Options.Bodies).
+	Bodies httpx.BodyTimeouts
+	// Platform, when set, changes the platform's options before it is
+	// built.
+	Platform func(*platform.Options)
+}
+
+// SetupWith is Setup with options.
+func SetupWith(t testing.TB, o Options) *Env {
 	t.Helper()
 	pool := NewPool(t)
 	ca, err := devca.New()
@@ -102,16 +115,21 @@ func SetupWith(t testing.TB, edit func(*platform.Options)) *Env {
 	urls := tenant.URLs{Public: &url.URL{Scheme: "https", Host: PublicHost + ":" + port}}
 
 	hosts := &Hosts{}
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if o.Logs != nil {
+		logger = slog.New(slog.NewJSONHandler(o.Logs, &slog.HandlerOptions{Level: o.LogLevel}))
+	}
 	opts := platform.Options{
 		Pool:       pool,
-		Logger:     slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger:     logger,
+		Bodies:     o.Bodies,
 		URLs:       urls,
 		AdminToken: AdminToken,
 		// Test peers listen on loopback under names only Hosts knows.
 		Fetch: safehttp.Options{AllowPrivate: true, RootCAs: ca.Pool(), Resolver: hosts},
 	}
-	if edit != nil {
-		edit(&opts)
+	if o.Platform != nil {
+		o.Platform(&opts)
 	}
 	p, err := platform.New(context.Background(), opts)
 	require.NoError(t, err)
