@@ -13,7 +13,7 @@ import (
 // DESIGN.md, "Company Agent"): the Company Agent proposes an operation in a
 // message through the Company API, the platform sends the Personal Agent
 // the operation, a Personal Agent message's approval is performed at most
-// once through the gateway's machinery, and the outcome goes to the
+// once by the operations engine, and the outcome goes to the
 // Company Agent's webhook. docs/operations-extension.md, "Conversations".
 
 // CheckRequest reports whether req, the request a Company Agent's proposal
@@ -31,7 +31,7 @@ type OperationStore interface {
 type OperationsOptions struct {
 	CheckRequest CheckRequest
 	Operations   OperationStore
-	// Performer checks approvals and performs them (the gateway).
+	// Performer checks approvals and performs them (the operations engine).
 	Performer operations.Performer
 }
 

@@ -50,7 +50,7 @@ func (PerformArgs) InsertOpts() river.InsertOpts {
 }
 
 // WatchArgs is the job that waits for an operation left performing (its
-// outcome unknown; the gateway's settle job finishes it) and tells the
+// outcome unknown; the operations engine's settle job finishes it) and tells the
 // Company Agent how it ended.
 type WatchArgs struct {
 	PerformArgs
