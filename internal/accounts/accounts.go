@@ -46,6 +46,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/argon2"
+
+	"github.com/poppyhost/poppyhost/internal/jobs"
 )
 
 // Errors at the store boundary.
@@ -333,11 +335,11 @@ func (s *Store) admit(ctx context.Context, companyID int64, username string) err
 
 // DeleteStaleLoginFailures removes the failure counts that no longer count
 // (the last failure FailureWindow ago, so no lock either), such as those
-// left by probes for unknown usernames, and returns how many it removed.
-func (s *Store) DeleteStaleLoginFailures(ctx context.Context) (int64, error) {
-	cutoff := s.now().Add(-FailureWindow)
-	tag, err := s.pool.Exec(ctx, `DELETE FROM login_failures WHERE last_failure_at <= $1`, cutoff)
-	return tag.RowsAffected(), err
+// left by probes for unknown usernames, as of now, and returns how many
+// it removed.
+func (s *Store) DeleteStaleLoginFailures(ctx context.Context, now time.Time) (int64, error) {
+	return jobs.DeleteInBatches(ctx, s.pool, "login_failures", "company_id, username", "last_failure_at <= $1",
+		now.Add(-FailureWindow))
 }
 
 // Argon2id parameters (RFC 9106 §4, the second recommended option, with

@@ -219,7 +219,7 @@ func TestThrottleCountRestartsAfterADay(t *testing.T) {
 	e.clock.Advance(accounts.FailureWindow - time.Second)
 	e.fail(co, "carol")
 	e.clock.Advance(time.Second)
-	n, err := e.store.DeleteStaleLoginFailures(context.Background())
+	n, err := e.store.DeleteStaleLoginFailures(context.Background(), e.clock.Now())
 	require.NoError(t, err)
 	require.EqualValues(t, 2, n)
 	_, _, ok := e.row(co, "alice")

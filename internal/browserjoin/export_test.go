@@ -6,4 +6,7 @@ import (
 )
 
 // Sweep runs the sweep job's deletion.
-func (s *Store) Sweep(ctx context.Context, cutoff time.Time) error { return s.sweep(ctx, cutoff) }
+func (s *Store) Sweep(ctx context.Context, cutoff time.Time) error {
+	_, err := s.sweep(ctx, cutoff)
+	return err
+}

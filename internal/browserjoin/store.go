@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/poppyhost/poppyhost/internal/jobs"
 )
 
 // Store keeps join codes and web sessions, every query for one Company.
@@ -214,13 +216,15 @@ func (s *Store) end(ctx context.Context, companyID int64, token string, now time
 	return tag.RowsAffected() == 1, err
 }
 
-// sweep deletes codes and web sessions that expired before cutoff.
-func (s *Store) sweep(ctx context.Context, cutoff time.Time) error {
-	if _, err := s.pool.Exec(ctx, `DELETE FROM browser_join_codes WHERE expires_at < $1`, cutoff); err != nil {
-		return err
+// sweep deletes codes and web sessions that expired before cutoff, and
+// returns how many.
+func (s *Store) sweep(ctx context.Context, cutoff time.Time) (int64, error) {
+	codes, err := jobs.DeleteInBatches(ctx, s.pool, "browser_join_codes", "company_id, code", "expires_at < $1", cutoff)
+	if err != nil {
+		return codes, err
 	}
-	_, err := s.pool.Exec(ctx, `DELETE FROM web_sessions WHERE expires_at < $1`, cutoff)
-	return err
+	sessions, err := jobs.DeleteInBatches(ctx, s.pool, "web_sessions", "company_id, token", "expires_at < $1", cutoff)
+	return codes + sessions, err
 }
 
 // SignedOut stops the web sessions that act for accountID in clientID's

@@ -5,7 +5,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/riverqueue/river"
+
+	"github.com/poppyhost/poppyhost/internal/jobs"
 )
 
 // PGReplays is the ReplayStore on PostgreSQL (table client_assertion_jtis),
@@ -41,38 +42,11 @@ func (s *PGReplays) Use(ctx context.Context, issuer, clientID, jti string, exp t
 
 // Sweep deletes the records whose exp is before now, and says how many.
 func (s *PGReplays) Sweep(ctx context.Context, now time.Time) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM client_assertion_jtis WHERE expires_at < $1`, now)
-	return tag.RowsAffected(), err
+	return jobs.DeleteInBatches(ctx, s.pool, "client_assertion_jtis", "issuer, client_id, jti", "expires_at < $1", now)
 }
 
-// SweepArgs is the periodic job that forgets client assertion jtis past
-// their exp.
-type SweepArgs struct{}
-
-// Kind names the job in River.
-func (SweepArgs) Kind() string { return "clientauth_sweep_jtis" }
-
-// InsertOpts makes at most one sweep wait at a time.
-func (SweepArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: time.Minute}}
-}
-
-type sweepWorker struct {
-	river.WorkerDefaults[SweepArgs]
-	store *PGReplays
-	now   func() time.Time
-}
-
-func (w *sweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
-	_, err := w.store.Sweep(ctx, w.now())
-	return err
-}
-
-// AddJobs registers the package's workers and periodic jobs. The sweep
-// also runs when a replica becomes River's leader.
-func AddJobs(workers *river.Workers, store *PGReplays, now func() time.Time) []*river.PeriodicJob {
-	river.AddWorker(workers, &sweepWorker{store: store, now: now})
-	return []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(time.Minute),
-		func() (river.JobArgs, *river.InsertOpts) { return SweepArgs{}, nil },
-		&river.PeriodicJobOpts{ID: SweepArgs{}.Kind(), RunOnStart: true})}
+// Sweeps are the package's periodic work: forgetting client assertion
+// jtis past their exp, every minute.
+func Sweeps(store *PGReplays) []jobs.Sweep {
+	return []jobs.Sweep{{Name: "clientauth_sweep_jtis", Every: time.Minute, Run: store.Sweep}}
 }

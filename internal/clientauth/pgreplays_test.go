@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/clientauth"
@@ -101,7 +100,7 @@ func TestPGReplaysConcurrent(t *testing.T) {
 }
 
 // TestPGReplaysSweep checks that the sweep forgets only jtis past their
-// exp, called directly and as River works the job AddJobs registers.
+// exp, called directly and through River.
 func TestPGReplaysSweep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -132,18 +131,16 @@ func TestPGReplaysSweep(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, fresh)
 
-	// Through River, with the worker's clock two minutes ahead: live-1 is
-	// past its exp too.
-	workers := river.NewWorkers()
-	periodic := clientauth.AddJobs(workers, store, func() time.Time { return now.Add(2 * time.Minute) })
-	testkit.RunJob(t, pool, workers, clientauth.SweepArgs{})
+	// Through River, as the platform runs it, with the jobs' clock two
+	// minutes ahead: live-1 is past its exp too.
+	sweeps := clientauth.Sweeps(store)
+	testkit.RunSweeps(t, pool, func() time.Time { return now.Add(2 * time.Minute) }, sweeps...)
 	require.Equal(t, []string{"live-2"}, jtis(t, pool))
 
-	// One periodic job, unique per minute so replicas do not pile up sweeps.
-	require.Len(t, periodic, 1)
-	require.Equal(t, "clientauth_sweep_jtis", clientauth.SweepArgs{}.Kind())
-	require.Equal(t, time.Minute, clientauth.SweepArgs{}.InsertOpts().UniqueOpts.ByPeriod)
-	require.True(t, clientauth.SweepArgs{}.InsertOpts().UniqueOpts.ByArgs)
+	// One sweep a minute, under the kind queued rows carry.
+	require.Len(t, sweeps, 1)
+	require.Equal(t, "clientauth_sweep_jtis", sweeps[0].Name)
+	require.Equal(t, time.Minute, sweeps[0].Every)
 }
 
 // TestVerifyPGReplays runs Verify on PGReplays: an assertion passes once,

@@ -414,8 +414,7 @@ func BenchmarkStoreSend(b *testing.B) {
 	ctx := context.Background()
 	var companyID int64
 	require.NoError(b, env.Pool.QueryRow(ctx, `SELECT id FROM companies WHERE slug = $1`, c.slug).Scan(&companyID))
-	delivery, err := conversations.NewDelivery(conversations.DeliveryOptions{Pool: env.Pool})
-	require.NoError(b, err)
+	delivery := conversations.NewDelivery(conversations.DeliveryOptions{Pool: env.Pool, Jobs: testkit.Inserter(b, env.Pool)})
 	owner := conversations.Owner{ClientID: agent.ClientID, UserID: c.sub}
 	text := "Where is my order?"
 	for _, bc := range []struct {

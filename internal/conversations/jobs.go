@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
 
+	"github.com/poppyhost/poppyhost/internal/jobs"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
@@ -24,123 +24,55 @@ const (
 // run goes on.
 const jobBatch = 500
 
-// HandoffTimeoutArgs is the periodic job that ends handoffs nobody took in
-// the Company's handoff_timeout_seconds (spec 8.9).
-type HandoffTimeoutArgs struct{}
-
-// Kind names the job in River.
-func (HandoffTimeoutArgs) Kind() string { return "conversations_handoff_timeout" }
-
-// InsertOpts makes at most one run wait at a time.
-func (HandoffTimeoutArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: time.Minute}}
-}
-
-// IdleCloseArgs is the periodic job that closes conversations without
-// activity for the Company's idle_close_seconds (spec 8.12).
-type IdleCloseArgs struct{}
-
-// Kind names the job in River.
-func (IdleCloseArgs) Kind() string { return "conversations_idle_close" }
-
-// InsertOpts makes at most one run wait at a time.
-func (IdleCloseArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: time.Minute}}
-}
-
-// PruneArgs is the periodic job that deletes events older than the
-// Company's retention_days (spec 8.5: a cursor for them answers
+// Sweeps are the conversations' periodic work: every minute, ending
+// handoffs nobody took in the Company's handoff_timeout_seconds (spec
+// 8.9) and closing conversations without activity for its
+// idle_close_seconds (spec 8.12); every hour, deleting events older than
+// its retention_days (spec 8.5: a cursor for them answers
 // cursor_expired), then closed conversations with none left.
-type PruneArgs struct{}
-
-// Kind names the job in River.
-func (PruneArgs) Kind() string { return "conversations_prune" }
-
-// InsertOpts makes at most one run wait at a time.
-func (PruneArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: time.Hour}}
+func Sweeps(store *Store, companies Companies) []jobs.Sweep {
+	j := &sweeper{store: store, companies: companies}
+	return []jobs.Sweep{
+		{Name: "conversations_handoff_timeout", Every: time.Minute, Run: j.eachCompany(j.handoffTimeouts)},
+		{Name: "conversations_idle_close", Every: time.Minute, Run: j.eachCompany(j.idleClose)},
+		{Name: "conversations_prune", Every: time.Hour, Run: j.eachCompany(j.prune)},
+	}
 }
 
-// Jobs are the conversations' background work.
-type Jobs struct {
+// sweeper does the conversations' sweeps.
+type sweeper struct {
 	store     *Store
 	companies Companies
-	now       func() time.Time
 }
 
-type handoffWorker struct {
-	river.WorkerDefaults[HandoffTimeoutArgs]
-	j *Jobs
-}
-
-func (w *handoffWorker) Work(ctx context.Context, _ *river.Job[HandoffTimeoutArgs]) error {
-	return w.j.eachCompany(ctx, w.j.handoffTimeouts)
-}
-
-type idleWorker struct {
-	river.WorkerDefaults[IdleCloseArgs]
-	j *Jobs
-}
-
-func (w *idleWorker) Work(ctx context.Context, _ *river.Job[IdleCloseArgs]) error {
-	return w.j.eachCompany(ctx, w.j.idleClose)
-}
-
-type pruneWorker struct {
-	river.WorkerDefaults[PruneArgs]
-	j *Jobs
-}
-
-func (w *pruneWorker) Work(ctx context.Context, _ *river.Job[PruneArgs]) error {
-	return w.j.eachCompany(ctx, w.j.prune)
-}
-
-// AddJobs registers the package's workers: webhook delivery (when
-// delivery is set) and the periodic jobs, handoff timeouts and idle close
-// every minute and pruning every hour, each also when a replica becomes
-// River's leader.
-func AddJobs(workers *river.Workers, store *Store, delivery *Delivery, companies Companies, now func() time.Time) []*river.PeriodicJob {
-	if now == nil {
-		now = time.Now
-	}
-	j := &Jobs{store: store, companies: companies, now: now}
-	if delivery != nil {
-		river.AddWorker(workers, &deliverWorker{d: delivery})
-	}
-	river.AddWorker(workers, &handoffWorker{j: j})
-	river.AddWorker(workers, &idleWorker{j: j})
-	river.AddWorker(workers, &pruneWorker{j: j})
-	periodic := func(every time.Duration, args river.JobArgs) *river.PeriodicJob {
-		return river.NewPeriodicJob(river.PeriodicInterval(every),
-			func() (river.JobArgs, *river.InsertOpts) { return args, nil },
-			&river.PeriodicJobOpts{ID: args.Kind(), RunOnStart: true})
-	}
-	return []*river.PeriodicJob{
-		periodic(time.Minute, HandoffTimeoutArgs{}),
-		periodic(time.Minute, IdleCloseArgs{}),
-		periodic(time.Hour, PruneArgs{}),
-	}
-}
+// perCompany is a sweep's work for one Company as of now; it returns how
+// many conversations or events it ended, closed or deleted.
+type perCompany func(ctx context.Context, co *companyLimits, now time.Time) (int64, error)
 
 // eachCompany runs f for every Company; one that fails does not stop the
 // others.
-func (j *Jobs) eachCompany(ctx context.Context, f func(ctx context.Context, co *companyLimits) error) error {
-	var errs []error
-	after := ""
-	for {
-		page, err := j.companies.List(ctx, after, 100)
-		if err != nil {
-			return errors.Join(append(errs, err)...)
-		}
-		for _, co := range page {
-			if err := f(ctx, limitsOf(co)); err != nil {
-				errs = append(errs, fmt.Errorf("conversations: company %s: %w", co.Slug, err))
+func (j *sweeper) eachCompany(f perCompany) func(ctx context.Context, now time.Time) (int64, error) {
+	return func(ctx context.Context, now time.Time) (int64, error) {
+		var errs []error
+		var total int64
+		after := ""
+		for {
+			page, err := j.companies.List(ctx, after, 100)
+			if err != nil {
+				return total, errors.Join(append(errs, err)...)
 			}
+			for _, co := range page {
+				n, err := f(ctx, limitsOf(co), now)
+				total += n
+				if err != nil {
+					errs = append(errs, fmt.Errorf("conversations: company %s: %w", co.Slug, err))
+				}
+			}
+			if len(page) < 100 {
+				return total, errors.Join(errs...)
+			}
+			after = page[len(page)-1].Slug
 		}
-		if len(page) < 100 {
-			return errors.Join(errs...)
-		}
-		after = page[len(page)-1].Slug
 	}
 }
 
@@ -170,7 +102,7 @@ func limitsOf(co *tenant.Company) *companyLimits {
 }
 
 // ids returns the first column of a query's rows.
-func (j *Jobs) ids(ctx context.Context, sql string, args ...any) ([]string, error) {
+func (j *sweeper) ids(ctx context.Context, sql string, args ...any) ([]string, error) {
 	rows, err := j.store.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
@@ -181,13 +113,14 @@ func (j *Jobs) ids(ctx context.Context, sql string, args ...any) ([]string, erro
 // handoffTimeouts moves each conversation queued longer than the limit
 // back to idle with the Company Agent, which says nobody is available
 // (spec 8.9), and tells the Company's webhook.
-func (j *Jobs) handoffTimeouts(ctx context.Context, co *companyLimits) error {
-	cutoff := j.now().Add(-co.handoffTimeout)
+func (j *sweeper) handoffTimeouts(ctx context.Context, co *companyLimits, now time.Time) (int64, error) {
+	cutoff := now.Add(-co.handoffTimeout)
 	ids, err := j.ids(ctx, `SELECT id FROM conversations WHERE company_id = $1 AND status = 'queued' AND queued_at <= $2
 		ORDER BY queued_at LIMIT $3`, co.id, cutoff, jobBatch)
 	if err != nil {
-		return err
+		return 0, err
 	}
+	var n int64
 	for _, id := range ids {
 		err := j.store.inTx(ctx, func(tx pgx.Tx) error {
 			if err := asOrigin(ctx, tx, originPlatform); err != nil {
@@ -209,26 +142,28 @@ func (j *Jobs) handoffTimeouts(ctx context.Context, co *companyLimits) error {
 			if _, _, err := j.store.endHandoff(ctx, tx, c, co.unavailable); err != nil {
 				return err
 			}
+			n++
 			return j.store.deliver(ctx, tx, c)
 		})
 		if err != nil {
-			return err
+			return n, err
 		}
 	}
-	return nil
+	return n, nil
 }
 
 // idleClose closes each open conversation without activity for the limit
 // (spec 8.12), as the Company, and tells the Company's webhook. A parent
 // whose Direct Conversation is open waits for it: closing the parent
 // would close a conversation still in use.
-func (j *Jobs) idleClose(ctx context.Context, co *companyLimits) error {
-	cutoff := j.now().Add(-co.idleClose)
+func (j *sweeper) idleClose(ctx context.Context, co *companyLimits, now time.Time) (int64, error) {
+	cutoff := now.Add(-co.idleClose)
 	ids, err := j.ids(ctx, `SELECT id FROM conversations WHERE company_id = $1 AND status <> 'closed'
 		AND last_activity_at <= $2 AND open_direct_id IS NULL ORDER BY last_activity_at LIMIT $3`, co.id, cutoff, jobBatch)
 	if err != nil {
-		return err
+		return 0, err
 	}
+	var n int64
 	for _, id := range ids {
 		err := j.store.inTx(ctx, func(tx pgx.Tx) error {
 			if err := asOrigin(ctx, tx, originPlatform); err != nil {
@@ -257,13 +192,14 @@ func (j *Jobs) idleClose(ctx context.Context, co *companyLimits) error {
 			if err != nil || c == nil {
 				return err
 			}
+			n++
 			return nil
 		})
 		if err != nil {
-			return err
+			return n, err
 		}
 	}
-	return nil
+	return n, nil
 }
 
 // prune deletes events added before the Company's retention period and
@@ -273,9 +209,11 @@ func (j *Jobs) idleClose(ctx context.Context, co *companyLimits) error {
 // closed conversations with no event left are deleted with their message
 // IDs (spec 8.3: the check lasts as long as the conversation); a parent
 // goes after its Direct Conversations.
-func (j *Jobs) prune(ctx context.Context, co *companyLimits) error {
-	cutoff := j.now().Add(-co.retention)
+func (j *sweeper) prune(ctx context.Context, co *companyLimits, now time.Time) (int64, error) {
+	cutoff := now.Add(-co.retention)
+	var n int64
 	for {
+		// Not jobs.DeleteInBatches: each batch also moves first_seq.
 		tag, err := j.store.pool.Exec(ctx, `WITH old AS (
 				SELECT conversation_id, max(seq) + 1 AS first FROM conversation_events
 				WHERE company_id = $1 AND created_at < $2 GROUP BY conversation_id LIMIT $3
@@ -287,14 +225,16 @@ func (j *Jobs) prune(ctx context.Context, co *companyLimits) error {
 			WHERE e.company_id = $1 AND e.conversation_id = moved.id AND e.seq < moved.first_seq`,
 			co.id, cutoff, jobBatch)
 		if err != nil {
-			return err
+			return n, err
 		}
 		if tag.RowsAffected() == 0 {
 			break
 		}
+		n += tag.RowsAffected()
 	}
-	_, err := j.store.pool.Exec(ctx, `DELETE FROM conversations c WHERE c.company_id = $1 AND c.status = 'closed'
-		AND c.last_activity_at < $2 AND c.first_seq > c.last_seq
-		AND NOT EXISTS (SELECT 1 FROM conversations d WHERE d.company_id = $1 AND d.parent_id = c.id)`, co.id, cutoff)
-	return err
+	convs, err := jobs.DeleteInBatches(ctx, j.store.pool, "conversations", "company_id, id",
+		`company_id = $1 AND status = 'closed' AND last_activity_at < $2 AND first_seq > last_seq
+		AND NOT EXISTS (SELECT 1 FROM conversations d WHERE d.company_id = $1 AND d.parent_id = conversations.id)`,
+		co.id, cutoff)
+	return n + convs, err
 }

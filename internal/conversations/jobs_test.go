@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/conversations"
+	"github.com/poppyhost/poppyhost/internal/jobs"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/testkit"
 )
@@ -43,31 +43,35 @@ func (e *enqueued) list() []string {
 	return slices.Clone(e.ids)
 }
 
-// jobRunner runs the package's periodic jobs with testkit.RunJob, on a
-// store with the test's clock that records deliveries.
+// jobRunner runs the package's sweeps through River, on a store with the
+// test's clock that records deliveries.
 type jobRunner struct {
 	cs        *companySide
 	clock     jobClock
 	delivered enqueued
-	workers   *river.Workers
+	sweeps    map[string]jobs.Sweep
 }
 
 func newJobRunner(t *testing.T, cs *companySide) *jobRunner {
 	t.Helper()
-	j := &jobRunner{cs: cs, workers: river.NewWorkers()}
+	j := &jobRunner{cs: cs, sweeps: map[string]jobs.Sweep{}}
 	store := conversations.NewStore(cs.env.Pool, &j.delivered, j.clock.now)
-	periodic := conversations.AddJobs(j.workers, store, nil, tenant.NewStore(cs.env.Pool), j.clock.now)
-	require.Len(t, periodic, 3)
+	for _, s := range conversations.Sweeps(store, tenant.NewStore(cs.env.Pool)) {
+		j.sweeps[s.Name] = s
+	}
+	require.Len(t, j.sweeps, 3)
 	return j
 }
 
-// run runs one job. The delivery jobs the Personal Agent's requests
-// queued are dropped first: RunJob's client would take them too.
-func (j *jobRunner) run(t *testing.T, args river.JobArgs) {
+// run runs one sweep. The delivery jobs the Personal Agent's requests
+// queued are dropped first: the sweep's client would take them too.
+func (j *jobRunner) run(t *testing.T, name string) {
 	t.Helper()
 	_, err := j.cs.env.Pool.Exec(context.Background(), `DELETE FROM river_job`)
 	require.NoError(t, err)
-	testkit.RunJob(t, j.cs.env.Pool, j.workers, args)
+	s, ok := j.sweeps[name]
+	require.True(t, ok, name)
+	testkit.RunSweeps(t, j.cs.env.Pool, j.clock.now, s)
 }
 
 // origins lists the origin of a conversation's events from seq on.
@@ -105,14 +109,14 @@ func TestHandoffTimeoutJob(t *testing.T) {
 
 	// Within the limit nothing happens.
 	clock.advance(30 * time.Second)
-	jr.run(t, conversations.HandoffTimeoutArgs{})
+	jr.run(t, "conversations_handoff_timeout")
 	st, _ := state(cs.key, queued)
 	require.Equal(t, "queued", st)
 
 	// Past acme's limit (60s) its handoff goes back to the Company Agent,
 	// which says nobody is free; rival's default limit (300s) is not past.
 	clock.advance(61 * time.Second)
-	jr.run(t, conversations.HandoffTimeoutArgs{})
+	jr.run(t, "conversations_handoff_timeout")
 	st, rs := state(cs.key, queued)
 	require.Equal(t, []string{"idle", "agent"}, []string{st, rs})
 	rd := cs.paEvents(t, queued, "cursor=evt_3")
@@ -129,7 +133,7 @@ func TestHandoffTimeoutJob(t *testing.T) {
 	require.Equal(t, "queued", st)
 
 	clock.advance(301 * time.Second)
-	jr.run(t, conversations.HandoffTimeoutArgs{})
+	jr.run(t, "conversations_handoff_timeout")
 	st, rs = state(cs.rivalKey, rival)
 	require.Equal(t, []string{"idle", "agent"}, []string{st, rs})
 	text := cs.apiAs(t, cs.rivalKey, http.MethodGet, "/"+rival+"/events?cursor=evt_3", nil).JSON(t)
@@ -156,13 +160,13 @@ func TestIdleCloseJob(t *testing.T) {
 	rival := rivalConversation(t, cs)
 
 	clock.advance(30 * time.Minute)
-	jr.run(t, conversations.IdleCloseArgs{})
+	jr.run(t, "conversations_idle_close")
 	require.Equal(t, "idle", status(cs.key, idle))
 
 	// Past an hour: closed, the Direct Conversation too; its parent waits
 	// while the Direct Conversation is open, and closing it is activity.
 	clock.advance(61 * time.Minute)
-	jr.run(t, conversations.IdleCloseArgs{})
+	jr.run(t, "conversations_idle_close")
 	require.Equal(t, "closed", status(cs.key, idle))
 	require.Equal(t, []string{"platform"}, origins(t, cs, idle, 3))
 	require.Equal(t, "closed", status(cs.key, direct))
@@ -174,11 +178,11 @@ func TestIdleCloseJob(t *testing.T) {
 	requireCode(t, sent, 409, "conversation_closed")
 
 	clock.advance(2*time.Hour + 2*time.Minute)
-	jr.run(t, conversations.IdleCloseArgs{})
+	jr.run(t, "conversations_idle_close")
 	require.Equal(t, "closed", status(cs.key, parent))
 	require.Equal(t, "idle", status(cs.rivalKey, rival))
 	clock.advance(7*24*time.Hour + time.Minute)
-	jr.run(t, conversations.IdleCloseArgs{})
+	jr.run(t, "conversations_idle_close")
 	require.Equal(t, "closed", status(cs.rivalKey, rival))
 }
 
@@ -211,7 +215,7 @@ func TestPruneJob(t *testing.T) {
 	rival := rivalConversation(t, cs)
 	backdate(rival, 2, 48*time.Hour)
 
-	jr.run(t, conversations.PruneArgs{})
+	jr.run(t, "conversations_prune")
 
 	rd := cs.paEvents(t, open, "")
 	require.Equal(t, []string{"message"}, typesOf(rd), "the new event stays")
@@ -236,7 +240,7 @@ func TestPruneJob(t *testing.T) {
 	// Later every event of the open conversation is past the retention:
 	// it stays, empty, until it closes.
 	clock.advance(3 * 24 * time.Hour)
-	jr.run(t, conversations.PruneArgs{})
+	jr.run(t, "conversations_prune")
 	rd = cs.paEvents(t, open, "")
 	require.Empty(t, eventsOf(rd))
 	require.Equal(t, "idle", rd["status"])

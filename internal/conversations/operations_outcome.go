@@ -152,7 +152,7 @@ func (s *Store) recordOutcome(ctx context.Context, a PerformArgs, oc *OperationO
 		if err != nil || tag.RowsAffected() == 0 {
 			return err
 		}
-		ins := s.ops.delivery.inserter
+		ins := s.ops.delivery.opts.Jobs
 		if _, err := ins.InsertTx(ctx, tx, OutcomeArgs{CompanyID: a.CompanyID, ConversationID: a.ConversationID,
 			OperationID: oc.OperationID, Revision: oc.Revision, Status: oc.Status}, nil); err != nil {
 			return err

@@ -59,7 +59,10 @@ type Companies interface {
 
 // DeliveryOptions configure a Delivery.
 type DeliveryOptions struct {
-	Pool      *pgxpool.Pool
+	Pool *pgxpool.Pool
+	// Jobs inserts the delivery jobs, and those of operations
+	// (EnableOperations): the platform's River client.
+	Jobs      Inserter
 	Companies Companies
 	// Keys sign Poppy-Verified.
 	Keys verified.Signer
@@ -73,26 +76,30 @@ type DeliveryOptions struct {
 }
 
 // Delivery delivers conversation events to Company Agent webhooks. It is
-// the Store's Enqueuer and the worker of DeliverArgs.
+// the Store's Enqueuer and the worker of DeliverArgs (AddWorkers).
 type Delivery struct {
-	opts     DeliveryOptions
-	inserter *river.Client[pgx.Tx]
+	opts DeliveryOptions
 }
 
-// NewDelivery returns a Delivery. It inserts jobs with its own insert-only
-// River client, so the Store can be built before the platform's client.
-func NewDelivery(opts DeliveryOptions) (*Delivery, error) {
+// Inserter inserts River jobs in a transaction.
+type Inserter interface {
+	InsertTx(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
+}
+
+// NewDelivery returns a Delivery.
+func NewDelivery(opts DeliveryOptions) *Delivery {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	c, err := river.NewClient(riverpgxv5.New(opts.Pool), &river.Config{Logger: opts.Logger})
-	if err != nil {
-		return nil, fmt.Errorf("conversations: %w", err)
-	}
-	return &Delivery{opts: opts, inserter: c}, nil
+	return &Delivery{opts: opts}
+}
+
+// AddWorkers registers the delivery job's worker.
+func (d *Delivery) AddWorkers(workers *river.Workers) {
+	river.AddWorker(workers, &deliverWorker{d: d})
 }
 
 // DeliverArgs is the job that delivers a conversation's new events. One
@@ -130,7 +137,7 @@ func (d *Delivery) enqueue(ctx context.Context, tx pgx.Tx, companyID int64, conv
 	if co := tenant.FromContext(ctx); co != nil && co.ID == companyID && co.Settings.Conversations.AgentWebhook == "" {
 		return nil
 	}
-	if _, err := d.inserter.InsertTx(ctx, tx, DeliverArgs{CompanyID: companyID, ConversationID: conversationID}, nil); err != nil {
+	if _, err := d.opts.Jobs.InsertTx(ctx, tx, DeliverArgs{CompanyID: companyID, ConversationID: conversationID}, nil); err != nil {
 		return fmt.Errorf("conversations: enqueue delivery: %w", err)
 	}
 	if !parent {
@@ -145,7 +152,7 @@ func (d *Delivery) enqueue(ctx context.Context, tx pgx.Tx, companyID int64, conv
 	if err != nil {
 		return err
 	}
-	if _, err := d.inserter.InsertTx(ctx, tx, DeliverArgs{CompanyID: companyID, ConversationID: parentID}, nil); err != nil {
+	if _, err := d.opts.Jobs.InsertTx(ctx, tx, DeliverArgs{CompanyID: companyID, ConversationID: parentID}, nil); err != nil {
 		return fmt.Errorf("conversations: enqueue delivery: %w", err)
 	}
 	return nil

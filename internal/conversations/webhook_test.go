@@ -356,15 +356,15 @@ func TestWebhookWaitsForItsSecret(t *testing.T) {
 
 // deliveryWorkers returns workers with the delivery worker, built as the
 // platform builds it.
-func deliveryWorkers(t *testing.T, env *testkit.Env, store *conversations.Store) *river.Workers {
+func deliveryWorkers(t *testing.T, env *testkit.Env) *river.Workers {
 	t.Helper()
-	d, err := conversations.NewDelivery(conversations.DeliveryOptions{
-		Pool: env.Pool, Companies: tenant.NewStore(env.Pool), Keys: signing.NewKeys(env.Pool, signing.Options{}), URLs: env.URLs,
+	d := conversations.NewDelivery(conversations.DeliveryOptions{
+		Pool: env.Pool, Jobs: testkit.Inserter(t, env.Pool), Companies: tenant.NewStore(env.Pool),
+		Keys: signing.NewKeys(env.Pool, signing.Options{}), URLs: env.URLs,
 		Client: safehttp.New(safehttp.Options{AllowPrivate: true, RootCAs: env.CA.Pool(), Resolver: env.Hosts}),
 	})
-	require.NoError(t, err)
 	workers := river.NewWorkers()
-	conversations.AddJobs(workers, store, d, tenant.NewStore(env.Pool), nil)
+	d.AddWorkers(workers)
 	return workers
 }
 
@@ -372,7 +372,7 @@ func TestDeliveryWithoutWebhookSkips(t *testing.T) {
 	t.Parallel()
 	cs := newCompanySide(t, companyOptions{})
 	id := cs.paStart(t, "msg_1", "Hello")
-	workers := deliveryWorkers(t, cs.env, conversations.NewStore(cs.env.Pool, nil, nil))
+	workers := deliveryWorkers(t, cs.env)
 	testkit.RunJob(t, cs.env.Pool, workers, conversations.DeliverArgs{CompanyID: cs.id, ConversationID: id})
 	var delivered int64
 	require.NoError(t, cs.env.Pool.QueryRow(context.Background(),
@@ -388,7 +388,7 @@ func TestDeliveryJobSendsThroughRunJob(t *testing.T) {
 	cs := newCompanySide(t, companyOptions{webhook: true})
 	secret := cs.api(t, http.MethodPost, "/webhook-secret", nil).JSON(t)["secret"].(string)
 	id := cs.paStart(t, "msg_1", "Hello")
-	workers := deliveryWorkers(t, cs.env, conversations.NewStore(cs.env.Pool, nil, nil))
+	workers := deliveryWorkers(t, cs.env)
 	testkit.RunJob(t, cs.env.Pool, workers, conversations.DeliverArgs{CompanyID: cs.id, ConversationID: id})
 	ds := cs.hook.wait(t, 2)
 	require.Equal(t, []string{id + ".evt_1", id + ".evt_2"}, hookIDs(ds))

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/ory/fosite"
 
+	"github.com/poppyhost/poppyhost/internal/jobs"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
@@ -498,19 +499,20 @@ func (s *Store) Disconnect(ctx context.Context, companyID, accountID int64, clie
 	})
 }
 
-// DeleteExpired removes rows that expired before cutoff.
+// DeleteExpired removes rows that expired before cutoff, and returns how
+// many.
 func (s *Store) DeleteExpired(ctx context.Context, cutoff time.Time) (int64, error) {
 	var n int64
-	for _, q := range []string{
-		`DELETE FROM oauth_tokens WHERE expires_at < $1`,
-		`DELETE FROM device_grants WHERE expires_at < $1`,
-		`DELETE FROM issuer_logins WHERE expires_at < $1`,
+	for _, t := range []struct{ table, key string }{
+		{"oauth_tokens", "company_id, kind, signature"},
+		{"device_grants", "company_id, device_code"},
+		{"issuer_logins", "company_id, token"},
 	} {
-		tag, err := s.pool.Exec(ctx, q, cutoff)
+		deleted, err := jobs.DeleteInBatches(ctx, s.pool, t.table, t.key, "expires_at < $1", cutoff)
+		n += deleted
 		if err != nil {
 			return n, err
 		}
-		n += tag.RowsAffected()
 	}
 	return n, nil
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/issuer"
@@ -50,9 +49,7 @@ func TestSweepDeletesLongExpiredRows(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	workers := river.NewWorkers()
-	issuer.AddJobs(workers, issuer.NewStore(pool), time.Now)
-	testkit.RunJob(t, pool, workers, issuer.SweepArgs{})
+	testkit.RunSweeps(t, pool, time.Now, issuer.Sweeps(issuer.NewStore(pool))...)
 
 	for table, q := range map[string]string{
 		"oauth_tokens":  `SELECT request_id, count(*) FROM oauth_tokens GROUP BY request_id`,

@@ -1,12 +1,14 @@
-// Package jobs builds the River client that runs poppyhost's background
-// work on the same PostgreSQL pool. Each domain package owns its job kinds
-// and workers and registers them here; River elects one leader among the
+// Package jobs builds the one River client that inserts and runs
+// poppyhost's background work on the same PostgreSQL pool, and runs the
+// domain packages' sweeps. Each domain package owns its job kinds and
+// workers and registers them here; River elects one leader among the
 // replicas for periodic jobs, so a sweep runs once, not once per replica.
 package jobs
 
 import (
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -17,23 +19,48 @@ import (
 // Client is River's client on our pool.
 type Client = river.Client[pgx.Tx]
 
-// Config is what the domain packages contribute.
-type Config struct {
-	Workers  *river.Workers
-	Periodic []*river.PeriodicJob
+// Options configure a Queue.
+type Options struct {
+	// Workers is the bundle the packages register their workers in; nil:
+	// a new one.
+	Workers *river.Workers
+	Logger  *slog.Logger
+	// Now is the sweeps' clock [time.Now].
+	Now func() time.Time
 }
 
-// New returns a River client that works the default queue. It is started
-// by the server (Start) and stopped on shutdown (Stop).
-func New(pool *pgxpool.Pool, cfg Config, logger *slog.Logger) (*Client, error) {
+// Queue is the platform's River client and the bundle of its workers.
+// River reads the bundle when it inserts or works a job, not when the
+// client is built, so the client can go to the packages that insert jobs
+// before their workers exist: every worker and sweep must be added before
+// Start.
+type Queue struct {
+	// Client inserts jobs, and works the default queue once started
+	// (Start) until stopped (Stop).
+	Client  *Client
+	Workers *river.Workers
+	logger  *slog.Logger
+	now     func() time.Time
+}
+
+// New returns the Queue on pool.
+func New(pool *pgxpool.Pool, opts Options) (*Queue, error) {
+	if opts.Workers == nil {
+		opts.Workers = river.NewWorkers()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	c, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Queues:       map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}},
-		Workers:      cfg.Workers,
-		PeriodicJobs: cfg.Periodic,
-		Logger:       logger,
+		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}},
+		Workers: opts.Workers,
+		Logger:  opts.Logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
-	return c, nil
+	return &Queue{Client: c, Workers: opts.Workers, logger: opts.Logger, now: opts.Now}, nil
 }

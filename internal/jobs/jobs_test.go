@@ -2,44 +2,123 @@ package jobs_test
 
 import (
 	"context"
+	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/accounts"
-	"github.com/poppyhost/poppyhost/internal/sessions"
+	"github.com/poppyhost/poppyhost/internal/jobs"
 	"github.com/poppyhost/poppyhost/internal/testkit"
 )
 
-// TestRunsJobs starts the River client on a test database and runs the
-// jti sweep through it: expired replay records go, live ones stay.
-func TestRunsJobs(t *testing.T) {
+// legacyArgs is a sweep's job as a package declared it before the sweeps
+// met in this package: the rows it queued carry its kind and {}.
+type legacyArgs struct{}
+
+func (legacyArgs) Kind() string { return "legacy_sweep" }
+
+// TestSweepsRunOnStart starts the Queue with two sweeps: each runs when
+// the client becomes leader, with the Queue's clock, and its count is
+// logged; a row queued under a sweep's kind before is worked by it too.
+func TestSweepsRunOnStart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := testkit.NewPool(t)
-	var companyID int64
-	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO companies (slug, settings) VALUES ('j', '{}') RETURNING id`).Scan(&companyID))
-	_, err := pool.Exec(ctx, `INSERT INTO session_jtis (company_id, client_id, jti, expires_at) VALUES
-		($1, 'https://a.example/agent.json', 'old', now() - interval '1 minute'),
-		($1, 'https://a.example/agent.json', 'live', now() + interval '1 minute')`, companyID)
+	_, err := testkit.Inserter(t, pool).Insert(ctx, legacyArgs{}, nil)
 	require.NoError(t, err)
 
-	workers := river.NewWorkers()
-	store := sessions.NewStore(pool)
-	periodic := sessions.AddJobs(workers, store, time.Now)
-	require.Len(t, periodic, 1)
-	testkit.RunJob(t, pool, workers, sessions.SweepArgs{})
-	var jtis []string
-	rows, err := pool.Query(ctx, `SELECT jti FROM session_jtis ORDER BY jti`)
-	require.NoError(t, err)
-	for rows.Next() {
-		var j string
-		require.NoError(t, rows.Scan(&j))
-		jtis = append(jtis, j)
+	clock := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	var mu sync.Mutex
+	saw := map[string][]time.Time{}
+	run := func(name string, n int64) jobs.Sweep {
+		return jobs.Sweep{Name: name, Every: time.Hour, Run: func(_ context.Context, now time.Time) (int64, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			saw[name] = append(saw[name], now)
+			return n, nil
+		}}
 	}
-	require.Equal(t, []string{"live"}, jtis)
+	var logs testkit.SyncBuffer
+	q, err := jobs.New(pool, jobs.Options{Now: func() time.Time { return clock },
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	require.NoError(t, err)
+	q.AddSweeps(run("a_sweep", 3), run("legacy_sweep", 0))
+	events, cancel := q.Client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
+	defer cancel()
+	require.NoError(t, q.Client.Start(ctx))
+	defer func() { require.NoError(t, q.Client.Stop(ctx)) }()
+
+	// The queued legacy row and the run on start are one job or two,
+	// depending on who comes first; wait for a_sweep and the legacy row.
+	done := map[string]int{}
+	deadline := time.After(30 * time.Second)
+	for done["a_sweep"] == 0 || done["legacy_sweep"] == 0 {
+		select {
+		case ev := <-events:
+			require.Equal(t, river.EventKindJobCompleted, ev.Kind, "job: %+v", ev.Job)
+			done[ev.Job.Kind]++
+		case <-deadline:
+			t.Fatalf("sweeps did not run: %v", done)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []time.Time{clock}, saw["a_sweep"])
+	require.NotEmpty(t, saw["legacy_sweep"])
+	for _, at := range saw["legacy_sweep"] {
+		require.Equal(t, clock, at)
+	}
+	require.Contains(t, logs.String(), "msg=\"jobs: swept\" sweep=a_sweep rows=3")
+	require.NotContains(t, logs.String(), "sweep=legacy_sweep", "nothing removed: not worth a line")
+}
+
+// counting counts the statements run through it.
+type counting struct {
+	jobs.Execer
+	n []int64
+}
+
+func (c *counting) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	tag, err := c.Execer.Exec(ctx, sql, args...)
+	c.n = append(c.n, tag.RowsAffected())
+	return tag, err
+}
+
+// TestDeleteInBatches deletes the matching rows a thousand at a time,
+// until a statement deletes fewer, and leaves the others.
+func TestDeleteInBatches(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testkit.NewPool(t)
+	_, err := pool.Exec(ctx, `CREATE TABLE swept (a int, b text, old bool NOT NULL, PRIMARY KEY (a, b))`)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		old  int
+		want []int64
+	}{
+		{2500, []int64{1000, 1000, 500}},
+		{2000, []int64{1000, 1000, 0}},
+		{0, []int64{0}},
+	} {
+		_, err := pool.Exec(ctx, `TRUNCATE swept`)
+		require.NoError(t, err)
+		_, err = pool.Exec(ctx, `INSERT INTO swept SELECT i, 'x', i <= $1 FROM generate_series(1, $1 + 10) i`, tc.old)
+		require.NoError(t, err)
+		db := &counting{Execer: pool}
+		n, err := jobs.DeleteInBatches(ctx, db, "swept", "a, b", "old = $1", true)
+		require.NoError(t, err)
+		require.EqualValues(t, tc.old, n)
+		require.Equal(t, tc.want, db.n)
+		var left, oldLeft int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE old) FROM swept`).Scan(&left, &oldLeft))
+		require.Equal(t, 10, left)
+		require.Zero(t, oldLeft)
+	}
 }
 
 // TestSweepsLoginFailures runs the accounts sweep through River: failures a
@@ -55,9 +134,7 @@ func TestSweepsLoginFailures(t *testing.T) {
 		($1, 'recent', 3, now() - interval '1 hour', now() - interval '1 hour')`, companyID)
 	require.NoError(t, err)
 
-	workers := river.NewWorkers()
-	require.Len(t, accounts.AddJobs(workers, accounts.NewStore(pool)), 1)
-	testkit.RunJob(t, pool, workers, accounts.SweepArgs{})
+	testkit.RunSweeps(t, pool, time.Now, accounts.Sweeps(accounts.NewStore(pool))...)
 	var left []string
 	rows, err := pool.Query(ctx, `SELECT username FROM login_failures ORDER BY username`)
 	require.NoError(t, err)

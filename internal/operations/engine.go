@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"mime"
@@ -14,10 +13,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/tenant"
@@ -68,8 +66,9 @@ type EngineOptions struct {
 	URLs tenant.URLs
 	// Transport reaches origins and approval hooks.
 	Transport http.RoundTripper
-	// Pool inserts settle jobs; Companies finds a settle job's Company.
-	Pool      *pgxpool.Pool
+	// Jobs inserts settle jobs (the platform's River client); Companies
+	// finds a settle job's Company.
+	Jobs      Inserter
 	Companies interface {
 		GetByID(ctx context.Context, id int64) (*tenant.Company, error)
 	}
@@ -83,16 +82,22 @@ type EngineOptions struct {
 // (extension 6, 7): check → approval hook → claim → send → conclude, and
 // the settle job that concludes a claim whose outcome was not known.
 type Engine struct {
-	opts     EngineOptions
-	inserter *river.Client[pgx.Tx]
-	metrics  *metrics
+	opts    EngineOptions
+	metrics *metrics
+}
+
+// Inserter inserts River jobs: the platform's River client, which works
+// the settle job (AddWorkers).
+type Inserter interface {
+	InsertTx(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
+	InsertMany(ctx context.Context, params []river.InsertManyParams) ([]*rivertype.JobInsertResult, error)
 }
 
 // NewEngine returns an Engine.
 func NewEngine(opts EngineOptions) (*Engine, error) {
-	if opts.Store == nil || opts.Router == nil || opts.Keys == nil || opts.Transport == nil || opts.Pool == nil ||
+	if opts.Store == nil || opts.Router == nil || opts.Keys == nil || opts.Transport == nil || opts.Jobs == nil ||
 		opts.Companies == nil {
-		return nil, errors.New("operations: the engine needs Store, Router, Keys, Transport, Pool and Companies")
+		return nil, errors.New("operations: the engine needs Store, Router, Keys, Transport, Jobs and Companies")
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -100,16 +105,11 @@ func NewEngine(opts EngineOptions) (*Engine, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	// Insert only: the platform's River client works the jobs.
-	c, err := river.NewClient(riverpgxv5.New(opts.Pool), &river.Config{Logger: opts.Logger})
-	if err != nil {
-		return nil, fmt.Errorf("operations: %w", err)
-	}
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, err
 	}
-	return &Engine{opts: opts, inserter: c, metrics: m}, nil
+	return &Engine{opts: opts, metrics: m}, nil
 }
 
 // Store returns the engine's store.
@@ -170,7 +170,7 @@ func (e *Engine) Perform(ctx context.Context, act *Action, a *Approval) (*Outcom
 	}
 	lease := route.Timeout + leaseMargin
 	claim, err := store.Claim(ctx, co.ID, a, act.Facts, lease, e.opts.Now(), func(ctx context.Context, tx pgx.Tx, c *Claim) error {
-		_, err := e.inserter.InsertTx(ctx, tx, SettleArgs{CompanyID: co.ID, OperationID: a.OperationID, Claim: c.ID},
+		_, err := e.opts.Jobs.InsertTx(ctx, tx, SettleArgs{CompanyID: co.ID, OperationID: a.OperationID, Claim: c.ID},
 			&river.InsertOpts{ScheduledAt: c.LeaseUntil})
 		return err
 	})

@@ -174,6 +174,7 @@ func (h harnessStats) String() string {
 // after schedule.
 type world struct {
 	pool      *pgxpool.Pool
+	jobs      operations.Inserter
 	store     *operations.Store
 	companyID int64
 	clock     *fakeClock
@@ -193,7 +194,7 @@ func newWorld(t *testing.T, i int) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	w := &world{pool: pool, store: operations.NewStore(pool), clock: &fakeClock{}}
+	w := &world{pool: pool, jobs: testkit.Inserter(t, pool), store: operations.NewStore(pool), clock: &fakeClock{}}
 	if err := pool.QueryRow(ctx, `INSERT INTO companies (slug, settings) VALUES ($1, '{}') RETURNING id`,
 		fmt.Sprintf("harness-%d", i)).Scan(&w.companyID); err != nil {
 		t.Fatal(err)
@@ -204,7 +205,7 @@ func newWorld(t *testing.T, i int) *world {
 func (w *world) newEngine() (*operations.Engine, error) {
 	public, _ := url.Parse("https://poppy.test")
 	return operations.NewEngine(operations.EngineOptions{Store: w.store, Router: fakeRouter{w}, Keys: fakeSigner{},
-		URLs: tenant.URLs{Public: public}, Transport: fakeNet{w}, Pool: w.pool, Companies: fakeCompanies{w},
+		URLs: tenant.URLs{Public: public}, Transport: fakeNet{w}, Jobs: w.jobs, Companies: fakeCompanies{w},
 		Now: w.clock.Now})
 }
 

@@ -59,14 +59,9 @@ func (w *settleWorker) Work(ctx context.Context, job *river.Job[SettleArgs]) err
 	return w.e.Settle(ctx, job.Args, job.Attempt >= job.MaxAttempts)
 }
 
-// AddJobs registers the settle job's worker, and the hourly sweep that
-// forgets expired operations and gives a stalled claim its settle job.
-func (e *Engine) AddJobs(workers *river.Workers) []*river.PeriodicJob {
+// AddWorkers registers the settle job's worker.
+func (e *Engine) AddWorkers(workers *river.Workers) {
 	river.AddWorker(workers, &settleWorker{e: e})
-	river.AddWorker(workers, &sweepWorker{e: e})
-	return []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
-		func() (river.JobArgs, *river.InsertOpts) { return SweepArgs{}, nil },
-		&river.PeriodicJobOpts{ID: SweepArgs{}.Kind(), RunOnStart: true})}
 }
 
 // Settle concludes one claim, or returns an error for River to retry.

@@ -5,32 +5,23 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+
+	"github.com/poppyhost/poppyhost/internal/jobs"
 )
 
-// SweepArgs is the periodic job that forgets operations past their
-// expires_at (extension 7: remembered at least until then, and while they
-// are being performed).
-type SweepArgs struct{}
-
-// Kind names the job in River.
-func (SweepArgs) Kind() string { return "operations_sweep" }
-
-// InsertOpts keeps to one sweep an hour, however many replicas insert it.
-func (SweepArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: time.Hour}}
-}
-
-type sweepWorker struct {
-	river.WorkerDefaults[SweepArgs]
-	e *Engine
-}
-
-func (w *sweepWorker) Work(ctx context.Context, _ *river.Job[SweepArgs]) error {
-	now := w.e.opts.Now()
-	if _, err := w.e.opts.Store.Sweep(ctx, now); err != nil {
-		return err
-	}
-	return w.e.Rescue(ctx, now.Add(-stalledAfter))
+// Sweeps are the package's periodic work: every hour, forgetting
+// operations past their expires_at (extension 7: remembered at least
+// until then, and while they are being performed), then giving each
+// stalled claim its settle job (Rescue).
+func (e *Engine) Sweeps() []jobs.Sweep {
+	return []jobs.Sweep{{Name: "operations_sweep", Every: time.Hour,
+		Run: func(ctx context.Context, now time.Time) (int64, error) {
+			n, err := e.opts.Store.Sweep(ctx, now)
+			if err != nil {
+				return n, err
+			}
+			return n, e.Rescue(ctx, now.Add(-stalledAfter))
+		}}}
 }
 
 // stalledAfter is how long past its send lease a claim may wait for its
@@ -52,7 +43,7 @@ func (e *Engine) Rescue(ctx context.Context, before time.Time) error {
 		params[i] = river.InsertManyParams{Args: SettleArgs{CompanyID: c.CompanyID, OperationID: c.OperationID,
 			Claim: c.Claim}}
 	}
-	_, err = e.inserter.InsertMany(ctx, params)
+	_, err = e.opts.Jobs.InsertMany(ctx, params)
 	return err
 }
 
@@ -60,23 +51,12 @@ func (e *Engine) Rescue(ctx context.Context, before time.Time) error {
 // is not being performed or unknown, with its revisions, and returns how many. An
 // operation's expires_at is the latest of its revisions' and of when it
 // was performed, so an approval is remembered as long as it can be sent.
-// It deletes in batches of sweepBatch, each its own short transaction,
-// so a large backlog never holds one long lock.
+// It deletes in batches (jobs.DeleteInBatches), so a large backlog never
+// holds one long lock.
 func (s *Store) Sweep(ctx context.Context, now time.Time) (int64, error) {
-	var total int64
-	for {
-		tag, err := s.pool.Exec(ctx, `DELETE FROM operations WHERE (company_id, id) IN (
-				SELECT company_id, id FROM operations WHERE expires_at < $1 AND status NOT IN ('performing', 'unknown') LIMIT $2)`,
-			now, sweepBatch)
-		if err != nil {
-			return total, err
-		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < sweepBatch {
-			return total, nil
-		}
-	}
+	return jobs.DeleteInBatches(ctx, s.pool, "operations", "company_id, id",
+		"expires_at < $1 AND status NOT IN ('performing', 'unknown')", now)
 }
 
-// sweepBatch is how many operations one statement of Sweep forgets.
+// sweepBatch is how many stalled claims one sweep rescues.
 const sweepBatch = 1000

@@ -21,7 +21,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/riverqueue/river"
 
 	"github.com/poppyhost/poppyhost/internal/accounts"
 	"github.com/poppyhost/poppyhost/internal/agentid"
@@ -110,20 +109,23 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		now = time.Now
 	}
 	resolver := agentid.NewResolver(safehttp.New(opts.Fetch), agentid.Options{Now: now})
+	// The one River client: built first, so that the packages that
+	// insert jobs can take it; their workers and sweeps are added before
+	// the server starts it.
+	queue, err := jobs.New(opts.Pool, jobs.Options{Logger: logger, Now: now})
+	if err != nil {
+		return nil, err
+	}
+	p.Jobs = queue.Client
 	p.Sessions = sessions.NewStore(opts.Pool)
-	workers := river.NewWorkers()
-	var periodic []*river.PeriodicJob
-	periodic = append(periodic, sessions.AddJobs(workers, p.Sessions, now)...)
-	periodic = append(periodic, clientauth.AddJobs(workers, clientauth.NewPGReplays(opts.Pool), now)...)
+	replays := clientauth.NewPGReplays(opts.Pool)
 	keys := signing.NewKeys(opts.Pool, signing.Options{Now: now})
 	p.Accounts = accounts.NewStore(opts.Pool, accounts.WithLimits(opts.PasswordHashes),
 		accounts.WithMetrics(reg), accounts.WithSecrets(keys.Secret))
-	periodic = append(periodic, accounts.AddJobs(workers, p.Accounts)...)
 	joins := browserjoin.NewStore(opts.Pool)
-	periodic = append(periodic, signing.AddJobs(workers, keys)...)
 	limits := httpx.NewLimiter()
 	oauth := issuer.New(issuer.Options{
-		Pool: opts.Pool, Keys: keys, Resolver: resolver, Replays: clientauth.NewPGReplays(opts.Pool),
+		Pool: opts.Pool, Keys: keys, Resolver: resolver, Replays: replays,
 		Accounts: p.Accounts, URLs: opts.URLs, CompanyForAPIKey: p.Tenants.CompanyForAPIKey, Now: now,
 		Limiter: limits, LoginRates: opts.LoginRates, Metrics: reg,
 		// A joined browser stops acting for an account its agent signed
@@ -131,20 +133,15 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		SignedOut: joins.SignedOut,
 	})
 	p.Issuer = oauth
-	periodic = append(periodic, issuer.AddJobs(workers, oauth.Store(), now)...)
 	tokens := bearer.New(keys, oauth.Store(), p.Sessions, opts.URLs, now)
 	p.Hub = conversations.NewHub(opts.Pool, logger)
 	// New events go to the Company Agent's webhook through River.
-	delivery, err := conversations.NewDelivery(conversations.DeliveryOptions{
-		Pool: opts.Pool, Companies: p.Tenants, Keys: keys, URLs: opts.URLs,
+	delivery := conversations.NewDelivery(conversations.DeliveryOptions{
+		Pool: opts.Pool, Jobs: queue.Client, Companies: p.Tenants, Keys: keys, URLs: opts.URLs,
 		Client: safehttp.New(opts.Fetch), Logger: logger, Now: now,
 	})
-	if err != nil {
-		return nil, err
-	}
+	delivery.AddWorkers(queue.Workers)
 	convStore := conversations.NewStore(opts.Pool, delivery, now)
-	periodic = append(periodic, browserjoin.AddJobs(workers, joins, now)...)
-	periodic = append(periodic, conversations.AddJobs(workers, convStore, delivery, p.Tenants, now)...)
 	convs := conversations.NewHandler(convStore, p.Hub, tokens)
 	companyConvs := conversations.NewCompanyHandler(convStore, p.Hub, delivery)
 	apis := gateway.NewStore(opts.Pool)
@@ -161,16 +158,16 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	// The engine performs approved operations for every interface, and
 	// routes each through the gateway.
 	engine, err := operations.NewEngine(operations.EngineOptions{Store: opStore, Router: gw, Keys: keys, URLs: opts.URLs,
-		Transport: originClient.RoundTripper(), Pool: opts.Pool, Companies: p.Tenants, Logger: logger,
+		Transport: originClient.RoundTripper(), Jobs: queue.Client, Companies: p.Tenants, Logger: logger,
 		Registerer: reg, Now: now})
 	if err != nil {
 		return nil, err
 	}
 	gw.SetEngine(engine)
-	periodic = append(periodic, engine.AddJobs(workers)...)
+	engine.AddWorkers(queue.Workers)
 	// A Company Agent's proposals are performed by the engine (DESIGN.md,
 	// "Company Agent").
-	conversations.EnableOperations(workers, convStore, delivery, conversations.OperationsOptions{
+	conversations.EnableOperations(queue.Workers, convStore, delivery, conversations.OperationsOptions{
 		CheckRequest: func(ctx context.Context, co *tenant.Company, req *operations.Request) error {
 			return gw.CheckRequest(ctx, co, req, nil)
 		},
@@ -178,10 +175,9 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	})
 	opHandler := operations.NewHandler(opStore, now)
 	mcp := gateway.NewMCP(gw)
-	jobCfg := jobs.Config{Workers: workers, Periodic: periodic}
-	if p.Jobs, err = jobs.New(opts.Pool, jobCfg, logger); err != nil {
-		return nil, err
-	}
+	queue.AddSweeps(slices.Concat(sessions.Sweeps(p.Sessions), clientauth.Sweeps(replays), accounts.Sweeps(p.Accounts),
+		signing.Sweeps(keys), issuer.Sweeps(oauth.Store()), browserjoin.Sweeps(joins),
+		conversations.Sweeps(convStore, p.Tenants), engine.Sweeps())...)
 	sess := sessions.NewManager(sessions.NewVerifier(resolver, sessions.VerifierOptions{Now: now}), p.Sessions, opts.URLs)
 	// session verifies the Session header once the body has arrived, or
 	// its first 64 KiB: a body that never comes is refused (408) before

@@ -116,12 +116,6 @@ func (s *Store) End(ctx context.Context, companyID int64, clientID, sid string, 
 	return nil
 }
 
-// SweepJTIs deletes replay records past their window.
-func (s *Store) SweepJTIs(ctx context.Context, now time.Time) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM session_jtis WHERE expires_at < $1`, now)
-	return tag.RowsAffected(), err
-}
-
 // BindAccount records accountID as the Session's account if it has none,
 // and reports whether the Session's account is accountID (spec 5.4: a
 // Company may end a Session whose requests change account; we do).

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/platform"
@@ -463,16 +462,15 @@ func TestSweepJTIs(t *testing.T) {
 	require.EqualValues(t, 2, n)
 	require.Equal(t, []string{"live-1", "live-2"}, left())
 
-	// Through River, as AddJobs registers the worker, with the worker's
-	// clock two minutes ahead: live-1 is now past its window too.
+	// Through River, as the platform runs it, with the jobs' clock two
+	// minutes ahead: live-1 is now past its window too.
 	insert("expired-3", -time.Minute)
-	workers := river.NewWorkers()
-	periodic := sessions.AddJobs(workers, store, func() time.Time { return time.Now().Add(2 * time.Minute) })
-	testkit.RunJob(t, env.Pool, workers, sessions.SweepArgs{})
+	sweeps := sessions.Sweeps(store)
+	testkit.RunSweeps(t, env.Pool, func() time.Time { return time.Now().Add(2 * time.Minute) }, sweeps...)
 	require.Equal(t, []string{"live-2"}, left())
 
-	// One periodic job, unique per minute so replicas do not pile up sweeps.
-	require.Len(t, periodic, 1)
-	require.Equal(t, "sessions_sweep_jtis", sessions.SweepArgs{}.Kind())
-	require.Equal(t, time.Minute, sessions.SweepArgs{}.InsertOpts().UniqueOpts.ByPeriod)
+	// One sweep a minute, under the kind queued rows carry.
+	require.Len(t, sweeps, 1)
+	require.Equal(t, "sessions_sweep_jtis", sweeps[0].Name)
+	require.Equal(t, time.Minute, sweeps[0].Every)
 }

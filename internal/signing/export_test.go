@@ -1,12 +1,15 @@
 package signing
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
-// MaintainArgs is the periodic job's args, for testkit.RunJob.
-type MaintainArgs = maintainArgs
-
-// Maintain runs the periodic job's work once, without River.
-func Maintain(ctx context.Context, k *Keys) error { return k.maintain(ctx) }
+// Maintain runs the periodic job's work once as of now, without River.
+func Maintain(ctx context.Context, k *Keys, now time.Time) error {
+	_, err := k.maintain(ctx, now)
+	return err
+}
 
 // Loads says how many times k has read keys from the database.
 func Loads(k *Keys) uint64 { return k.flights.Load() }

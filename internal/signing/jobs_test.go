@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/signing"
@@ -31,10 +30,7 @@ func TestJobRotatesAndDeletes(t *testing.T) {
 	bothCurrent := b.kid(t, keys, both)
 	b.clock.Add(day) // day 90
 
-	workers := river.NewWorkers()
-	periodic := signing.AddJobs(workers, keys)
-	require.Len(t, periodic, 1)
-	testkit.RunJob(t, b.pool, workers, signing.MaintainArgs{})
+	testkit.RunSweeps(t, b.pool, b.clock.Now, signing.Sweeps(keys)...)
 
 	// old: rotated; its old key is retired now and still published.
 	oldNew := b.kid(t, b.replica(), old)
@@ -65,7 +61,7 @@ func TestJobRotatesAndDeletes(t *testing.T) {
 	// Two days on, the next run deletes the keys retired at day 89 and 90
 	// and rotates nothing.
 	b.clock.Add(2 * day)
-	require.NoError(t, signing.Maintain(b.ctx, keys))
+	require.NoError(t, signing.Maintain(b.ctx, keys, b.clock.Now()))
 	for _, id := range []int64{old, young, both} {
 		all, cur := b.count(t, id)
 		require.Equal(t, 1, all)
