@@ -161,6 +161,11 @@ func demoSettings() tenant.Settings {
 	return s
 }
 
+// devAllowPrivate is what dev mode's outbound calls allow: development
+// always sets POPPYHOST_ALLOW_PRIVATE_FETCH (internal/config), as the
+// demo's webhook, shop and tools listen on loopback.
+const devAllowPrivate = true
+
 // seed creates the demo Company and its account unless they exist, sets
 // the account's password to the one in the data folder, then prints how
 // to reach them.
@@ -168,7 +173,7 @@ func (d *devSetup) seed(ctx context.Context, p *platform.Platform, urls tenant.U
 	c, err := p.Tenants.Get(ctx, demoSlug)
 	if errors.Is(err, tenant.ErrNotFound) {
 		s := demoSettings()
-		if err := tenant.Validate(demoSlug, &s, urls.Public.Hostname()); err != nil {
+		if err := tenant.Validate(demoSlug, &s, urls.Public.Hostname(), devAllowPrivate); err != nil {
 			return err
 		}
 		c, err = p.Tenants.Create(ctx, demoSlug, s)
@@ -383,7 +388,7 @@ func (d *devSetup) configureDemo(ctx context.Context, p *platform.Platform, urls
 		s.Operations.Enabled, s.Operations.Web = true, true
 		s.Web.Origin, s.Web.BrowserJoin, s.Web.LandingPath = shop.WebOrigin(), true, "/orders"
 		s.MCP.SignedOut, s.MCP.Description = true, "Stormline's shop: product search, size help, exchanges"
-		return s, tenant.Validate(demoSlug, &s, urls.Public.Hostname())
+		return s, tenant.Validate(demoSlug, &s, urls.Public.Hostname(), devAllowPrivate)
 	})
 	return err
 }

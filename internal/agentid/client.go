@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/net/publicsuffix"
+
+	"github.com/poppyhost/poppyhost/internal/safehttp"
 )
 
 // Client is a Personal Agent as its client metadata document describes it.
@@ -54,10 +56,10 @@ func CheckClientID(s string) error {
 	case u.Path == "":
 		return invalid("client_id must have a path")
 	}
-	for _, seg := range strings.Split(u.Path, "/") {
-		if seg == "." || seg == ".." {
-			return invalid("client_id must not have . or .. path segments")
-		}
+	// CIMD §3 forbids dot segments; the one path rule also refuses the
+	// spellings servers may read as them.
+	if !safehttp.ValidPath(u.EscapedPath()) {
+		return invalid("client_id's path must be %s", safehttp.PathRule)
 	}
 	return nil
 }

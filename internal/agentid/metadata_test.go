@@ -248,6 +248,12 @@ func TestCheckClientID(t *testing.T) {
 		{"dot-dot segment", "https://agent.test/a/../agent.json", false},
 		{"trailing dot-dot", "https://agent.test/a/..", false},
 		{"encoded dot-dot segment", "https://agent.test/a/%2E%2e/agent.json", false},
+		// The one path rule (safehttp.ValidPath): these were accepted.
+		{"path-parameter dot-dot segment", "https://agent.test/a/..;x/agent.json", false},
+		{"encoded slash", "https://agent.test/a%2Fagent.json", false},
+		{"encoded backslash", "https://agent.test/a/..%5Cagent.json", false},
+		{"encoded NUL", "https://agent.test/agent.json%00", false},
+		{"network-path path", "https://agent.test//evil.example/agent.json", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/operations"
+	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
@@ -140,20 +141,13 @@ func parseConversationProposal(ctx context.Context, co *tenant.Company, raw json
 	return p, req, nil
 }
 
-// checkPerformPath accepts an escaped absolute path with no dot segments,
-// query or fragment, so a proposal cannot reach outside its API's origin
-// path or smuggle a query.
+// checkPerformPath accepts an escaped absolute path of at most
+// maxPerformPath characters that passes the one path rule
+// (safehttp.ValidPath), so a proposal cannot reach outside its API's
+// origin path or smuggle a query.
 func checkPerformPath(path string) error {
-	bad := invalid("proposal.perform.path must be an escaped path of at most %d characters starting with /, "+
-		"without . or .. segments, query or fragment", maxPerformPath)
-	if !strings.HasPrefix(path, "/") || strings.HasPrefix(path, "//") || len(path) > maxPerformPath || !uriChars(path, "") {
-		return bad
-	}
-	for _, seg := range strings.Split(path, "/") {
-		dec, err := url.PathUnescape(seg)
-		if err != nil || dec == "." || dec == ".." || strings.ContainsAny(dec, "/\\?#\x00") {
-			return bad
-		}
+	if len(path) > maxPerformPath || !uriChars(path, "") || !safehttp.ValidPath(path) {
+		return invalid("proposal.perform.path must be %s, of at most %d characters", safehttp.PathRule, maxPerformPath)
 	}
 	return nil
 }

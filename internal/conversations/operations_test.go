@@ -552,6 +552,16 @@ func TestOperationsConversationProposals(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, resp.Status, "%s: %s", name, resp.Body)
 		require.Equal(t, "invalid_request", resp.JSON(t)["error"], name)
 	}
+	// The one path rule (safehttp.ValidPath) is the proposal's own: a
+	// path-parameter dot segment was left to the gateway before, and
+	// control characters reached the origin.
+	for _, path := range []string{"/orders/..;/exchanges", "/orders/%2e%2e;x/exchanges", "/orders/o1/.;",
+		"/orders/o1%0A/exchanges", "/orders/o1%00/exchanges"} {
+		ops := with(func(_, f map[string]any) { f["path"] = path })
+		resp := s.api(t, http.MethodPost, "/"+id+"/messages", offerMsg("", ops))
+		require.Equal(t, http.StatusBadRequest, resp.Status, "%s: %s", path, resp.Body)
+		require.Contains(t, resp.JSON(t)["error_description"], "proposal.perform.path must be", path)
+	}
 	require.Equal(t, events, s.eventCount(t, id), "nothing stored")
 	var proposed int
 	require.NoError(t, s.env.Pool.QueryRow(context.Background(), `SELECT count(*) FROM operations WHERE company_id = $1`, s.id).Scan(&proposed))

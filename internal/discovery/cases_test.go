@@ -203,7 +203,7 @@ func (c companyCase) company(t testing.TB) *tenant.Company {
 	dec.DisallowUnknownFields()
 	require.NoError(t, dec.Decode(&b), "case %s", c.name)
 	tenant.Normalize(&b.Settings)
-	require.NoError(t, tenant.Validate(b.Slug, &b.Settings, "poppyhost.example"), "case %s", c.name)
+	require.NoError(t, tenant.Validate(b.Slug, &b.Settings, "poppyhost.example", false), "case %s", c.name)
 	return &tenant.Company{ID: 1, Slug: b.Slug, Settings: b.Settings}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/operations"
+	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
@@ -32,8 +33,8 @@ func (g *Gateway) CheckRequest(ctx context.Context, co *tenant.Company, req *ope
 	if err != nil {
 		return err
 	}
-	if !validPath(req.Path) {
-		return notAllowed("perform.path: the path has dot segments or encoded slashes")
+	if !safehttp.ValidPath(req.Path) {
+		return notAllowed("perform.path: the path must be %s", safehttp.PathRule)
 	}
 	access, allow := c.spec.Match(req.Method, req.Path)
 	if access == nil {

@@ -551,9 +551,9 @@ func (f *regFields) text(field, s string, required bool, max int, multiline bool
 
 // httpsURL checks that raw is an absolute https URL with a host, no user
 // info and no fragment, and a query only when query is allowed. Unless
-// private, the host may not be localhost or a loopback, private,
-// link-local or unspecified address: the gateway would refuse to reach
-// it, and a Company should hear so when it registers, not at each call.
+// private, the host may not be one the gateway would refuse to connect to
+// (safehttp.CheckHost), so a Company hears so when it registers, not at
+// each call. A name that needs DNS is checked only when called.
 func (f *regFields) httpsURL(field, raw string, private, query bool) {
 	if f.failed(field) {
 		return
@@ -582,25 +582,9 @@ func (f *regFields) httpsURL(field, raw string, private, query bool) {
 		f.add(field, "must not have a query: each call's own query is appended")
 	case oddIPv4(u.Hostname()):
 		f.add(field, "must name a DNS host or an IP address in standard form")
-	case !private && privateHost(u.Hostname()):
-		f.add(field, "must not name localhost or a loopback, private, link-local or unspecified address")
+	case safehttp.CheckHost(u.Hostname(), private) != nil:
+		f.add(field, "must not name %s: the platform would refuse to connect to it", safehttp.HostRule)
 	}
-}
-
-// privateHost reports whether host is localhost or an IP literal that is
-// not a public unicast address.
-func privateHost(host string) bool {
-	host = strings.ToLower(strings.TrimSuffix(host, "."))
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		return false
-	}
-	ip = ip.Unmap()
-	return ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsUnspecified() ||
-		ip.IsMulticast() || ip.IsInterfaceLocalMulticast() || ip.IsLinkLocalMulticast()
 }
 
 // oddIPv4 reports whether host ends in a number without being a standard

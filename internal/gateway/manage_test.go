@@ -710,9 +710,11 @@ func TestManageLimitsRegistrationsPerCompany(t *testing.T) {
 	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
 }
 
-// Outside development, origins and description URLs on loopback and
-// private addresses are refused when registered. The test platform allows
-// them (its peers listen on loopback), so this drives a Manager of its own.
+// Outside development, origins, tool URLs and description URLs on
+// addresses the platform would refuse to connect to are refused when
+// registered; with AllowPrivate (development and tests) they are
+// accepted. The test platform allows them (its peers listen on loopback),
+// so this drives Managers of its own.
 func TestManageRefusesPrivateAddresses(t *testing.T) {
 	t.Parallel()
 	env := testkit.Setup(t)
@@ -721,42 +723,67 @@ func TestManageRefusesPrivateAddresses(t *testing.T) {
 	require.NoError(t, err)
 	docs := mgDocs(t, env, "docs.manage-private.test", map[string][2]string{"/openapi.json": {"application/json", mgOrdersDoc}})
 
-	m := gateway.NewManager(gateway.ManagerOptions{
-		Store: gateway.NewStore(env.Pool),
-		// Public fetches only, resolving the test's names to loopback.
-		Fetch: safehttp.New(safehttp.Options{RootCAs: env.CA.Pool(), Resolver: env.Hosts}),
-	})
-	r := chi.NewRouter()
-	r.Use(func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			next.ServeHTTP(w, r.WithContext(tenant.WithCompany(r.Context(), co)))
+	mount := func(allowPrivate bool) func(method, path string, body any) *testkit.Response {
+		m := gateway.NewManager(gateway.ManagerOptions{
+			Store: gateway.NewStore(env.Pool),
+			// Public fetches only, resolving the test's names to loopback.
+			Fetch:        safehttp.New(safehttp.Options{RootCAs: env.CA.Pool(), Resolver: env.Hosts, AllowPrivate: allowPrivate}),
+			AllowPrivate: allowPrivate,
 		})
-	})
-	m.Mount(r)
-	do := func(method, path string, body any) *testkit.Response {
-		raw, err := json.Marshal(body)
-		require.NoError(t, err)
-		req := httptest.NewRequest(method, path, strings.NewReader(string(raw)))
-		req.Header.Set("Content-Type", "application/json")
-		rec := httptest.NewRecorder()
-		r.ServeHTTP(rec, req)
-		return &testkit.Response{Status: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}
+		r := chi.NewRouter()
+		r.Use(func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				next.ServeHTTP(w, r.WithContext(tenant.WithCompany(r.Context(), co)))
+			})
+		})
+		m.Mount(r)
+		return func(method, path string, body any) *testkit.Response {
+			raw, err := json.Marshal(body)
+			require.NoError(t, err)
+			req := httptest.NewRequest(method, path, strings.NewReader(string(raw)))
+			req.Header.Set("Content-Type", "application/json")
+			rec := httptest.NewRecorder()
+			r.ServeHTTP(rec, req)
+			return &testkit.Response{Status: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}
+		}
 	}
+	do, dev := mount(false), mount(true)
 
+	// The dialler's ranges (safehttp): the first line were refused before;
+	// the rest were accepted and then refused at every call.
 	for _, origin := range []string{
 		"https://localhost/v1", "https://LOCALHOST./v1", "https://orders.localhost/v1", "https://127.0.0.1/v1",
 		"https://127.0.0.1:8443/v1", "https://[::1]/v1", "https://10.1.2.3/v1", "https://192.168.0.1/v1",
 		"https://172.16.0.1/v1", "https://169.254.169.254/latest", "https://0.0.0.0/v1", "https://[::]/v1",
 		"https://[fe80::1]/v1", "https://[fc00::1]/v1", "https://[::ffff:127.0.0.1]/v1",
+
+		"https://100.64.0.1/v1", "https://100.127.255.254/v1", "https://192.0.2.1/v1", "https://198.51.100.1/v1",
+		"https://203.0.113.7/v1", "https://0.1.2.3/v1", "https://240.0.0.1/v1", "https://255.255.255.255/v1",
+		"https://192.0.0.1/v1", "https://192.88.99.1/v1", "https://198.18.0.1/v1", "https://198.19.255.254/v1",
+		"https://[::ffff:100.64.0.1]/v1", "https://[2001:db8::1]/v1", "https://[3fff::1]/v1", "https://[2002:7f00:1::1]/v1",
+		"https://[64:ff9b::7f00:1]/v1", "https://[fec0::1]/v1", "https://[100::1]/v1", "https://[2001::1]/v1",
 	} {
 		fields := mgRequireInvalid(t, do(http.MethodPut, "/apis/orders", map[string]any{
 			"origin": origin, "openapi": json.RawMessage(mgOrdersDoc)}), "origin")
-		require.Contains(t, fields["origin"], "private", origin)
+		require.Contains(t, fields["origin"], "not public", origin)
 		mgRequireInvalid(t, do(http.MethodPut, "/tools/lookup", map[string]any{
 			"description": "Lookup", "input_schema": map[string]any{"type": "object"}, "url": origin}), "url")
 		mgRequireInvalid(t, do(http.MethodPut, "/apis/orders", map[string]any{
 			"origin": "https://orders.example.com", "openapi_url": origin + "/openapi.json"}), "openapi_url")
 	}
+	require.JSONEq(t, `[]`, mgNames(t, do(http.MethodGet, "/tools", nil), "tools"), "nothing stored")
+	require.JSONEq(t, `[]`, mgNames(t, do(http.MethodGet, "/apis", nil), "apis"), "nothing stored")
+
+	// With AllowPrivate they are accepted.
+	for _, origin := range []string{"https://100.64.0.1/v1", "https://203.0.113.7/v1", "https://127.0.0.1:8443/v1"} {
+		resp := dev(http.MethodPut, "/apis/orders", map[string]any{"origin": origin, "openapi": json.RawMessage(mgOrdersDoc)})
+		require.Contains(t, []int{http.StatusCreated, http.StatusOK}, resp.Status, "%s: %s", origin, resp.Body)
+		resp = dev(http.MethodPut, "/tools/lookup", map[string]any{
+			"description": "Lookup", "input_schema": map[string]any{"type": "object"}, "url": origin})
+		require.Contains(t, []int{http.StatusCreated, http.StatusOK}, resp.Status, "%s: %s", origin, resp.Body)
+	}
+	require.Equal(t, http.StatusNoContent, dev(http.MethodDelete, "/apis/orders", nil).Status)
+	require.Equal(t, http.StatusNoContent, dev(http.MethodDelete, "/tools/lookup", nil).Status)
 
 	// A name that resolves to loopback passes the check, but the fetch
 	// refuses to connect.
@@ -767,7 +794,7 @@ func TestManageRefusesPrivateAddresses(t *testing.T) {
 
 	// Public origins are fine.
 	resp := do(http.MethodPut, "/apis/orders", map[string]any{
-		"origin": "https://203.0.113.7/v1", "openapi": json.RawMessage(mgOrdersDoc)})
+		"origin": "https://93.184.216.34/v1", "openapi": json.RawMessage(mgOrdersDoc)})
 	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
 	resp = do(http.MethodPut, "/tools/lookup", map[string]any{
 		"description": "Lookup", "input_schema": map[string]any{"type": "object"}, "url": "https://tools.example.com/lookup"})

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"regexp"
 	"slices"
 	"sort"
@@ -300,25 +299,6 @@ var operationKeys = []string{"get", "put", "post", "delete", "options", "head", 
 
 // DocumentJSON returns a description as JSON, as the gateway stores it.
 func (s *Spec) DocumentJSON() ([]byte, error) { return s.json, nil }
-
-// validPath reports whether an escaped request path is safe to append to
-// an origin's base path: no dot segments, escaped or not, that an origin
-// could resolve to somewhere outside the API. Some servers drop a
-// segment's ";" parameters before resolving dot segments, so "..;x" counts
-// as "..".
-func validPath(escaped string) bool {
-	for _, seg := range strings.Split(escaped, "/") {
-		dec, err := url.PathUnescape(seg)
-		if err != nil {
-			return false
-		}
-		name, _, _ := strings.Cut(dec, ";")
-		if name == "." || name == ".." || strings.ContainsAny(dec, "/\\") && seg != dec {
-			return false
-		}
-	}
-	return true
-}
 
 // EachOperation calls fn with each operation's method, path template and
 // the access it needs, by path in the order Match tries them, then by

@@ -222,8 +222,8 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	if escaped := r.URL.EscapedPath(); strings.HasPrefix(escaped, URLPath(co, c.api.Name)+"/") {
 		rest = strings.TrimPrefix(escaped, URLPath(co, c.api.Name))
 	}
-	if !validPath(rest) {
-		httpx.WriteError(w, r, httpx.Errorf(httpx.CodeInvalidRequest, "the path has dot segments or encoded slashes"))
+	if !safehttp.ValidPath(rest) {
+		httpx.WriteError(w, r, httpx.Errorf(httpx.CodeInvalidRequest, "the path must be %s", safehttp.PathRule))
 		return
 	}
 	access, allow := c.spec.Match(r.Method, rest)

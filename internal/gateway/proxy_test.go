@@ -687,6 +687,13 @@ func TestProxyPaths(t *testing.T) {
 		{"encoded slash", http.MethodGet, api("/orders/a%2Fb"), http.StatusBadRequest, "invalid_request", ""},
 		{"encoded slash in lower case", http.MethodGet, api("/orders/..%2fadmin"), http.StatusBadRequest, "invalid_request", ""},
 		{"encoded backslash", http.MethodGet, api("/orders/..%5Cadmin"), http.StatusBadRequest, "invalid_request", ""},
+		// One path rule (safehttp.ValidPath) with proposals: no control
+		// characters, encoded ? or #, or leading //.
+		{"encoded NUL", http.MethodGet, api("/orders/o1%00"), http.StatusBadRequest, "invalid_request", ""},
+		{"encoded CR LF", http.MethodGet, api("/orders/o1%0D%0AX-Injected:%201"), http.StatusBadRequest, "invalid_request", ""},
+		{"encoded question mark", http.MethodGet, api("/orders/o1%3Fadmin=1"), http.StatusBadRequest, "invalid_request", ""},
+		{"encoded hash", http.MethodGet, api("/orders/o1%23x"), http.StatusBadRequest, "invalid_request", ""},
+		{"leading double slash", http.MethodGet, api("//orders"), http.StatusBadRequest, "invalid_request", ""},
 		{"unknown API", http.MethodGet, "/api/nope/orders", http.StatusNotFound, "not_found", ""},
 		{"API name in another case", http.MethodGet, "/api/Orders-API/orders", http.StatusNotFound, "not_found", ""},
 	} {

@@ -191,7 +191,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		AllowPrivate: opts.Fetch.AllowPrivate, Now: now})
 	join := browserjoin.New(browserjoin.Options{Store: joins, Tokens: tokens, Logger: logger, Now: now})
 	disc := discovery.NewHandler(opts.URLs, gateway.Listings{Store: apis, URLs: opts.URLs})
-	admin := tenant.NewAdmin(p.Tenants, p.Accounts, opts.URLs)
+	admin := tenant.NewAdmin(p.Tenants, p.Accounts, opts.URLs, opts.Fetch.AllowPrivate)
 
 	mountOps := func(r chi.Router) {
 		r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {

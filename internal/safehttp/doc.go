@@ -15,5 +15,10 @@
 // client metadata documents without following redirects, as CIMD §5 and
 // spec 5.3 step 1 require.
 //
+// It also holds the rules other packages check before any request, so
+// that they agree with what is dialled: CheckHost, the address rule for a
+// URL registered now and called later, and ValidPath, the one rule for
+// request paths (gateway calls, proposals, scope rules, client_ids).
+//
 // The package never logs, and its errors leave out URLs' query strings.
 package safehttp

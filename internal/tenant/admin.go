@@ -24,14 +24,16 @@ type AccountCreator interface {
 // Admin serves the operator API under /admin/v1 and the Company API's
 // own-settings route under /company/v1.
 type Admin struct {
-	store    *Store
-	accounts AccountCreator
-	urls     URLs
+	store        *Store
+	accounts     AccountCreator
+	urls         URLs
+	allowPrivate bool
 }
 
-// NewAdmin returns the admin API handler.
-func NewAdmin(store *Store, accts AccountCreator, urls URLs) *Admin {
-	return &Admin{store: store, accounts: accts, urls: urls}
+// NewAdmin returns the admin API handler. allowPrivate is the platform's
+// safehttp.Options.AllowPrivate, which Validate needs.
+func NewAdmin(store *Store, accts AccountCreator, urls URLs, allowPrivate bool) *Admin {
+	return &Admin{store: store, accounts: accts, urls: urls, allowPrivate: allowPrivate}
 }
 
 // maxAdminBody bounds admin request bodies; a Company's settings with
@@ -240,7 +242,7 @@ func (a *Admin) createCompany(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, r, err)
 		return
 	}
-	if err := Validate(b.Slug, &b.Settings, a.publicHost()); err != nil {
+	if err := Validate(b.Slug, &b.Settings, a.publicHost(), a.allowPrivate); err != nil {
 		httpx.WriteError(w, r, err)
 		return
 	}
@@ -323,7 +325,7 @@ func (a *Admin) mergePatch(c *Company, patch []byte) (Settings, error) {
 	if b.Slug != c.Slug {
 		return Settings{}, httpx.Invalid(httpx.FieldError{Field: "slug", Message: "cannot change: the slug is part of the Company's issuer"})
 	}
-	if err := Validate(b.Slug, &b.Settings, a.publicHost()); err != nil {
+	if err := Validate(b.Slug, &b.Settings, a.publicHost(), a.allowPrivate); err != nil {
 		return Settings{}, err
 	}
 	return b.Settings, nil

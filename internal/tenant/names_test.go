@@ -100,7 +100,7 @@ func TestValidateReportsEveryError(t *testing.T) {
 	s.Auth.Issuer = false
 	s.Domains = []string{"x.example"}
 	tenant.Normalize(&s)
-	err := tenant.Validate("Bad Slug", &s, "poppyhost.test")
+	err := tenant.Validate("Bad Slug", &s, "poppyhost.test", false)
 	var e *httpx.Error
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, httpx.CodeInvalidRequest, e.Code)
@@ -175,7 +175,7 @@ func TestNormalize(t *testing.T) {
 	s = tenant.DefaultSettings()
 	s.Organization = tenant.Organization{Name: "Acme", Domain: "acme.example"}
 	tenant.Normalize(&s)
-	require.NoError(t, tenant.Validate("acme", &s, "poppyhost.test"))
+	require.NoError(t, tenant.Validate("acme", &s, "poppyhost.test", false))
 	require.Nil(t, s.Auth.GrantTypes)
 	require.Equal(t, []string{tenant.GrantAuthorizationCode, tenant.GrantDeviceCode}, s.Auth.OfferedGrantTypes())
 	require.True(t, s.Conversations.Enabled)

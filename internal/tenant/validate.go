@@ -14,6 +14,7 @@ import (
 	"golang.org/x/net/publicsuffix"
 
 	"github.com/poppyhost/poppyhost/internal/httpx"
+	"github.com/poppyhost/poppyhost/internal/safehttp"
 )
 
 // Names of extensions defined with the protocol that a Company may list
@@ -46,6 +47,9 @@ const (
 
 type checker struct {
 	errs []httpx.FieldError
+	// allowPrivate is safehttp.Options.AllowPrivate of the platform's
+	// outbound calls (POPPYHOST_ALLOW_PRIVATE_FETCH).
+	allowPrivate bool
 }
 
 func (c *checker) add(field, format string, a ...any) {
@@ -164,10 +168,36 @@ func (c *checker) url(field, raw string) {
 	}
 }
 
+// outboundURL checks a URL the platform calls (a webhook, a hook, the
+// website's origin): an https URL, as url checks, whose host is not one
+// the platform would refuse to connect to (safehttp.CheckHost), so the
+// Company hears so now, not at each call. A name that needs DNS is
+// checked only when called.
+func (c *checker) outboundURL(field, raw string) {
+	if msg := outboundURL(raw, c.allowPrivate); msg != "" {
+		c.add(field, "%s", msg)
+	}
+}
+
+// outboundURL returns what is wrong with raw as a URL the platform calls,
+// or "".
+func outboundURL(raw string, allowPrivate bool) string {
+	if msg := httpsURL(raw); msg != "" {
+		return msg
+	}
+	u, _ := url.Parse(raw)
+	if safehttp.CheckHost(u.Hostname(), allowPrivate) != nil {
+		return "must not name " + safehttp.HostRule + ": the platform would refuse to connect to it"
+	}
+	return ""
+}
+
 // Validate checks a Company before it is stored. publicHost is the
-// platform's own host, which no Company may claim.
-func Validate(slug string, s *Settings, publicHost string) error {
-	var c checker
+// platform's own host, which no Company may claim. allowPrivate is the
+// platform's safehttp.Options.AllowPrivate: without it, URLs the platform
+// calls may not name hosts it would refuse to connect to.
+func Validate(slug string, s *Settings, publicHost string, allowPrivate bool) error {
+	c := checker{allowPrivate: allowPrivate}
 	if !ValidSlug(slug) {
 		c.add("slug", "must be 1 to 63 lowercase letters, digits or hyphens, not starting or ending with a hyphen")
 	}
@@ -336,7 +366,7 @@ func (c *checker) conversations(s *Settings) {
 		if len(cv.AgentWebhook) > maxWebhookURL {
 			c.add("conversations.agent_webhook", "must be at most %d characters", maxWebhookURL)
 		} else {
-			c.url("conversations.agent_webhook", cv.AgentWebhook)
+			c.outboundURL("conversations.agent_webhook", cv.AgentWebhook)
 		}
 	}
 	c.text("conversations.handoff_unavailable_message", cv.HandoffUnavailableMessage, false, maxDescription)
@@ -604,7 +634,7 @@ func (c *checker) operations(s *Settings) {
 	o := &s.Operations
 	if o.ApprovalHook != "" {
 		c.text("operations.approval_hook", o.ApprovalHook, false, maxWebPath)
-		c.url("operations.approval_hook", o.ApprovalHook)
+		c.outboundURL("operations.approval_hook", o.ApprovalHook)
 	}
 	if (o.Web || o.ApprovalHook != "") && !o.Enabled {
 		c.add("operations", "web and approval_hook need enabled: the extension must be on")
@@ -631,7 +661,7 @@ func (c *checker) web(s *Settings) {
 	if w.Origin != "" {
 		if len(w.Origin) > maxWebPath {
 			c.add("web.origin", "must be at most %d characters", maxWebPath)
-		} else if msg := httpsURL(w.Origin); msg != "" {
+		} else if msg := outboundURL(w.Origin, c.allowPrivate); msg != "" {
 			c.add("web.origin", "%s", msg)
 		} else if strings.Contains(w.Origin, "?") {
 			c.add("web.origin", "must not have a query: each request's own query is sent")
@@ -674,11 +704,14 @@ func (c *checker) web(s *Settings) {
 	}
 	for i, r := range w.ScopeRules {
 		f := fmt.Sprintf("web.scope_rules[%d]", i)
+		said := len(c.errs)
 		c.webPath(f+".path", r.Path)
-		if decoded, err := url.PathUnescape(r.Path); err != nil {
-			c.add(f+".path", "has a bad percent-encoding")
-		} else if dotSegments(decoded) {
-			c.add(f+".path", "must have no empty, . or .. segments: request paths are compared with them resolved")
+		switch {
+		case len(c.errs) > said:
+		case !safehttp.ValidPath(r.Path):
+			c.add(f+".path", "must be %s", safehttp.PathRule)
+		case emptySegments(r.Path):
+			c.add(f+".path", "must have no empty segments: request paths are compared with repeated slashes merged")
 		}
 		for j, m := range r.Methods {
 			mf := fmt.Sprintf("%s.methods[%d]", f, j)
@@ -727,12 +760,13 @@ func (c *checker) webPath(f, p string) {
 	}
 }
 
-// dotSegments reports whether p has segments that request paths lose
-// when scope rules compare them: empty (//), . or .. ones.
-func dotSegments(p string) bool {
+// emptySegments reports whether p has an empty segment (//) other than
+// a trailing one, which request paths lose when scope rules compare them.
+// The one path rule (safehttp.ValidPath) allows them.
+func emptySegments(p string) bool {
 	segs := strings.Split(p, "/")[1:]
 	for i, s := range segs {
-		if s == "." || s == ".." || s == "" && i < len(segs)-1 {
+		if s == "" && i < len(segs)-1 {
 			return true
 		}
 	}
