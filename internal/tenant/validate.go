@@ -8,8 +8,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"golang.org/x/net/publicsuffix"
 
@@ -45,22 +43,12 @@ const (
 	maxItems       = 200
 )
 
+// checker collects the field errors of a Company's settings.
 type checker struct {
-	errs []httpx.FieldError
+	httpx.Fields
 	// allowPrivate is safehttp.Options.AllowPrivate of the platform's
 	// outbound calls (POPPYHOST_ALLOW_PRIVATE_FETCH).
 	allowPrivate bool
-}
-
-func (c *checker) add(field, format string, a ...any) {
-	c.errs = append(c.errs, httpx.FieldError{Field: field, Message: fmt.Sprintf(format, a...)})
-}
-
-func (c *checker) err() error {
-	if len(c.errs) == 0 {
-		return nil
-	}
-	return httpx.Invalid(c.errs...)
 }
 
 // ValidSlug reports whether s can name a Company in URLs.
@@ -149,22 +137,9 @@ func ValidScope(s string) bool {
 	return true
 }
 
-func (c *checker) text(field, s string, required bool, max int) {
-	switch {
-	case s == "" && required:
-		c.add(field, "is required")
-	case !utf8.ValidString(s):
-		c.add(field, "must be UTF-8 text")
-	case utf8.RuneCountInString(s) > max:
-		c.add(field, "must be at most %d characters", max)
-	case strings.IndexFunc(s, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' }) >= 0:
-		c.add(field, "must not contain control characters")
-	}
-}
-
 func (c *checker) url(field, raw string) {
 	if msg := httpsURL(raw); msg != "" {
-		c.add(field, "%s", msg)
+		c.Add(field, "%s", msg)
 	}
 }
 
@@ -175,7 +150,7 @@ func (c *checker) url(field, raw string) {
 // checked only when called.
 func (c *checker) outboundURL(field, raw string) {
 	if msg := outboundURL(raw, c.allowPrivate); msg != "" {
-		c.add(field, "%s", msg)
+		c.Add(field, "%s", msg)
 	}
 }
 
@@ -199,14 +174,14 @@ func outboundURL(raw string, allowPrivate bool) string {
 func Validate(slug string, s *Settings, publicHost string, allowPrivate bool) error {
 	c := checker{allowPrivate: allowPrivate}
 	if !ValidSlug(slug) {
-		c.add("slug", "must be 1 to 63 lowercase letters, digits or hyphens, not starting or ending with a hyphen")
+		c.Add("slug", "must be 1 to 63 lowercase letters, digits or hyphens, not starting or ending with a hyphen")
 	}
 	c.organization(&s.Organization, publicHost)
 	c.domains(s, publicHost)
 	c.auth(&s.Auth)
 	c.conversations(s)
 	apis := c.apis(s.APIs)
-	c.text("mcp.description", s.MCP.Description, false, maxDescription)
+	c.Text("mcp.description", s.MCP.Description, false, maxDescription, true)
 	c.excludedTasks(s.ExcludedTasks, apis)
 	c.web(s)
 	c.operations(s)
@@ -218,7 +193,7 @@ func Validate(slug string, s *Settings, publicHost string, allowPrivate bool) er
 	c.feedbackAlternatives(s.Feedback.Alternatives, apis)
 	c.agents(&s.Agents)
 	if n := s.Sessions.IdleTimeoutSeconds; n < 60 || n > 366*24*3600 {
-		c.add("sessions.idle_timeout_seconds", "must be from 60 seconds to a year")
+		c.Add("sessions.idle_timeout_seconds", "must be from 60 seconds to a year")
 	}
 	for _, l := range []struct {
 		field string
@@ -226,18 +201,18 @@ func Validate(slug string, s *Settings, publicHost string, allowPrivate bool) er
 	}{{"rate_limits.per_agent", s.RateLimits.PerAgent}, {"rate_limits.per_session", s.RateLimits.PerSession},
 		{"rate_limits.per_address", s.RateLimits.PerAddress}} {
 		if l.n < 1 || l.n > 1_000_000 {
-			c.add(l.field, "must be from 1 to 1000000 requests a minute")
+			c.Add(l.field, "must be from 1 to 1000000 requests a minute")
 		}
 	}
-	return c.err()
+	return c.Err()
 }
 
 func (c *checker) organization(o *Organization, publicHost string) {
-	c.text("organization.name", o.Name, true, maxName)
+	c.Text("organization.name", o.Name, true, maxName, true)
 	if !ValidHostName(o.Domain) {
-		c.add("organization.domain", "%s", hostMessage(o.Domain))
+		c.Add("organization.domain", "%s", hostMessage(o.Domain))
 	} else if o.Domain == publicHost {
-		c.add("organization.domain", "is the platform's own host")
+		c.Add("organization.domain", "is the platform's own host")
 	}
 	if o.LogoURI != "" {
 		c.url("organization.logo_uri", o.LogoURI)
@@ -246,10 +221,10 @@ func (c *checker) organization(o *Organization, publicHost string) {
 
 func (c *checker) domains(s *Settings, publicHost string) {
 	if len(s.Domains) > 0 && !s.Auth.Issuer {
-		c.add("domains", "extra domains need an issuer: without one each domain is a separate Company (spec 3.2)")
+		c.Add("domains", "extra domains need an issuer: without one each domain is a separate Company (spec 3.2)")
 	}
 	if len(s.Domains) > maxItems {
-		c.add("domains", "must list at most %d domains", maxItems)
+		c.Add("domains", "must list at most %d domains", maxItems)
 		return
 	}
 	seen := map[string]bool{s.Organization.Domain: true}
@@ -257,11 +232,11 @@ func (c *checker) domains(s *Settings, publicHost string) {
 		f := fmt.Sprintf("domains[%d]", i)
 		switch {
 		case !ValidHostName(d):
-			c.add(f, "%s", hostMessage(d))
+			c.Add(f, "%s", hostMessage(d))
 		case d == publicHost:
-			c.add(f, "is the platform's own host")
+			c.Add(f, "is the platform's own host")
 		case seen[d]:
-			c.add(f, "is listed twice (organization.domain counts)")
+			c.Add(f, "is listed twice (organization.domain counts)")
 		}
 		seen[d] = true
 	}
@@ -270,81 +245,81 @@ func (c *checker) domains(s *Settings, publicHost string) {
 func (c *checker) auth(a *Auth) {
 	if !a.Issuer {
 		if a.Disabled {
-			c.add("auth.disabled", "needs an issuer: a Company without one already offers no sign-in")
+			c.Add("auth.disabled", "needs an issuer: a Company without one already offers no sign-in")
 		}
 		if len(a.GrantTypes) > 0 {
-			c.add("auth.grant_types", "need an issuer")
+			c.Add("auth.grant_types", "need an issuer")
 		}
 		if len(a.Scopes) > 0 {
-			c.add("auth.scopes", "need an issuer: scopes describe sign-in")
+			c.Add("auth.scopes", "need an issuer: scopes describe sign-in")
 		}
 		if len(a.ScopeHints) > 0 {
-			c.add("auth.scope_hints", "need an issuer: hints describe scopes of sign-in")
+			c.Add("auth.scope_hints", "need an issuer: hints describe scopes of sign-in")
 		}
 		if len(a.OtherAuthorizationServers) > 0 {
-			c.add("auth.other_authorization_servers", "need an issuer")
+			c.Add("auth.other_authorization_servers", "need an issuer")
 		}
 		if a.TokenLifetimes != (TokenLifetimes{}) {
-			c.add("auth.token_lifetimes", "need an issuer")
+			c.Add("auth.token_lifetimes", "need an issuer")
 		}
 	}
 	if t := a.TokenLifetimes.AccessSeconds; t != 0 && (t < 60 || t > 86400) {
-		c.add("auth.token_lifetimes.access_seconds", "must be 0 (the default) or from 60 to 86400")
+		c.Add("auth.token_lifetimes.access_seconds", "must be 0 (the default) or from 60 to 86400")
 	}
 	if t := a.TokenLifetimes.RefreshSeconds; t != 0 && (t < 3600 || t > 365*86400) {
-		c.add("auth.token_lifetimes.refresh_seconds", "must be 0 (the default) or from 3600 to 31536000")
+		c.Add("auth.token_lifetimes.refresh_seconds", "must be 0 (the default) or from 3600 to 31536000")
 	}
 	seen := map[string]bool{}
 	for i, g := range a.GrantTypes {
 		f := fmt.Sprintf("auth.grant_types[%d]", i)
 		switch {
 		case g != GrantAuthorizationCode && g != GrantDeviceCode:
-			c.add(f, "must be %s or %s", GrantAuthorizationCode, GrantDeviceCode)
+			c.Add(f, "must be %s or %s", GrantAuthorizationCode, GrantDeviceCode)
 		case seen[g]:
-			c.add(f, "is listed twice")
+			c.Add(f, "is listed twice")
 		}
 		seen[g] = true
 	}
 	if len(a.Scopes) > maxItems {
-		c.add("auth.scopes", "must list at most %d scopes", maxItems)
+		c.Add("auth.scopes", "must list at most %d scopes", maxItems)
 	}
 	for _, name := range sortedKeys(a.Scopes) {
 		f := "auth.scopes." + name
 		if !ValidScope(name) {
-			c.add(f, "is not an OAuth scope name (RFC 6749 §3.3: printable ASCII without space, quote or backslash, at most %d characters)", maxScopeLen)
+			c.Add(f, "is not an OAuth scope name (RFC 6749 §3.3: printable ASCII without space, quote or backslash, at most %d characters)", maxScopeLen)
 			continue
 		}
-		c.text(f, a.Scopes[name], true, maxDescription)
+		c.Text(f, a.Scopes[name], true, maxDescription, true)
 	}
 	if len(a.ScopeHints) > maxItems {
-		c.add("auth.scope_hints", "must list at most %d scopes", maxItems)
+		c.Add("auth.scope_hints", "must list at most %d scopes", maxItems)
 	}
 	for _, name := range sortedKeys(a.ScopeHints) {
 		f := "auth.scope_hints." + name
 		h := a.ScopeHints[name]
 		if !ValidScope(name) {
-			c.add(f, "is not an OAuth scope name")
+			c.Add(f, "is not an OAuth scope name")
 			continue
 		}
 		switch h.Changes {
 		case "none", "reversible", "irreversible":
 		case "":
-			c.add(f+".changes", "is required (spec 4.7)")
+			c.Add(f+".changes", "is required (spec 4.7)")
 		default:
-			c.add(f+".changes", "must be none, reversible or irreversible")
+			c.Add(f+".changes", "must be none, reversible or irreversible")
 		}
 		if h.PersonalData == nil {
-			c.add(f+".personal_data", "is required (spec 4.7)")
+			c.Add(f+".personal_data", "is required (spec 4.7)")
 		}
 	}
 	if len(a.OtherAuthorizationServers) > 10 {
-		c.add("auth.other_authorization_servers", "must list at most 10 servers")
+		c.Add("auth.other_authorization_servers", "must list at most 10 servers")
 	}
 	others := map[string]bool{}
 	for i, s := range a.OtherAuthorizationServers {
 		f := fmt.Sprintf("auth.other_authorization_servers[%d]", i)
 		if others[s] {
-			c.add(f, "is listed twice")
+			c.Add(f, "is listed twice")
 		}
 		others[s] = true
 		c.url(f, s)
@@ -356,20 +331,20 @@ func (c *checker) conversations(s *Settings) {
 	case "session":
 	case "signed_in":
 		if !s.Auth.Issuer || s.Auth.Disabled {
-			c.add("conversations.access", "signed_in needs an issuer with sign-in on (spec 3.2)")
+			c.Add("conversations.access", "signed_in needs an issuer with sign-in on (spec 3.2)")
 		}
 	default:
-		c.add("conversations.access", "must be session or signed_in")
+		c.Add("conversations.access", "must be session or signed_in")
 	}
 	cv := &s.Conversations
 	if cv.AgentWebhook != "" {
 		if len(cv.AgentWebhook) > maxWebhookURL {
-			c.add("conversations.agent_webhook", "must be at most %d characters", maxWebhookURL)
+			c.Add("conversations.agent_webhook", "must be at most %d characters", maxWebhookURL)
 		} else {
 			c.outboundURL("conversations.agent_webhook", cv.AgentWebhook)
 		}
 	}
-	c.text("conversations.handoff_unavailable_message", cv.HandoffUnavailableMessage, false, maxDescription)
+	c.Text("conversations.handoff_unavailable_message", cv.HandoffUnavailableMessage, false, maxDescription, true)
 	for _, l := range []struct {
 		field     string
 		n, lo, hi int
@@ -380,7 +355,7 @@ func (c *checker) conversations(s *Settings) {
 		{"conversations.retention_days", cv.RetentionDays, 1, 3650, "days"},
 	} {
 		if l.n != 0 && (l.n < l.lo || l.n > l.hi) {
-			c.add(l.field, "must be 0 (the default) or from %d to %d %s", l.lo, l.hi, l.unit)
+			c.Add(l.field, "must be 0 (the default) or from %d to %d %s", l.lo, l.hi, l.unit)
 		}
 	}
 }
@@ -393,18 +368,18 @@ const maxWebhookURL = 2048
 func (c *checker) apis(apis []API) map[string]string {
 	byURL := map[string]string{}
 	if len(apis) > maxItems {
-		c.add("apis", "must list at most %d APIs", maxItems)
+		c.Add("apis", "must list at most %d APIs", maxItems)
 		return byURL
 	}
 	for i, a := range apis {
 		f := fmt.Sprintf("apis[%d]", i)
 		if a.Type != "openapi" && a.Type != "mcp" {
-			c.add(f+".type", "must be openapi or mcp")
+			c.Add(f+".type", "must be openapi or mcp")
 		}
 		c.url(f+".url", a.URL)
-		c.text(f+".description", a.Description, false, maxDescription)
+		c.Text(f+".description", a.Description, false, maxDescription, true)
 		if _, dup := byURL[a.URL]; dup {
-			c.add(f+".url", "is listed twice")
+			c.Add(f+".url", "is listed twice")
 		}
 		byURL[a.URL] = a.Type
 	}
@@ -413,12 +388,12 @@ func (c *checker) apis(apis []API) map[string]string {
 
 func (c *checker) excludedTasks(tasks []ExcludedTask, apis map[string]string) {
 	if len(tasks) > maxItems {
-		c.add("excluded_tasks", "must list at most %d tasks", maxItems)
+		c.Add("excluded_tasks", "must list at most %d tasks", maxItems)
 		return
 	}
 	for i, t := range tasks {
 		f := fmt.Sprintf("excluded_tasks[%d]", i)
-		c.text(f+".task", t.Task, true, maxName)
+		c.Text(f+".task", t.Task, true, maxName, true)
 		if t.Alternative != nil {
 			c.alternative(f+".alternative", t.Alternative, apis)
 		}
@@ -429,11 +404,11 @@ func (c *checker) excludedTasks(tasks []ExcludedTask, apis map[string]string) {
 // openapi and mcp references that name a listed API.
 func (c *checker) alternative(f string, a *Alternative, apis map[string]string) {
 	if a.Instructions == "" && len(a.References) == 0 {
-		c.add(f, "must have instructions, references or both (spec 9.2)")
+		c.Add(f, "must have instructions, references or both (spec 9.2)")
 	}
-	c.text(f+".instructions", a.Instructions, false, maxText)
+	c.Text(f+".instructions", a.Instructions, false, maxText, true)
 	if len(a.References) > 20 {
-		c.add(f+".references", "must list at most 20 references")
+		c.Add(f+".references", "must list at most 20 references")
 		return
 	}
 	for i, r := range a.References {
@@ -441,32 +416,32 @@ func (c *checker) alternative(f string, a *Alternative, apis map[string]string) 
 		switch r.Type {
 		case "openapi", "mcp":
 			if apis[r.URL] != r.Type {
-				c.add(rf+".url", "must be the url of a listed %s API (spec 9.2)", r.Type)
+				c.Add(rf+".url", "must be the url of a listed %s API (spec 9.2)", r.Type)
 			}
 		case "web":
 			c.url(rf+".url", r.URL)
 		default:
-			c.add(rf+".type", "must be openapi, mcp or web")
+			c.Add(rf+".type", "must be openapi, mcp or web")
 		}
 		if r.OperationID != "" && r.Type != "openapi" {
-			c.add(rf+".operation_id", "is only for openapi references")
+			c.Add(rf+".operation_id", "is only for openapi references")
 		}
-		c.text(rf+".operation_id", r.OperationID, false, maxName)
+		c.Text(rf+".operation_id", r.OperationID, false, maxName, true)
 	}
 }
 
 func (c *checker) feedbackAlternatives(alts []TaskAlternative, apis map[string]string) {
 	if len(alts) > maxItems {
-		c.add("feedback.alternatives", "must list at most %d tasks", maxItems)
+		c.Add("feedback.alternatives", "must list at most %d tasks", maxItems)
 		return
 	}
 	seen := map[string]bool{}
 	for i, a := range alts {
 		f := fmt.Sprintf("feedback.alternatives[%d]", i)
-		c.text(f+".task", a.Task, true, maxName)
+		c.Text(f+".task", a.Task, true, maxName, true)
 		key := NormalTask(a.Task)
 		if seen[key] {
-			c.add(f+".task", "is listed twice")
+			c.Add(f+".task", "is listed twice")
 		}
 		seen[key] = true
 		c.alternative(f+".alternative", &a.Alternative, apis)
@@ -484,28 +459,28 @@ func (c *checker) agents(p *AgentPolicy) {
 	switch p.Accept {
 	case AcceptAll, AcceptListed, AcceptUnlisted:
 	default:
-		c.add("agents.accept", "must be all, listed or unlisted")
+		c.Add("agents.accept", "must be all, listed or unlisted")
 	}
 	if len(p.ClientIDs) > 10_000 {
-		c.add("agents.client_ids", "must list at most 10000 client_ids")
+		c.Add("agents.client_ids", "must list at most 10000 client_ids")
 		return
 	}
 	for i, id := range p.ClientIDs {
 		f := fmt.Sprintf("agents.client_ids[%d]", i)
 		if len(id) > maxClientID {
-			c.add(f, "must be at most %d characters", maxClientID)
+			c.Add(f, "must be at most %d characters", maxClientID)
 			continue
 		}
 		c.url(f, id)
 	}
 	if len(p.SignInRefused) > 10_000 {
-		c.add("agents.sign_in_refused", "must list at most 10000 client_ids")
+		c.Add("agents.sign_in_refused", "must list at most 10000 client_ids")
 		return
 	}
 	for _, id := range sortedKeys(p.SignInRefused) {
 		f := "agents.sign_in_refused." + id
 		if len(id) > maxClientID {
-			c.add(f, "must be a client_id of at most %d characters", maxClientID)
+			c.Add(f, "must be a client_id of at most %d characters", maxClientID)
 			continue
 		}
 		c.url(f, id)
@@ -513,9 +488,9 @@ func (c *checker) agents(p *AgentPolicy) {
 		for i, g := range p.SignInRefused[id] {
 			switch {
 			case g != GrantAuthorizationCode && g != GrantDeviceCode:
-				c.add(fmt.Sprintf("%s[%d]", f, i), "must be %s or %s", GrantAuthorizationCode, GrantDeviceCode)
+				c.Add(fmt.Sprintf("%s[%d]", f, i), "must be %s or %s", GrantAuthorizationCode, GrantDeviceCode)
 			case seen[g]:
-				c.add(fmt.Sprintf("%s[%d]", f, i), "is listed twice")
+				c.Add(fmt.Sprintf("%s[%d]", f, i), "is listed twice")
 			}
 			seen[g] = true
 		}
@@ -534,26 +509,26 @@ func ValidExtensionName(name string) bool {
 
 func (c *checker) extensions(s *Settings) {
 	if len(s.Extensions) > maxItems {
-		c.add("extensions", "must list at most %d extensions", maxItems)
+		c.Add("extensions", "must list at most %d extensions", maxItems)
 		return
 	}
 	for _, name := range sortedKeys(s.Extensions) {
 		f := "extensions." + name
 		switch {
 		case reservedExtensions[name]:
-			c.add(f, "is served by poppyhost itself and cannot be listed by hand")
+			c.Add(f, "is served by poppyhost itself and cannot be listed by hand")
 			continue
 		case !ValidExtensionName(name):
-			c.add(f, "must start with a domain the Company controls, such as example.com/gift-wrap; plain names are reserved for the protocol's own extensions (spec 3.3)")
+			c.Add(f, "must start with a domain the Company controls, such as example.com/gift-wrap; plain names are reserved for the protocol's own extensions (spec 3.3)")
 			continue
 		}
 		if name == ExtMediatedSignIn && (!s.Auth.Issuer || s.Auth.Disabled) {
-			c.add(f, "Mediated Sign-In needs an issuer with sign-in on (spec 3.2)")
+			c.Add(f, "Mediated Sign-In needs an issuer with sign-in on (spec 3.2)")
 		}
 		entry := s.Extensions[name]
 		v, ok := entry["version"].(string)
 		if !ok || !versionRe.MatchString(v) {
-			c.add(f+".version", "is required: the extension's major version as a string of digits, such as \"1\"")
+			c.Add(f+".version", "is required: the extension's major version as a string of digits, such as \"1\"")
 		}
 		for _, k := range sortedKeys(entry) {
 			c.urlsIn(f+"."+k, entry[k], 0)
@@ -565,7 +540,7 @@ func (c *checker) extensions(s *Settings) {
 // (spec 3: every URL in extensions).
 func (c *checker) urlsIn(f string, v any, depth int) {
 	if depth > 8 {
-		c.add(f, "is nested too deeply")
+		c.Add(f, "is nested too deeply")
 		return
 	}
 	switch x := v.(type) {
@@ -586,10 +561,10 @@ func (c *checker) urlsIn(f string, v any, depth int) {
 
 func (c *checker) skillIndex(si *SkillIndex) {
 	if si.Schema != SkillIndexSchema {
-		c.add("skill_index.$schema", "must be %s (spec 9.4)", SkillIndexSchema)
+		c.Add("skill_index.$schema", "must be %s (spec 9.4)", SkillIndexSchema)
 	}
 	if len(si.Skills) > maxItems {
-		c.add("skill_index.skills", "must list at most %d skills", maxItems)
+		c.Add("skill_index.skills", "must list at most %d skills", maxItems)
 		return
 	}
 	seen := map[string]bool{}
@@ -597,18 +572,18 @@ func (c *checker) skillIndex(si *SkillIndex) {
 		f := fmt.Sprintf("skill_index.skills[%d]", i)
 		switch {
 		case !skillNameRe.MatchString(sk.Name) || len(sk.Name) > 64:
-			c.add(f+".name", "must be 1 to 64 lowercase letters, digits and single hyphens")
+			c.Add(f+".name", "must be 1 to 64 lowercase letters, digits and single hyphens")
 		case seen[sk.Name]:
-			c.add(f+".name", "is listed twice")
+			c.Add(f+".name", "is listed twice")
 		}
 		seen[sk.Name] = true
-		c.text(f+".description", sk.Description, true, maxDescription)
+		c.Text(f+".description", sk.Description, true, maxDescription, true)
 		if sk.Type != "skill-md" && sk.Type != "archive" {
-			c.add(f+".type", "must be skill-md or archive")
+			c.Add(f+".type", "must be skill-md or archive")
 		}
 		c.skillURL(f+".url", sk.URL)
 		if !digestRe.MatchString(sk.Digest) {
-			c.add(f+".digest", "must be sha256: followed by 64 lowercase hex digits (spec 9.4)")
+			c.Add(f+".digest", "must be sha256: followed by 64 lowercase hex digits (spec 9.4)")
 		}
 	}
 }
@@ -619,13 +594,13 @@ func (c *checker) skillURL(f, raw string) {
 	u, err := url.Parse(raw)
 	switch {
 	case raw == "":
-		c.add(f, "is required")
+		c.Add(f, "is required")
 	case err != nil:
-		c.add(f, "is not a URL reference")
+		c.Add(f, "is not a URL reference")
 	case u.Scheme != "" || strings.HasPrefix(raw, "//"):
 		c.url(f, raw)
 	case u.Fragment != "":
-		c.add(f, "must not have a fragment")
+		c.Add(f, "must not have a fragment")
 	}
 }
 
@@ -633,14 +608,14 @@ func (c *checker) skillURL(f, raw string) {
 func (c *checker) operations(s *Settings) {
 	o := &s.Operations
 	if o.ApprovalHook != "" {
-		c.text("operations.approval_hook", o.ApprovalHook, false, maxWebPath)
+		c.Text("operations.approval_hook", o.ApprovalHook, false, maxWebPath, true)
 		c.outboundURL("operations.approval_hook", o.ApprovalHook)
 	}
 	if (o.Web || o.ApprovalHook != "") && !o.Enabled {
-		c.add("operations", "web and approval_hook need enabled: the extension must be on")
+		c.Add("operations", "web and approval_hook need enabled: the extension must be on")
 	}
 	if o.Web && (s.Web.Origin == "" || !s.Web.BrowserJoin) {
-		c.add("operations.web", "needs web.origin and web.browser_join: only a browser joined to a Session gets operations (extension 2)")
+		c.Add("operations.web", "needs web.origin and web.browser_join: only a browser joined to a Session gets operations (extension 2)")
 	}
 }
 
@@ -660,84 +635,84 @@ func (c *checker) web(s *Settings) {
 	w := &s.Web
 	if w.Origin != "" {
 		if len(w.Origin) > maxWebPath {
-			c.add("web.origin", "must be at most %d characters", maxWebPath)
+			c.Add("web.origin", "must be at most %d characters", maxWebPath)
 		} else if msg := outboundURL(w.Origin, c.allowPrivate); msg != "" {
-			c.add("web.origin", "%s", msg)
+			c.Add("web.origin", "%s", msg)
 		} else if strings.Contains(w.Origin, "?") {
-			c.add("web.origin", "must not have a query: each request's own query is sent")
+			c.Add("web.origin", "must not have a query: each request's own query is sent")
 		} else if u, err := url.Parse(w.Origin); err == nil && s.HasDomain(strings.ToLower(u.Hostname())) {
-			c.add("web.origin", "must not be one of the Company's own domains, which the platform serves: requests would go round in a loop")
+			c.Add("web.origin", "must not be one of the Company's own domains, which the platform serves: requests would go round in a loop")
 		}
 	}
 	if w.CookieName != "" {
 		switch {
 		case len(w.CookieName) > maxCookieName || !cookieToken(w.CookieName):
-			c.add("web.cookie_name", "must be 1 to %d cookie-name characters (RFC 6265: letters, digits and !#$%%&'*+-.^_`|~)", maxCookieName)
+			c.Add("web.cookie_name", "must be 1 to %d cookie-name characters (RFC 6265: letters, digits and !#$%%&'*+-.^_`|~)", maxCookieName)
 		case strings.EqualFold(w.CookieName, joinCookie):
-			c.add("web.cookie_name", "is the name of the browser-session page's own cookie")
+			c.Add("web.cookie_name", "is the name of the browser-session page's own cookie")
 		case w.CookieDomain != "" && hasPrefixFold(w.CookieName, "__Host-"):
-			c.add("web.cookie_name", "must not start with __Host- when web.cookie_domain is set: browsers refuse such a cookie with a Domain")
+			c.Add("web.cookie_name", "must not start with __Host- when web.cookie_domain is set: browsers refuse such a cookie with a Domain")
 		}
 	}
 	if d := w.CookieDomain; d != "" {
 		switch {
 		case !ValidHostName(d):
-			c.add("web.cookie_domain", "%s", hostMessage(d))
+			c.Add("web.cookie_domain", "%s", hostMessage(d))
 		case isPublicSuffix(d):
-			c.add("web.cookie_domain", "is a public suffix, which browsers refuse as a cookie's Domain")
+			c.Add("web.cookie_domain", "is a public suffix, which browsers refuse as a cookie's Domain")
 		case !coversDomain(s, d):
-			c.add("web.cookie_domain", "must be one of the Company's domains (organization.domain, domains) or a parent of one")
+			c.Add("web.cookie_domain", "must be one of the Company's domains (organization.domain, domains) or a parent of one")
 		}
 	}
 	if w.LandingPath != "" {
 		c.webPath("web.landing_path", w.LandingPath)
 		if strings.HasPrefix(w.LandingPath, "//") {
-			c.add("web.landing_path", "must not start with //, which browsers read as another host")
+			c.Add("web.landing_path", "must not start with //, which browsers read as another host")
 		}
 	}
 	if len(w.ScopeRules) > 0 && w.Origin == "" {
-		c.add("web.scope_rules", "need web.origin: they apply to the website the platform proxies")
+		c.Add("web.scope_rules", "need web.origin: they apply to the website the platform proxies")
 	}
 	if len(w.ScopeRules) > maxScopeRules {
-		c.add("web.scope_rules", "must list at most %d rules", maxScopeRules)
+		c.Add("web.scope_rules", "must list at most %d rules", maxScopeRules)
 		return
 	}
 	for i, r := range w.ScopeRules {
 		f := fmt.Sprintf("web.scope_rules[%d]", i)
-		said := len(c.errs)
+		said := c.Len()
 		c.webPath(f+".path", r.Path)
 		switch {
-		case len(c.errs) > said:
+		case c.Len() > said:
 		case !safehttp.ValidPath(r.Path):
-			c.add(f+".path", "must be %s", safehttp.PathRule)
+			c.Add(f+".path", "must be %s", safehttp.PathRule)
 		case emptySegments(r.Path):
-			c.add(f+".path", "must have no empty segments: request paths are compared with repeated slashes merged")
+			c.Add(f+".path", "must have no empty segments: request paths are compared with repeated slashes merged")
 		}
 		for j, m := range r.Methods {
 			mf := fmt.Sprintf("%s.methods[%d]", f, j)
 			switch {
 			case m == "" || len(m) > maxMethod || !cookieToken(m) || m != strings.ToUpper(m):
-				c.add(mf, "must be an upper-case HTTP method, such as GET or POST")
+				c.Add(mf, "must be an upper-case HTTP method, such as GET or POST")
 			case slices.Contains(r.Methods[:j], m):
-				c.add(mf, "is listed twice")
+				c.Add(mf, "is listed twice")
 			}
 		}
 		if len(r.Scopes) == 0 {
-			c.add(f+".scopes", "must list at least one scope: the rule makes requests need them")
+			c.Add(f+".scopes", "must list at least one scope: the rule makes requests need them")
 		}
 		for j, sc := range r.Scopes {
 			sf := fmt.Sprintf("%s.scopes[%d]", f, j)
 			_, known := s.Auth.Scopes[sc]
 			switch {
 			case !s.Auth.Issuer || !known:
-				c.add(sf, "must be one of auth.scopes")
+				c.Add(sf, "must be one of auth.scopes")
 			case slices.Contains(r.Scopes[:j], sc):
-				c.add(sf, "is listed twice")
+				c.Add(sf, "is listed twice")
 			}
 		}
 		for j, o := range w.ScopeRules[:i] {
 			if samePath(o.Path, r.Path) && methodsOverlap(o.Methods, r.Methods) {
-				c.add(f, "repeats the path of web.scope_rules[%d] for the same methods: one rule must decide", j)
+				c.Add(f, "repeats the path of web.scope_rules[%d] for the same methods: one rule must decide", j)
 				break
 			}
 		}
@@ -750,13 +725,13 @@ func (c *checker) web(s *Settings) {
 func (c *checker) webPath(f, p string) {
 	switch {
 	case p == "":
-		c.add(f, "is required")
+		c.Add(f, "is required")
 	case !strings.HasPrefix(p, "/"):
-		c.add(f, "must be a path starting with /")
+		c.Add(f, "must be a path starting with /")
 	case len(p) > maxWebPath:
-		c.add(f, "must be at most %d characters", maxWebPath)
+		c.Add(f, "must be at most %d characters", maxWebPath)
 	case strings.IndexFunc(p, func(r rune) bool { return r <= ' ' || r > '~' || r == '\\' }) >= 0:
-		c.add(f, "must be printable ASCII without spaces or backslashes: percent-encode other characters")
+		c.Add(f, "must be printable ASCII without spaces or backslashes: percent-encode other characters")
 	}
 }
 
