@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
@@ -246,13 +245,8 @@ func postedOf(c *Conversation, seq int64) *Posted {
 // checkText applies the rules of short text: at most max characters of
 // UTF-8 without control characters other than newline and tab.
 func checkText(field, s string, max int) error {
-	switch {
-	case !utf8.ValidString(s):
-		return invalid("%s must be UTF-8 text", field)
-	case utf8.RuneCountInString(s) > max:
-		return invalid("%s must be at most %d characters", field, max)
-	case strings.IndexFunc(s, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' }) >= 0:
-		return invalid("%s must not contain control characters", field)
+	if msg := httpx.TextProblem(s, false, max, true); msg != "" {
+		return invalid("%s %s", field, msg)
 	}
 	return nil
 }

@@ -14,8 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -226,29 +224,29 @@ func writeRegError(w http.ResponseWriter, r *http.Request, err error, what strin
 func (m *Manager) registerAPI(ctx context.Context, co *tenant.Company, name string, body map[string]json.RawMessage) (*API, bool, error) {
 	f := regFields{body: body}
 	if !apiNameRe.MatchString(name) {
-		f.add("name", "must be 1 to %d letters, digits, hyphens or underscores", maxRegName)
+		f.Add("name", "must be 1 to %d letters, digits, hyphens or underscores", maxRegName)
 	}
 	a := &API{Name: name}
 	a.Origin = f.str("origin")
 	f.httpsURL("origin", a.Origin, m.opts.AllowPrivate, false)
 	a.Description = f.str("description")
-	f.text("description", a.Description, false, maxRegDescription, true)
+	f.Text("description", a.Description, false, maxRegDescription, true)
 	doc, docGiven := f.openAPI("openapi")
 	a.OpenAPIURL = f.str("openapi_url")
 	switch {
 	case docGiven && a.OpenAPIURL != "":
-		f.add("openapi", "give either openapi or openapi_url, not both")
+		f.Add("openapi", "give either openapi or openapi_url, not both")
 	case docGiven:
 	case a.OpenAPIURL != "":
 		f.httpsURL("openapi_url", a.OpenAPIURL, m.opts.AllowPrivate, true)
-	case !f.failed("openapi_url"):
-		f.add("openapi", "is required: the OpenAPI description as an object or a JSON or YAML string, or its URL in openapi_url")
+	case !f.Failed("openapi_url"):
+		f.Add("openapi", "is required: the OpenAPI description as an object or a JSON or YAML string, or its URL in openapi_url")
 	}
 	a.TimeoutSeconds = int(f.integer("timeout_seconds", DefaultTimeoutSeconds, 1, MaxTimeoutSeconds))
 	a.MaxRequestBytes = f.integer("max_request_bytes", DefaultMaxRequestBytes, 1, MaxRequestBytesLimit)
 	a.MaxResponseBytes = f.integer("max_response_bytes", DefaultMaxResponseBytes, 1, MaxResponseBytesLimit)
 	f.unknown(apiMembers)
-	if err := f.err(); err != nil {
+	if err := f.Err(); err != nil {
 		return nil, false, err
 	}
 
@@ -303,13 +301,13 @@ func (m *Manager) registerAPI(ctx context.Context, co *tenant.Company, name stri
 func (m *Manager) registerTool(ctx context.Context, co *tenant.Company, name string, body map[string]json.RawMessage) (*Tool, bool, error) {
 	f := regFields{body: body}
 	if !toolNameRe.MatchString(name) {
-		f.add("name", "must be 1 to %d letters, digits, hyphens, underscores or dots (MCP tool names)", maxRegName)
+		f.Add("name", "must be 1 to %d letters, digits, hyphens, underscores or dots (MCP tool names)", maxRegName)
 	}
 	t := &Tool{Name: name}
 	t.Title = f.str("title")
-	f.text("title", t.Title, false, maxRegTitle, false)
+	f.Text("title", t.Title, false, maxRegTitle, false)
 	t.Description = f.str("description")
-	f.text("description", t.Description, true, maxRegDescription, true)
+	f.Text("description", t.Description, true, maxRegDescription, true)
 	t.InputSchema = f.schema("input_schema", true)
 	t.OutputSchema = f.schema("output_schema", false)
 	t.Annotations = f.annotations("annotations")
@@ -318,15 +316,15 @@ func (m *Manager) registerTool(ctx context.Context, co *tenant.Company, name str
 	f.httpsURL("url", t.URL, m.opts.AllowPrivate, true)
 	t.TimeoutSeconds = int(f.integer("timeout_seconds", DefaultTimeoutSeconds, 1, MaxTimeoutSeconds))
 	f.unknown(toolMembers)
-	if f.ok() {
+	if f.Len() == 0 {
 		// The hosted MCP server adds tools with the MCP SDK, which refuses
 		// some schemas (x-mcp-header on a property that is not a string,
 		// integer or boolean): refuse them here rather than at each call.
 		if msg := sdkRefuses(t); msg != "" {
-			f.add("input_schema", "is refused by the MCP server: %s", strings.TrimPrefix(msg, fmt.Sprintf("AddTool %q: ", t.Name)))
+			f.Add("input_schema", "is refused by the MCP server: %s", strings.TrimPrefix(msg, fmt.Sprintf("AddTool %q: ", t.Name)))
 		}
 	}
-	if err := f.err(); err != nil {
+	if err := f.Err(); err != nil {
 		return nil, false, err
 	}
 
@@ -450,31 +448,8 @@ func invalidField(field, msg string) error {
 // error for each bad one. Absent members and null read as zero values;
 // unknown refuses the members it is not told of.
 type regFields struct {
+	httpx.Fields
 	body map[string]json.RawMessage
-	errs []httpx.FieldError
-}
-
-func (f *regFields) add(field, format string, a ...any) {
-	f.errs = append(f.errs, httpx.FieldError{Field: field, Message: fmt.Sprintf(format, a...)})
-}
-
-func (f *regFields) ok() bool { return len(f.errs) == 0 }
-
-func (f *regFields) err() error {
-	if f.ok() {
-		return nil
-	}
-	return httpx.Invalid(f.errs...)
-}
-
-// failed reports whether field already has an error.
-func (f *regFields) failed(field string) bool {
-	for _, e := range f.errs {
-		if e.Field == field {
-			return true
-		}
-	}
-	return false
 }
 
 // unknown adds an error for each member of the body not in known, as the
@@ -488,7 +463,7 @@ func (f *regFields) unknown(known []string) {
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		f.add(name, "is not a known member")
+		f.Add(name, "is not a known member")
 	}
 }
 
@@ -508,7 +483,7 @@ func (f *regFields) str(name string) string {
 	}
 	var s string
 	if v[0] != '"' || httpx.Unmarshal(v, &s, httpx.DecodeOptions{}) != nil {
-		f.add(name, "must be a string")
+		f.Add(name, "must be a string")
 	}
 	return s
 }
@@ -521,32 +496,10 @@ func (f *regFields) integer(name string, def, lo, hi int64) int64 {
 	}
 	var n int64
 	if err := httpx.Unmarshal(v, &n, httpx.DecodeOptions{}); err != nil || n < lo || n > hi {
-		f.add(name, "must be a whole number from %d to %d", lo, hi)
+		f.Add(name, "must be a whole number from %d to %d", lo, hi)
 		return def
 	}
 	return n
-}
-
-// text checks free text: UTF-8 without control characters (bar newlines
-// and tabs where multiline), at most max characters.
-func (f *regFields) text(field, s string, required bool, max int, multiline bool) {
-	switch {
-	case f.failed(field):
-	case s == "" && required:
-		f.add(field, "is required")
-	case !utf8.ValidString(s):
-		f.add(field, "must be UTF-8 text")
-	case utf8.RuneCountInString(s) > max:
-		f.add(field, "must be at most %d characters", max)
-	case strings.IndexFunc(s, func(r rune) bool {
-		return unicode.IsControl(r) && !(multiline && (r == '\n' || r == '\t'))
-	}) >= 0:
-		if multiline {
-			f.add(field, "must not contain control characters other than newlines and tabs")
-		} else {
-			f.add(field, "must not contain control characters")
-		}
-	}
 }
 
 // httpsURL checks that raw is an absolute https URL with a host, no user
@@ -555,35 +508,35 @@ func (f *regFields) text(field, s string, required bool, max int, multiline bool
 // (safehttp.CheckHost), so a Company hears so when it registers, not at
 // each call. A name that needs DNS is checked only when called.
 func (f *regFields) httpsURL(field, raw string, private, query bool) {
-	if f.failed(field) {
+	if f.Failed(field) {
 		return
 	}
 	if raw == "" {
-		f.add(field, "is required")
+		f.Add(field, "is required")
 		return
 	}
 	if len(raw) > maxRegURL {
-		f.add(field, "must be at most %d characters", maxRegURL)
+		f.Add(field, "must be at most %d characters", maxRegURL)
 		return
 	}
 	u, err := url.Parse(raw)
 	switch {
 	case err != nil:
-		f.add(field, "is not a URL")
+		f.Add(field, "is not a URL")
 	case u.Scheme != "https":
-		f.add(field, "must be an https URL (spec 3)")
+		f.Add(field, "must be an https URL (spec 3)")
 	case u.Opaque != "" || u.Host == "" || u.Hostname() == "":
-		f.add(field, "must be an absolute https URL with a host")
+		f.Add(field, "must be an absolute https URL with a host")
 	case u.User != nil:
-		f.add(field, "must not carry user info")
+		f.Add(field, "must not carry user info")
 	case u.Fragment != "" || strings.Contains(raw, "#"):
-		f.add(field, "must not have a fragment")
+		f.Add(field, "must not have a fragment")
 	case !query && (u.RawQuery != "" || u.ForceQuery):
-		f.add(field, "must not have a query: each call's own query is appended")
+		f.Add(field, "must not have a query: each call's own query is appended")
 	case oddIPv4(u.Hostname()):
-		f.add(field, "must name a DNS host or an IP address in standard form")
+		f.Add(field, "must name a DNS host or an IP address in standard form")
 	case safehttp.CheckHost(u.Hostname(), private) != nil:
-		f.add(field, "must not name %s: the platform would refuse to connect to it", safehttp.HostRule)
+		f.Add(field, "must not name %s: the platform would refuse to connect to it", safehttp.HostRule)
 	}
 }
 
@@ -618,7 +571,7 @@ func (f *regFields) openAPI(name string) (doc []byte, given bool) {
 			return []byte(s), true
 		}
 	}
-	f.add(name, "must be an OpenAPI description: a JSON object, or a string holding JSON or YAML")
+	f.Add(name, "must be an OpenAPI description: a JSON object, or a string holding JSON or YAML")
 	return nil, true
 }
 
@@ -629,21 +582,21 @@ func (f *regFields) schema(name string, required bool) json.RawMessage {
 	v := f.raw(name)
 	if v == nil {
 		if required {
-			f.add(name, "is required: a JSON Schema with \"type\": \"object\"")
+			f.Add(name, "is required: a JSON Schema with \"type\": \"object\"")
 		}
 		return nil
 	}
 	var top map[string]json.RawMessage
 	if v[0] != '{' || httpx.Unmarshal(v, &top, httpx.DecodeOptions{}) != nil {
-		f.add(name, "must be a JSON Schema object")
+		f.Add(name, "must be a JSON Schema object")
 		return nil
 	}
 	if string(bytes.TrimSpace(top["type"])) != `"object"` {
-		f.add(name, `must have "type": "object" at the top (MCP requires it)`)
+		f.Add(name, `must have "type": "object" at the top (MCP requires it)`)
 		return nil
 	}
 	if msg := schemaProblem(v); msg != "" {
-		f.add(name, "is not a valid JSON Schema: %s", msg)
+		f.Add(name, "is not a valid JSON Schema: %s", msg)
 		return nil
 	}
 	return v
@@ -705,11 +658,11 @@ func (f *regFields) annotations(name string) json.RawMessage {
 	}
 	var a mcp.ToolAnnotations
 	if v[0] != '{' {
-		f.add(name, "must be a JSON object of MCP tool annotations")
+		f.Add(name, "must be a JSON object of MCP tool annotations")
 		return nil
 	}
 	if err := httpx.Unmarshal(v, &a, httpx.DecodeOptions{}); err != nil {
-		f.add(name, "must be MCP tool annotations (readOnlyHint and the like, each of its MCP type)")
+		f.Add(name, "must be MCP tool annotations (readOnlyHint and the like, each of its MCP type)")
 		return nil
 	}
 	return v
@@ -724,11 +677,11 @@ func (f *regFields) scopes(name string, co *tenant.Company) []string {
 	}
 	var scopes []string
 	if v[0] != '[' || httpx.Unmarshal(v, &scopes, httpx.DecodeOptions{}) != nil {
-		f.add(name, "must be an array of strings")
+		f.Add(name, "must be an array of strings")
 		return nil
 	}
 	if len(scopes) > MaxToolScopes {
-		f.add(name, "must list at most %d scopes", MaxToolScopes)
+		f.Add(name, "must list at most %d scopes", MaxToolScopes)
 		return nil
 	}
 	seen := map[string]bool{}
@@ -737,13 +690,13 @@ func (f *regFields) scopes(name string, co *tenant.Company) []string {
 		_, defined := co.Settings.Auth.Scopes[s]
 		switch {
 		case !tenant.ValidScope(s):
-			f.add(field, "is not an OAuth scope (RFC 6749 §3.3: printable ASCII without space, quote or backslash)")
+			f.Add(field, "is not an OAuth scope (RFC 6749 §3.3: printable ASCII without space, quote or backslash)")
 		case seen[s]:
-			f.add(field, "%q is listed twice", s)
+			f.Add(field, "%q is listed twice", s)
 		case !co.Settings.Auth.Issuer:
-			f.add(field, "%q needs an issuer: a Company without one offers no sign-in, so a tool cannot need a scope", s)
+			f.Add(field, "%q needs an issuer: a Company without one offers no sign-in, so a tool cannot need a scope", s)
 		case !defined:
-			f.add(field, "%q is not one of the Company's scopes: define it in auth.scopes first", s)
+			f.Add(field, "%q is not one of the Company's scopes: define it in auth.scopes first", s)
 		}
 		seen[s] = true
 	}

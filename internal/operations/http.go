@@ -128,21 +128,21 @@ func (h *Handler) serveResolve(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, r, err)
 		return
 	}
-	var fields []httpx.FieldError
+	var f httpx.Fields
 	if body.Performed == nil {
-		fields = append(fields, httpx.FieldError{Field: "performed", Message: "is required: true or false"})
+		f.Add("performed", "is required: true or false")
 	}
 	if !storableText(body.By, 200) || strings.TrimSpace(body.By) == "" {
-		fields = append(fields, httpx.FieldError{Field: "by", Message: "is required: who resolved it, 1 to 200 characters"})
+		f.Add("by", "is required: who resolved it, 1 to 200 characters")
 	}
 	if !storableText(body.Note, 2000) {
-		fields = append(fields, httpx.FieldError{Field: "note", Message: "must be text of at most 2000 characters"})
+		f.Add("note", "must be text of at most 2000 characters")
 	}
 	if body.Response != nil && (body.Response.Status < 200 || body.Response.Status > 499) {
-		fields = append(fields, httpx.FieldError{Field: "response.status", Message: "must be 200 to 499"})
+		f.Add("response.status", "must be 200 to 499")
 	}
-	if len(fields) > 0 {
-		httpx.WriteError(w, r, httpx.Invalid(fields...))
+	if err := f.Err(); err != nil {
+		httpx.WriteError(w, r, err)
 		return
 	}
 	rec, ok := h.record(w, r)

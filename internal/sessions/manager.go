@@ -164,15 +164,15 @@ func (m *Manager) MountEnd(r chi.Router) {
 			httpx.WriteError(w, r, err)
 			return
 		}
-		var fields []httpx.FieldError
+		var f httpx.Fields
 		if body.ClientID == "" {
-			fields = append(fields, httpx.FieldError{Field: "client_id", Message: "is required"})
+			f.Add("client_id", "is required")
 		}
 		if !ValidID(body.SID) {
-			fields = append(fields, httpx.FieldError{Field: "sid", Message: "must be 1 to 256 URL-safe base64 characters"})
+			f.Add("sid", "must be 1 to 256 URL-safe base64 characters")
 		}
-		if len(fields) > 0 {
-			httpx.WriteError(w, r, httpx.Invalid(fields...))
+		if err := f.Err(); err != nil {
+			httpx.WriteError(w, r, err)
 			return
 		}
 		err := m.store.End(r.Context(), tenant.FromContext(r.Context()).ID, body.ClientID, body.SID, m.now())

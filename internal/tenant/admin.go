@@ -348,15 +348,15 @@ func (a *Admin) createAccount(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, r, err)
 		return
 	}
-	var fields []httpx.FieldError
+	var f httpx.Fields
 	if msg := accounts.CheckUsername(body.Username); msg != "" {
-		fields = append(fields, httpx.FieldError{Field: "username", Message: msg})
+		f.Add("username", "%s", msg)
 	}
 	if msg := accounts.CheckPassword(body.Password); msg != "" {
-		fields = append(fields, httpx.FieldError{Field: "password", Message: msg})
+		f.Add("password", "%s", msg)
 	}
-	if len(fields) > 0 {
-		httpx.WriteError(w, r, httpx.Invalid(fields...))
+	if err := f.Err(); err != nil {
+		httpx.WriteError(w, r, err)
 		return
 	}
 	acct, err := a.accounts.Create(r.Context(), FromContext(r.Context()).ID, body.Username, body.Password)
@@ -384,9 +384,9 @@ func decodeName(w http.ResponseWriter, r *http.Request) (string, error) {
 			return "", err
 		}
 	}
-	var c checker
-	c.text("name", body.Name, false, maxName)
-	return body.Name, c.err()
+	var f httpx.Fields
+	f.Text("name", body.Name, false, maxName, true)
+	return body.Name, f.Err()
 }
 
 func (a *Admin) createAPIKey(w http.ResponseWriter, r *http.Request) {
