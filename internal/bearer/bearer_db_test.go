@@ -76,7 +76,7 @@ func setupRig(t *testing.T) *rig {
 	}
 	mcp := func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			res := bearer.Resource{ID: issuer.MCPResource(env.URLs, tenant.FromContext(r.Context()))}
+			res := bearer.Resource{ID: env.URLs.MCPResource(tenant.FromContext(r.Context()))}
 			v.Require(res, "orders:read")(next).ServeHTTP(w, r)
 		})
 	}

@@ -12,9 +12,6 @@ import (
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
-// CacheControl is sent with every discovery document. One minute bounds how
-// long a settings change can take to reach Personal Agents.
-const CacheControl = "public, max-age=60"
 
 // Handler serves the discovery documents of the Company in the request
 // context.
@@ -55,7 +52,7 @@ func (h *Handler) ServeASMetadata(w http.ResponseWriter, r *http.Request) {
 }
 
 func writeDoc(w http.ResponseWriter, v any) {
-	w.Header().Set("Cache-Control", CacheControl)
+	w.Header().Set("Cache-Control", httpx.DiscoveryCacheControl)
 	httpx.WriteJSON(w, http.StatusOK, v)
 }
 

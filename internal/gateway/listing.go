@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 
-	"github.com/poppyhost/poppyhost/internal/issuer"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
@@ -30,7 +29,7 @@ func (l Listings) Listed(ctx context.Context, c *tenant.Company) ([]tenant.API, 
 		return nil, err
 	}
 	if tools {
-		out = append(out, tenant.API{Type: "mcp", URL: issuer.MCPResource(l.URLs, c), Description: c.Settings.MCP.Description})
+		out = append(out, tenant.API{Type: "mcp", URL: l.URLs.MCPResource(c), Description: c.Settings.MCP.Description})
 	}
 	return out, nil
 }

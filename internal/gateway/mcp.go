@@ -43,9 +43,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/poppyhost/poppyhost/internal/bearer"
-	"github.com/poppyhost/poppyhost/internal/discovery"
 	"github.com/poppyhost/poppyhost/internal/httpx"
-	"github.com/poppyhost/poppyhost/internal/issuer"
 	"github.com/poppyhost/poppyhost/internal/operations"
 	"github.com/poppyhost/poppyhost/internal/sessions"
 	"github.com/poppyhost/poppyhost/internal/tenant"
@@ -135,7 +133,7 @@ func (m *MCP) ServeMetadata(w http.ResponseWriter, r *http.Request) {
 		ScopesSupported        []string `json:"scopes_supported,omitempty"`
 	}{
 		// spec 7: the resource equals the server's url in poppy.json.
-		Resource:               issuer.MCPResource(m.opts.URLs, co),
+		Resource:               m.opts.URLs.MCPResource(co),
 		BearerMethodsSupported: []string{"header"},
 	}
 	// spec 7: a server that offers account access names the issuer.
@@ -150,7 +148,7 @@ func (m *MCP) ServeMetadata(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	slices.Sort(doc.ScopesSupported)
-	w.Header().Set("Cache-Control", discovery.CacheControl)
+	w.Header().Set("Cache-Control", httpx.DiscoveryCacheControl)
 	httpx.WriteJSON(w, http.StatusOK, doc)
 }
 
@@ -179,7 +177,7 @@ func (m *MCP) serve(w http.ResponseWriter, r *http.Request) {
 	if tools == nil {
 		return
 	}
-	res := bearer.Resource{ID: issuer.MCPResource(m.opts.URLs, co)}
+	res := bearer.Resource{ID: m.opts.URLs.MCPResource(co)}
 	// A token must be one issued for this server (spec 7, 4.5): bearer
 	// answers any other with invalid_token and our resource_metadata.
 	grant, err := m.opts.Tokens.Authorize(ctx, r, res)

@@ -226,3 +226,8 @@ func OneAuthorization(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// DiscoveryCacheControl is sent with every discovery document (poppy.json
+// and the metadata documents). One minute bounds how long a settings
+// change can take to reach Personal Agents.
+const DiscoveryCacheControl = "public, max-age=60"

@@ -18,9 +18,6 @@ const maxTokenForm = 64 << 10
 var errInvalidTarget = &fosite.RFC6749Error{ErrorField: "invalid_target", CodeField: http.StatusBadRequest,
 	DescriptionField: "The resource is not a service of this Company (RFC 8707)."}
 
-// MCPResource is the resource of the Company's hosted MCP server, whose
-// tokens are valid only there (spec 4.5).
-func MCPResource(urls tenant.URLs, c *tenant.Company) string { return urls.Base(c) + "/mcp" }
 
 // DefaultAudience is the aud of a token for no particular service: every
 // domain of the Company, where it is valid at every service but those with
@@ -38,7 +35,7 @@ func audience(c *tenant.Company, urls tenant.URLs, resource string) ([]string, e
 	switch {
 	case resource == "":
 		return DefaultAudience(c), nil
-	case resource == MCPResource(urls, c):
+	case resource == urls.MCPResource(c):
 		return []string{resource}, nil
 	case slices.Contains(DefaultAudience(c), resource):
 		return DefaultAudience(c), nil
@@ -99,7 +96,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resource := r.PostForm.Get("resource")
-	switch mcp := MCPResource(s.urls, c); {
+	switch mcp := s.urls.MCPResource(c); {
 	case resource == "":
 		resource = sess.Resource
 	case sess.Resource == mcp && resource != mcp:

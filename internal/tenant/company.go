@@ -382,6 +382,10 @@ func (u URLs) Base(c *Company) string {
 	return u.Public.String() + "/t/" + c.Slug
 }
 
+// MCPResource is the resource of the Company's hosted MCP server, whose
+// tokens are valid only there (spec 4.5).
+func (u URLs) MCPResource(c *Company) string { return u.Base(c) + "/mcp" }
+
 // Identifier is the Company's identifier (spec 3.2): its issuer, or
 // https://{organization.domain} without one.
 func (u URLs) Identifier(c *Company) string {
