@@ -12,7 +12,6 @@ import (
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
-
 // Handler serves the discovery documents of the Company in the request
 // context.
 type Handler struct {

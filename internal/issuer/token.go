@@ -18,7 +18,6 @@ const maxTokenForm = 64 << 10
 var errInvalidTarget = &fosite.RFC6749Error{ErrorField: "invalid_target", CodeField: http.StatusBadRequest,
 	DescriptionField: "The resource is not a service of this Company (RFC 8707)."}
 
-
 // DefaultAudience is the aud of a token for no particular service: every
 // domain of the Company, where it is valid at every service but those with
 // their own resource (spec 4.5).
