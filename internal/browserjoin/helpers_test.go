@@ -19,7 +19,10 @@ import (
 	"golang.org/x/net/html"
 	"golang.org/x/oauth2"
 
+	"github.com/poppyhost/poppyhost/internal/accounts"
 	"github.com/poppyhost/poppyhost/internal/browserjoin"
+	"github.com/poppyhost/poppyhost/internal/issuer"
+	"github.com/poppyhost/poppyhost/internal/platform"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/testkit"
 )
@@ -55,9 +58,17 @@ type rig struct {
 	agent *testkit.Agent
 }
 
+// setup starts a platform whose sign-in limits no test here reaches: the
+// tests sign in many times at once, and are not about those limits (the
+// issuer's tests are). Left at their defaults (on two cores), the fourth
+// sign-in at once at one Company, the seventh at the platform, or one
+// queued for over two seconds on a busy machine would be answered 503.
 func setup(t *testing.T) *rig {
 	t.Helper()
-	env := testkit.Setup(t)
+	env := testkit.SetupWith(t, testkit.Options{Platform: func(o *platform.Options) {
+		o.PasswordHashes = accounts.Limits{Queue: 1000, PerCompany: 1000, MaxWait: time.Minute}
+		o.LoginRates = issuer.LoginRates{PerAddress: 10000, PerCompany: 10000}
+	}})
 	return &rig{env: env, agent: env.StartAgent(t, "agent.test")}
 }
 

@@ -19,9 +19,15 @@ import (
 // (spec 6, "The cookie"): the account only while the Personal Agent stays
 // signed in, nothing once the Session ends, the browser signs out or a
 // later join replaces it.
+//
+// The subtests run at once, and each one that signs in does so at a
+// Company of its own (r.fresh): every sign-in counts as a failure of its
+// username until it succeeds (accounts.Authenticate), so enough of them at
+// once at one Company lock ada out with 429.
 func TestCookieLifetime(t *testing.T) {
 	t.Parallel()
 	r := setup(t)
+	// For the subtests that do not sign in.
 	shop := r.newCompany(t, "shop", "shop.example", nil, nil)
 	other := r.newCompany(t, "other", "other.example", nil, nil)
 
@@ -67,6 +73,7 @@ func TestCookieLifetime(t *testing.T) {
 
 	t.Run("the Company ends the Session", func(t *testing.T) {
 		t.Parallel()
+		shop := r.fresh(t)
 		tok := r.signIn(t, shop, "orders:read")
 		b := r.browser(t)
 		sid := newSID()
@@ -107,6 +114,7 @@ func TestCookieLifetime(t *testing.T) {
 
 	t.Run("the website signs the browser out", func(t *testing.T) {
 		t.Parallel()
+		shop := r.fresh(t)
 		tok := r.signIn(t, shop, "orders:read")
 		b := r.browser(t)
 		sid := newSID()
@@ -130,6 +138,7 @@ func TestCookieLifetime(t *testing.T) {
 
 	t.Run("a later join replaces the cookie and ends the earlier web session", func(t *testing.T) {
 		t.Parallel()
+		shop := r.fresh(t)
 		tok := r.signIn(t, shop, "orders:read", "orders:write")
 		b := r.browser(t)
 		sid := newSID()
@@ -156,6 +165,7 @@ func TestCookieLifetime(t *testing.T) {
 
 	t.Run("a join without a token after a signed-in join leaves the browser signed out", func(t *testing.T) {
 		t.Parallel()
+		shop := r.fresh(t)
 		tok := r.signIn(t, shop, "orders:read")
 		b := r.browser(t)
 		sid := newSID()
@@ -174,6 +184,7 @@ func TestCookieLifetime(t *testing.T) {
 
 	t.Run("a failed join leaves the earlier cookie in place", func(t *testing.T) {
 		t.Parallel()
+		shop := r.fresh(t)
 		tok := r.signIn(t, shop, "orders:read")
 		b := r.browser(t)
 		sid := newSID()

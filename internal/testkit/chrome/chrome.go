@@ -18,6 +18,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -88,10 +90,15 @@ func Start(t testing.TB, ca *devca.CA, hosts ...string) *Browser {
 		}
 		stopTab()
 		cancelAlloc()
-		// A straggler may still write to the profile, which makes
-		// t.TempDir's single RemoveAll fail; retry here first.
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			if err := os.RemoveAll(profile); err == nil || time.Now().After(deadline) {
+		// Children such as the network service can outlive the browser and
+		// keep writing to the profile, which makes t.TempDir's single
+		// RemoveAll fail: stop them, and remove it once none is left.
+		for deadline := time.Now().Add(Timeout); ; time.Sleep(20 * time.Millisecond) {
+			if killUsing(profile) == 0 && os.RemoveAll(profile) == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("chromium processes kept using %s for %v", profile, Timeout)
 				break
 			}
 		}
@@ -109,6 +116,29 @@ func Start(t testing.TB, ca *devca.CA, hosts ...string) *Browser {
 	require.True(t, inTime, "chromium took longer than %v to start", Timeout)
 	started = true
 	return &Browser{t: t, ctx: ctx}
+}
+
+// killUsing kills the processes started with profile as their user data
+// directory, which Chromium gives every child on its command line, and
+// returns how many it found. Without /proc it finds none.
+func killUsing(profile string) int {
+	want := []byte("--user-data-dir=" + profile)
+	entries, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !slices.ContainsFunc(bytes.Split(cmdline, []byte{0}), func(arg []byte) bool { return bytes.Equal(arg, want) }) {
+			continue
+		}
+		if p, err := os.FindProcess(pid); err == nil && p.Kill() == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // binary finds Chromium, failing the test (skipping it under -short) when
