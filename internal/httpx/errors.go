@@ -43,6 +43,15 @@ const (
 	// CodeOriginUnreachable: a Company's origin or approval hook gave no
 	// usable answer.
 	CodeOriginUnreachable = "origin_unreachable"
+
+	// The conversation codes of spec 8.13.
+	CodeConversationNotFound = "conversation_not_found"
+	CodeConversationClosed   = "conversation_closed"
+	// CodeDirectConversationOpen carries the open Direct Conversation's ID
+	// as the extra member conversation_id.
+	CodeDirectConversationOpen = "direct_conversation_open"
+	CodeMessageIDConflict      = "message_id_conflict"
+	CodeCursorExpired          = "cursor_expired"
 )
 
 // statusOf is the one table from error code to HTTP status.
@@ -66,6 +75,12 @@ var statusOf = map[string]int{
 	CodeInternal:             http.StatusInternalServerError,
 	CodeUnavailable:          http.StatusServiceUnavailable,
 	CodeOriginUnreachable:    http.StatusBadGateway,
+
+	CodeConversationNotFound:   http.StatusNotFound,
+	CodeConversationClosed:     http.StatusConflict,
+	CodeDirectConversationOpen: http.StatusConflict,
+	CodeMessageIDConflict:      http.StatusConflict,
+	CodeCursorExpired:          http.StatusGone,
 }
 
 // FieldError names one invalid field of a request body.
@@ -80,7 +95,13 @@ type Error struct {
 	Code        string
 	Description string
 	Fields      []FieldError
-	Cause       error
+
+	// Extra holds the members some codes add to the body, such as
+	// direct_conversation_open's conversation_id (spec 8.13). A name the
+	// body already has (error, error_description, fields, request_id) is
+	// ignored.
+	Extra map[string]any
+	Cause error
 }
 
 func (e *Error) Error() string {
@@ -165,8 +186,33 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	if status >= 500 {
 		body.RequestID = RequestID(r.Context())
 	}
-	WriteJSON(w, status, body)
+	if len(e.Extra) == 0 {
+		WriteJSON(w, status, body)
+		return
+	}
+	WriteJSON(w, status, withExtra(body, e.Extra))
 }
+
+// withExtra returns body with extra's members after its own, as
+// json.RawMessage so that the body's own members stay first.
+func withExtra(body errorBody, extra map[string]any) json.RawMessage {
+	own, _ := json.Marshal(body) // errorBody always marshals
+	add := make(map[string]any, len(extra))
+	for k, v := range extra {
+		if !ownMembers[k] {
+			add[k] = v
+		}
+	}
+	more, err := json.Marshal(add)
+	if err != nil || len(add) == 0 {
+		// Only our own values reach here; a failure is a programming error.
+		return own
+	}
+	return append(append(own[:len(own)-1], ','), more[1:]...)
+}
+
+// ownMembers are the JSON names of errorBody, which Extra cannot replace.
+var ownMembers = map[string]bool{"error": true, "error_description": true, "fields": true, "request_id": true}
 
 // databaseDown reports whether err comes from not reaching PostgreSQL, or
 // from PostgreSQL shutting down under us (SQLSTATE class 57P: a pooled

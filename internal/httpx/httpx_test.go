@@ -133,6 +133,16 @@ func TestErrorStatuses(t *testing.T) {
 	require.NotEmpty(t, rec.Header().Get("Retry-After"), "429 always carries Retry-After (spec 5.6)")
 }
 
+func TestErrorExtraMembers(t *testing.T) {
+	t.Parallel()
+	rec := httptest.NewRecorder()
+	WriteError(rec, httptest.NewRequest(http.MethodGet, "/", nil), &Error{Code: CodeDirectConversationOpen, Description: "open",
+		Extra: map[string]any{"conversation_id": "cnv_1", "error": "overridden"}})
+	require.Equal(t, http.StatusConflict, rec.Code)
+	require.JSONEq(t, `{"error":"direct_conversation_open","error_description":"open","conversation_id":"cnv_1"}`, rec.Body.String(),
+		"the extra member joins the body; one named like the body's own is ignored")
+}
+
 func TestInvalidNamesFields(t *testing.T) {
 	t.Parallel()
 	e := Invalid(FieldError{"a.b", "is required"}, FieldError{"c", "is bad"})
