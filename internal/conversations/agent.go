@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/operations"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
@@ -137,7 +138,7 @@ func retriedReply(c *Conversation, u *usedMessage) *Conversation {
 }
 
 func conflict() error {
-	return &Error{Status: 409, Code: CodeMessageIDConflict, Description: "this message ID was already used with other content (spec 8.3)"}
+	return httpx.Errorf(httpx.CodeMessageIDConflict, "this message ID was already used with other content (spec 8.3)")
 }
 
 func rememberMessage(ctx context.Context, tx pgx.Tx, c *Conversation, o Owner, id string, hash []byte) error {
@@ -469,9 +470,10 @@ func checkOpen(c *Conversation) error {
 func refuseClosedOrDirect(c *Conversation, closed, directOpen string) error {
 	switch {
 	case c.Status == StatusClosed:
-		return &Error{Status: 409, Code: CodeClosed, Description: closed}
+		return &httpx.Error{Code: httpx.CodeConversationClosed, Description: closed}
 	case c.OpenDirectID != "":
-		return &Error{Status: 409, Code: CodeDirectOpen, Description: directOpen, ConversationID: c.OpenDirectID}
+		return &httpx.Error{Code: httpx.CodeDirectConversationOpen, Description: directOpen,
+			Extra: map[string]any{"conversation_id": c.OpenDirectID}}
 	}
 	return nil
 }

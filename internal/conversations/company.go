@@ -206,8 +206,8 @@ func (p *Posted) with(m *Message) *Posted {
 	return p
 }
 
-func closedError() *Error {
-	return &Error{Status: http.StatusConflict, Code: CodeClosed, Description: "the conversation is closed"}
+func closedError() error {
+	return httpx.Errorf(httpx.CodeConversationClosed, "the conversation is closed")
 }
 
 // CompanyMessage is a message the Company posts (spec 8.4): the Company
@@ -429,8 +429,7 @@ func (s *Store) CompanyPost(ctx context.Context, co *tenant.Company, id string, 
 			case err != nil:
 				return nil, err
 			case seq > 0 && !sameMessage(stored, m):
-				return nil, &Error{Status: http.StatusConflict, Code: CodeMessageIDConflict,
-					Description: "this message ID was already used in the conversation with other content"}
+				return nil, httpx.Errorf(httpx.CodeMessageIDConflict, "this message ID was already used in the conversation with other content")
 			case seq > 0:
 				out := postedOf(c, seq).with(m)
 				out.replayed = true
@@ -673,42 +672,6 @@ func (h *CompanyHandler) Mount(r chi.Router) {
 	})
 }
 
-func writeCompanyError(w http.ResponseWriter, r *http.Request, err error) {
-	var ce *Error
-	if errors.As(err, &ce) {
-		ce.write(w)
-		return
-	}
-	httpx.WriteError(w, r, err)
-}
-
-// write answers with e's status and code, on either side.
-func (e *Error) write(w http.ResponseWriter) {
-	body := map[string]string{"error": e.Code, "error_description": e.Description}
-	if e.ConversationID != "" {
-		body["conversation_id"] = e.ConversationID
-	}
-	httpx.WriteJSON(w, e.Status, body)
-}
-
-// decodeBody reads our own API's body: unknown fields are errors.
-// optional accepts an empty body, for routes whose body has nothing
-// required.
-func decodeBody(w http.ResponseWriter, r *http.Request, dst any, optional bool) bool {
-	if optional && r.ContentLength == 0 {
-		return true
-	}
-	err := httpx.DecodeJSON(w, r, dst, httpx.DecodeOptions{MaxBytes: maxBodyBytes, Strict: true})
-	if err == nil {
-		err = checkStorable(dst)
-	}
-	if err != nil {
-		writeCompanyError(w, r, err)
-		return false
-	}
-	return true
-}
-
 func companyOf(r *http.Request) *tenant.Company { return tenant.FromContext(r.Context()) }
 
 // found is a lookup's error, or not_found when it found nothing.
@@ -728,13 +691,14 @@ type companyAction func(ctx context.Context, co *tenant.Company, id string) (*Po
 // retry that added nothing answers 200; an action with nothing to say,
 // 204.
 func (h *CompanyHandler) act(w http.ResponseWriter, r *http.Request, req any, optional bool, status int, do companyAction) {
-	if !decodeBody(w, r, req, optional) {
+	if err := decodeBody(w, r, req, true, optional); err != nil {
+		httpx.WriteError(w, r, err)
 		return
 	}
 	p, err := do(r.Context(), companyOf(r), chi.URLParam(r, "id"))
 	switch {
 	case err != nil:
-		writeCompanyError(w, r, err)
+		httpx.WriteError(w, r, err)
 	case p == nil:
 		w.WriteHeader(http.StatusNoContent)
 	case p.replayed:
@@ -747,19 +711,19 @@ func (h *CompanyHandler) act(w http.ResponseWriter, r *http.Request, req any, op
 func (h *CompanyHandler) list(w http.ResponseWriter, r *http.Request) {
 	limit, err := httpx.QueryInt(r, "limit", defaultListLimit, 1, maxListLimit)
 	if err != nil {
-		writeCompanyError(w, r, err)
+		httpx.WriteError(w, r, err)
 		return
 	}
 	f := ListFilter{Status: r.URL.Query().Get("status"), Before: r.URL.Query().Get("before"), Limit: int(limit)}
 	switch f.Status {
 	case "", StatusWorking, StatusIdle, StatusQueued, StatusClosed:
 	default:
-		writeCompanyError(w, r, invalid("status must be working, idle, queued or closed"))
+		httpx.WriteError(w, r, invalid("status must be working, idle, queued or closed"))
 		return
 	}
 	views, err := h.store.CompanyList(r.Context(), companyOf(r).ID, f)
 	if err != nil {
-		writeCompanyError(w, r, err)
+		httpx.WriteError(w, r, err)
 		return
 	}
 	out := struct {
@@ -775,7 +739,7 @@ func (h *CompanyHandler) list(w http.ResponseWriter, r *http.Request) {
 func (h *CompanyHandler) get(w http.ResponseWriter, r *http.Request) {
 	v, err := h.store.CompanyGet(r.Context(), companyOf(r).ID, chi.URLParam(r, "id"))
 	if err = found(v, err); err != nil {
-		writeCompanyError(w, r, err)
+		httpx.WriteError(w, r, err)
 		return
 	}
 	httpx.WriteJSON(w, http.StatusOK, v)
@@ -786,10 +750,10 @@ func (h *CompanyHandler) get(w http.ResponseWriter, r *http.Request) {
 func (h *CompanyHandler) events(w http.ResponseWriter, r *http.Request) {
 	c, err := h.store.Get(r.Context(), companyOf(r).ID, chi.URLParam(r, "id"))
 	if err = found(c, err); err != nil {
-		writeCompanyError(w, r, err)
+		httpx.WriteError(w, r, err)
 		return
 	}
-	h.reads.serveEvents(w, r, c, writeCompanyError, func(w http.ResponseWriter, _ *http.Request, status int, rd *Read) {
+	h.reads.serveEvents(w, r, c, httpx.WriteError, func(w http.ResponseWriter, _ *http.Request, status int, rd *Read) {
 		httpx.WriteJSON(w, status, rd)
 	})
 }
@@ -872,12 +836,13 @@ func (h *CompanyHandler) close(w http.ResponseWriter, r *http.Request) {
 
 func (h *CompanyHandler) rotateSecret(w http.ResponseWriter, r *http.Request) {
 	var req struct{}
-	if !decodeBody(w, r, &req, true) {
+	if err := decodeBody(w, r, &req, true, true); err != nil {
+		httpx.WriteError(w, r, err)
 		return
 	}
 	secret, createdAt, err := h.delivery.RotateSecret(r.Context(), companyOf(r).ID)
 	if err != nil {
-		writeCompanyError(w, r, err)
+		httpx.WriteError(w, r, err)
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")

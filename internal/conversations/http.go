@@ -73,15 +73,15 @@ func extensionsOf(c *tenant.Company) func(string) bool {
 	return func(name string) bool { _, ok := c.Settings.Extensions[name]; return ok }
 }
 
-func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	var ce *Error
+// fail answers err with httpx.WriteError after the Personal Agent side's
+// two rules: a conversation that used an account asks for a token with a
+// challenge (spec 8.11), and every bad body is invalid_request (8.13).
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var he *httpx.Error
 	switch {
 	case errors.Is(err, errSignInNeeded):
 		c := tenant.FromContext(r.Context())
 		(&bearer.Challenge{Description: err.Error(), ResourceMetadata: h.tokens.MetadataURL(c, bearer.Resource{})}).Write(w, r)
-	case errors.As(err, &ce):
-		ce.write(w)
 	case errors.As(err, &he) && (he.Code == httpx.CodeRequestTooLarge || he.Code == httpx.CodeUnsupportedMediaType):
 		// Every bad body is invalid_request here (spec 8.13).
 		httpx.WriteError(w, r, &httpx.Error{Code: httpx.CodeInvalidRequest, Description: he.Description})
@@ -182,7 +182,7 @@ func checkCursor(c *Conversation, p readParams) error {
 	case p.after > c.LastSeq:
 		return invalid("cursor is not an event ID of this conversation")
 	case p.after > 0 && p.after < c.FirstSeq-1:
-		return &Error{Status: 410, Code: CodeCursorExpired, Description: "the events after this cursor are no longer kept; read from the beginning"}
+		return httpx.Errorf(httpx.CodeCursorExpired, "the events after this cursor are no longer kept; read from the beginning")
 	}
 	return nil
 }
@@ -245,30 +245,18 @@ func (h *Handler) writeRead(w http.ResponseWriter, r *http.Request, status int, 
 	httpx.WriteJSON(w, status, rd)
 }
 
-func (h *Handler) decode(w http.ResponseWriter, r *http.Request, dst any) bool {
-	err := httpx.DecodeJSON(w, r, dst, httpx.DecodeOptions{MaxBytes: maxBodyBytes})
-	if err == nil {
-		err = checkStorable(dst)
-	}
-	if err != nil {
-		h.writeError(w, r, err)
-		return false
-	}
-	return true
-}
-
 // reply answers a POST: the state, or with wait a read (spec 8.3).
 func (h *Handler) reply(w http.ResponseWriter, r *http.Request, status int, c *Conversation, p readParams) {
 	if p.waited {
 		// The cursor was checked before the message was accepted; only
 		// pruning since then can fail it.
 		if err := checkCursor(c, p); err != nil {
-			h.writeError(w, r, err)
+			h.fail(w, r, err)
 			return
 		}
 		rd, err := h.read(r.Context(), c, p)
 		if err != nil {
-			h.writeError(w, r, err)
+			h.fail(w, r, err)
 			return
 		}
 		h.writeRead(w, r, status, rd)
@@ -309,7 +297,11 @@ func checkMessage(r *http.Request, m *Message) error {
 func (h *Handler) postMessage(w http.ResponseWriter, r *http.Request, req any, valid func() (*Message, error), status int,
 	do func(ctx context.Context, co *tenant.Company, o Owner, check precheck) (*Conversation, error)) {
 	o, ok := h.owner(w, r)
-	if !ok || !h.decode(w, r, req) {
+	if !ok {
+		return
+	}
+	if err := decodeBody(w, r, req, false, false); err != nil {
+		h.fail(w, r, err)
 		return
 	}
 	m, err := valid()
@@ -317,18 +309,18 @@ func (h *Handler) postMessage(w http.ResponseWriter, r *http.Request, req any, v
 		err = checkMessage(r, m)
 	}
 	if err != nil {
-		h.writeError(w, r, err)
+		h.fail(w, r, err)
 		return
 	}
 	p, err := h.parseRead(r)
 	if err != nil {
-		h.writeError(w, r, err)
+		h.fail(w, r, err)
 		return
 	}
 	p.sse = false
 	c, err := do(r.Context(), tenant.FromContext(r.Context()), o, postCheck(p))
 	if err != nil {
-		h.writeError(w, r, err)
+		h.fail(w, r, err)
 		return
 	}
 	h.reply(w, r, status, c, p)
@@ -374,12 +366,16 @@ func (h *Handler) act(status int, do func(ctx context.Context, companyID int64, 
 	return func(w http.ResponseWriter, r *http.Request) {
 		o, ok := h.owner(w, r)
 		var body map[string]json.RawMessage
-		if !ok || !h.decode(w, r, &body) {
+		if !ok {
+			return
+		}
+		if err := decodeBody(w, r, &body, false, false); err != nil {
+			h.fail(w, r, err)
 			return
 		}
 		c, err := do(r.Context(), tenant.FromContext(r.Context()).ID, o, chi.URLParam(r, "id"))
 		if err != nil {
-			h.writeError(w, r, err)
+			h.fail(w, r, err)
 			return
 		}
 		httpx.WriteJSON(w, status, Reply{Status: c.Status, Responder: c.Responder})
@@ -397,10 +393,10 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 		err = o.owns(c)
 	}
 	if err != nil {
-		h.writeError(w, r, err)
+		h.fail(w, r, err)
 		return
 	}
-	h.serveEvents(w, r, c, h.writeError, h.writeRead)
+	h.serveEvents(w, r, c, h.fail, h.writeRead)
 }
 
 // serveEvents answers a read of c for either side (spec 8.5, 8.6): a

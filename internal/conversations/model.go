@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -38,13 +39,7 @@ const (
 	EventDirectClosed  = "direct_closed"
 )
 
-// Error codes of spec 8.13.
 const (
-	CodeNotFound           = "conversation_not_found"
-	CodeClosed             = "conversation_closed"
-	CodeDirectOpen         = "direct_conversation_open"
-	CodeMessageIDConflict  = "message_id_conflict"
-	CodeCursorExpired      = "cursor_expired"
 	maxMessageBytes        = 32 << 10
 	maxBodyBytes           = 64 << 10
 	eventPrefix            = "evt_"
@@ -57,18 +52,8 @@ const (
 	maxConversationIDBytes = 256
 )
 
-// Error is a conversation error with the JSON body of spec 8.13.
-type Error struct {
-	Status         int
-	Code           string
-	Description    string
-	ConversationID string
-}
-
-func (e *Error) Error() string { return e.Code + ": " + e.Description }
-
-func notFound() *Error {
-	return &Error{Status: 404, Code: CodeNotFound, Description: "no such conversation"}
+func notFound() error {
+	return httpx.Errorf(httpx.CodeConversationNotFound, "no such conversation")
 }
 
 func invalid(format string, a ...any) error {
@@ -232,6 +217,22 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	m["type"] = e.Type
 	m["created_at"] = e.CreatedAt.UTC().Format(time.RFC3339Nano)
 	return json.Marshal(m)
+}
+
+// decodeBody reads r's body into dst, for either side: as
+// httpx.DecodeJSON does, up to maxBodyBytes, then refusing what PostgreSQL
+// cannot store. strict refuses unknown members, for our own Company API; a
+// Personal Agent's body may carry members we do not know (spec 3.3).
+// optional accepts an empty body, for routes whose body has nothing
+// required.
+func decodeBody(w http.ResponseWriter, r *http.Request, dst any, strict, optional bool) error {
+	if optional && r.ContentLength == 0 {
+		return nil
+	}
+	if err := httpx.DecodeJSON(w, r, dst, httpx.DecodeOptions{MaxBytes: maxBodyBytes, Strict: strict}); err != nil {
+		return err
+	}
+	return checkStorable(dst)
 }
 
 // checkStorable refuses a decoded body that PostgreSQL cannot store:

@@ -256,8 +256,7 @@ func replayOps(ctx context.Context, tx pgx.Tx, c *Conversation, m *Message, ops 
 		}
 	}
 	if !sameMessage(stored, m) || !ops.sameAs(sent) {
-		return nil, &Error{Status: http.StatusConflict, Code: CodeMessageIDConflict,
-			Description: "this message ID was already used in the conversation with other content"}
+		return nil, httpx.Errorf(httpx.CodeMessageIDConflict, "this message ID was already used in the conversation with other content")
 	}
 	out := postedOf(c, seq).with(storedMessage(stored, sent))
 	out.replayed = true
