@@ -187,7 +187,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	}
 	reports := feedback.NewHandler(feedback.NewStore(opts.Pool))
 
-	registry := gateway.NewManager(gateway.ManagerOptions{Store: apis, Fetch: safehttp.New(opts.Fetch),
+	registry := gateway.NewRegistry(gateway.RegistryOptions{Store: apis, Fetch: safehttp.New(opts.Fetch),
 		AllowPrivate: opts.Fetch.AllowPrivate, Now: now})
 	join := browserjoin.New(browserjoin.Options{Store: joins, Tokens: tokens, Logger: logger, Now: now})
 	disc := discovery.NewHandler(opts.URLs, gateway.Listings{Store: apis, URLs: opts.URLs})
