@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/e2e/agent"
+	"github.com/poppyhost/poppyhost/agent"
 )
 
 // The demo's jacket exchange (docs/demo.md section 2).

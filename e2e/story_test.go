@@ -14,7 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/e2e/agent"
+	"github.com/poppyhost/poppyhost/agent"
 	"github.com/poppyhost/poppyhost/internal/demoagent"
 )
 

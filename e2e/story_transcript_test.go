@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/e2e/agent"
+	"github.com/poppyhost/poppyhost/agent"
 )
 
 // What the story tests read in the Personal Agent's transcript: the

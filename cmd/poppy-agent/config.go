@@ -20,7 +20,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/poppyhost/poppyhost/e2e/agent"
+	"github.com/poppyhost/poppyhost/agent"
 )
 
 // common holds the flags every command takes, and the account flags of

@@ -1,5 +1,5 @@
 // Command poppy-agent is the reference Personal Agent as a command-line
-// client (package e2e/agent): it discovers a Company, signs the User in,
+// client (package agent): it discovers a Company, signs the User in,
 // talks with the Company Agent, calls its APIs, and approves operations,
 // printing each step and writing a transcript with secrets redacted.
 //

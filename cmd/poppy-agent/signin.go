@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/poppyhost/poppyhost/e2e/agent"
+	"github.com/poppyhost/poppyhost/agent"
 )
 
 // signin signs in with Direct or Device Sign-In (the User's part played

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/poppyhost/poppyhost/e2e/agent"
+	"github.com/poppyhost/poppyhost/agent"
 )
 
 // story runs the jacket story in a conversation: a signed-out question,

@@ -10,7 +10,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/poppyhost/poppyhost/e2e/agent"
+	"github.com/poppyhost/poppyhost/agent"
 )
 
 // jacket is the demo's exchange: the order, the item and the replacement.

@@ -28,8 +28,8 @@ import (
 	"github.com/poppyhost/poppyhost/internal/browserjoin"
 	"github.com/poppyhost/poppyhost/internal/clientauth"
 	"github.com/poppyhost/poppyhost/internal/conversations"
-	"github.com/poppyhost/poppyhost/internal/coverage"
 	"github.com/poppyhost/poppyhost/internal/discovery"
+	"github.com/poppyhost/poppyhost/internal/feedback"
 	"github.com/poppyhost/poppyhost/internal/gateway"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/issuer"
@@ -185,9 +185,9 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	session := func(next http.Handler) http.Handler {
 		return httpx.ReadAhead(64 << 10)(sess.Require(limits)(next))
 	}
-	feedback := coverage.NewHandler(coverage.NewStore(opts.Pool))
+	reports := feedback.NewHandler(feedback.NewStore(opts.Pool))
 
-	registry := gateway.NewManager(gateway.ManagerOptions{Store: apis, Fetch: safehttp.New(opts.Fetch),
+	registry := gateway.NewRegistry(gateway.RegistryOptions{Store: apis, Fetch: safehttp.New(opts.Fetch),
 		AllowPrivate: opts.Fetch.AllowPrivate, Now: now})
 	join := browserjoin.New(browserjoin.Options{Store: joins, Tokens: tokens, Logger: logger, Now: now})
 	disc := discovery.NewHandler(opts.URLs, gateway.Listings{Store: apis, URLs: opts.URLs})
@@ -206,12 +206,12 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	mountOps(platform)
 	// The operator and Company APIs take no path or query text that
 	// PostgreSQL would refuse.
-	admin.MountAdmin(platform.With(httpx.RequireText), feedback.MountReports, sess.MountEnd, keys.MountAdmin, registry.Mount,
+	admin.MountAdmin(platform.With(httpx.RequireText), reports.MountReports, sess.MountEnd, keys.MountAdmin, registry.Mount,
 		opHandler.Mount)
 	platform.Route("/company/v1", func(r chi.Router) {
 		r.Use(httpx.RequireText, tenant.RequireAPIKey(p.Tenants))
 		admin.MountCompanyAPI(r)
-		feedback.MountReports(r)
+		reports.MountReports(r)
 		sess.MountEnd(r)
 		companyConvs.Mount(r)
 		registry.Mount(r)
@@ -228,9 +228,9 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		// The report is read whole before the Session is verified, so a
 		// slow or oversized body is refused before the Session's first
 		// use is recorded.
-		r.With(offered(func(s *tenant.Settings) bool { return s.Feedback.Enabled }), feedback.BufferReport,
+		r.With(offered(func(s *tenant.Settings) bool { return s.Feedback.Enabled }), reports.BufferReport,
 			sess.Require(limits), tokens.Require(bearer.Resource{})).
-			Post("/poppy/feedback", feedback.ServeFeedback)
+			Post("/poppy/feedback", reports.ServeFeedback)
 		// Website operations (extension 6): no scope, as an API otherwise.
 		r.With(offered(func(s *tenant.Settings) bool { return s.Operations.Enabled && s.Operations.Web }),
 			session, tokens.Require(bearer.Resource{})).

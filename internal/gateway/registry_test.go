@@ -714,7 +714,7 @@ func TestManageLimitsRegistrationsPerCompany(t *testing.T) {
 // addresses the platform would refuse to connect to are refused when
 // registered; with AllowPrivate (development and tests) they are
 // accepted. The test platform allows them (its peers listen on loopback),
-// so this drives Managers of its own.
+// so this drives Registries of its own.
 func TestManageRefusesPrivateAddresses(t *testing.T) {
 	t.Parallel()
 	env := testkit.Setup(t)
@@ -724,7 +724,7 @@ func TestManageRefusesPrivateAddresses(t *testing.T) {
 	docs := mgDocs(t, env, "docs.manage-private.test", map[string][2]string{"/openapi.json": {"application/json", mgOrdersDoc}})
 
 	mount := func(allowPrivate bool) func(method, path string, body any) *testkit.Response {
-		m := gateway.NewManager(gateway.ManagerOptions{
+		m := gateway.NewRegistry(gateway.RegistryOptions{
 			Store: gateway.NewStore(env.Pool),
 			// Public fetches only, resolving the test's names to loopback.
 			Fetch:        safehttp.New(safehttp.Options{RootCAs: env.CA.Pool(), Resolver: env.Hosts, AllowPrivate: allowPrivate}),

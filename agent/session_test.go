@@ -106,10 +106,10 @@ func TestDelegatedKeysPerUserID(t *testing.T) {
 // packages is among its dependencies.
 func TestImportsNothingInternal(t *testing.T) {
 	t.Parallel()
-	out, err := exec.Command("go", "list", "-deps", ".", "../../cmd/poppy-agent").CombinedOutput()
+	out, err := exec.Command("go", "list", "-deps", ".", "../cmd/poppy-agent").CombinedOutput()
 	require.NoError(t, err, string(out))
 	for _, dep := range strings.Fields(string(out)) {
 		require.False(t, strings.HasPrefix(dep, "github.com/poppyhost/poppyhost/internal/"), "imports %s", dep)
 	}
-	require.Contains(t, string(out), "github.com/poppyhost/poppyhost/e2e/agent")
+	require.Contains(t, string(out), "github.com/poppyhost/poppyhost/agent")
 }

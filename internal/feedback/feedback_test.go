@@ -1,4 +1,4 @@
-package coverage_test
+package feedback_test
 
 import (
 	"bytes"

@@ -68,8 +68,8 @@ var openAPITypes = []string{
 	"text/yaml", "application/vnd.oai.openapi", "text/plain",
 }
 
-// ManagerOptions configure a Manager.
-type ManagerOptions struct {
+// RegistryOptions configure a Registry.
+type RegistryOptions struct {
 	Store *Store
 	// Fetch fetches descriptions registered by openapi_url.
 	Fetch *safehttp.Client
@@ -80,30 +80,30 @@ type ManagerOptions struct {
 	Now func() time.Time
 }
 
-// Manager is the Company API and admin API for registering APIs and tools.
-type Manager struct {
-	opts ManagerOptions
+// Registry is the Company API and admin API for registering APIs and tools.
+type Registry struct {
+	opts RegistryOptions
 }
 
-// NewManager returns a Manager.
-func NewManager(opts ManagerOptions) *Manager {
+// NewRegistry returns a Registry.
+func NewRegistry(opts RegistryOptions) *Registry {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Manager{opts: opts}
+	return &Registry{opts: opts}
 }
 
 // Mount mounts /apis and /tools on r, which has the Company in its context
 // (the admin API's /companies/{slug} and /company/v1).
-func (m *Manager) Mount(r chi.Router) {
-	r.Get("/apis", m.listAPIs)
-	r.Get("/apis/{name}", m.getAPI)
-	r.Put("/apis/{name}", m.putAPI)
-	r.Delete("/apis/{name}", m.deleteAPI)
-	r.Get("/tools", m.listTools)
-	r.Get("/tools/{name}", m.getTool)
-	r.Put("/tools/{name}", m.putTool)
-	r.Delete("/tools/{name}", m.deleteTool)
+func (reg *Registry) Mount(r chi.Router) {
+	r.Get("/apis", reg.listAPIs)
+	r.Get("/apis/{name}", reg.getAPI)
+	r.Put("/apis/{name}", reg.putAPI)
+	r.Delete("/apis/{name}", reg.deleteAPI)
+	r.Get("/tools", reg.listTools)
+	r.Get("/tools/{name}", reg.getTool)
+	r.Put("/tools/{name}", reg.putTool)
+	r.Delete("/tools/{name}", reg.deleteTool)
 }
 
 // apiListItem is an API in a list, without its description document,
@@ -114,8 +114,8 @@ type apiListItem struct {
 	OpenAPI json.RawMessage `json:"openapi,omitempty"`
 }
 
-func (m *Manager) listAPIs(w http.ResponseWriter, r *http.Request) {
-	apis, err := m.opts.Store.ListAPIs(r.Context(), tenant.FromContext(r.Context()).ID)
+func (reg *Registry) listAPIs(w http.ResponseWriter, r *http.Request) {
+	apis, err := reg.opts.Store.ListAPIs(r.Context(), tenant.FromContext(r.Context()).ID)
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return
@@ -127,8 +127,8 @@ func (m *Manager) listAPIs(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{"apis": items})
 }
 
-func (m *Manager) getAPI(w http.ResponseWriter, r *http.Request) {
-	a, err := m.opts.Store.GetAPI(r.Context(), tenant.FromContext(r.Context()).ID, chi.URLParam(r, "name"))
+func (reg *Registry) getAPI(w http.ResponseWriter, r *http.Request) {
+	a, err := reg.opts.Store.GetAPI(r.Context(), tenant.FromContext(r.Context()).ID, chi.URLParam(r, "name"))
 	if err != nil {
 		writeRegError(w, r, err, "API")
 		return
@@ -136,13 +136,13 @@ func (m *Manager) getAPI(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, http.StatusOK, a)
 }
 
-func (m *Manager) putAPI(w http.ResponseWriter, r *http.Request) {
+func (reg *Registry) putAPI(w http.ResponseWriter, r *http.Request) {
 	var body map[string]json.RawMessage
 	if err := httpx.DecodeJSON(w, r, &body, httpx.DecodeOptions{MaxBytes: maxAPIBody}); err != nil {
 		httpx.WriteError(w, r, err)
 		return
 	}
-	a, created, err := m.registerAPI(r.Context(), tenant.FromContext(r.Context()), chi.URLParam(r, "name"), body)
+	a, created, err := reg.registerAPI(r.Context(), tenant.FromContext(r.Context()), chi.URLParam(r, "name"), body)
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return
@@ -150,8 +150,8 @@ func (m *Manager) putAPI(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, putStatus(created), a)
 }
 
-func (m *Manager) deleteAPI(w http.ResponseWriter, r *http.Request) {
-	err := m.opts.Store.DeleteAPI(r.Context(), tenant.FromContext(r.Context()).ID, chi.URLParam(r, "name"))
+func (reg *Registry) deleteAPI(w http.ResponseWriter, r *http.Request) {
+	err := reg.opts.Store.DeleteAPI(r.Context(), tenant.FromContext(r.Context()).ID, chi.URLParam(r, "name"))
 	if err != nil {
 		writeRegError(w, r, err, "API")
 		return
@@ -159,8 +159,8 @@ func (m *Manager) deleteAPI(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (m *Manager) listTools(w http.ResponseWriter, r *http.Request) {
-	tools, err := m.opts.Store.ListTools(r.Context(), tenant.FromContext(r.Context()).ID)
+func (reg *Registry) listTools(w http.ResponseWriter, r *http.Request) {
+	tools, err := reg.opts.Store.ListTools(r.Context(), tenant.FromContext(r.Context()).ID)
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return
@@ -171,8 +171,8 @@ func (m *Manager) listTools(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{"tools": tools})
 }
 
-func (m *Manager) getTool(w http.ResponseWriter, r *http.Request) {
-	t, err := m.opts.Store.GetTool(r.Context(), tenant.FromContext(r.Context()).ID, chi.URLParam(r, "name"))
+func (reg *Registry) getTool(w http.ResponseWriter, r *http.Request) {
+	t, err := reg.opts.Store.GetTool(r.Context(), tenant.FromContext(r.Context()).ID, chi.URLParam(r, "name"))
 	if err != nil {
 		writeRegError(w, r, err, "tool")
 		return
@@ -180,13 +180,13 @@ func (m *Manager) getTool(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, http.StatusOK, t)
 }
 
-func (m *Manager) putTool(w http.ResponseWriter, r *http.Request) {
+func (reg *Registry) putTool(w http.ResponseWriter, r *http.Request) {
 	var body map[string]json.RawMessage
 	if err := httpx.DecodeJSON(w, r, &body, httpx.DecodeOptions{MaxBytes: maxToolBody}); err != nil {
 		httpx.WriteError(w, r, err)
 		return
 	}
-	t, created, err := m.registerTool(r.Context(), tenant.FromContext(r.Context()), chi.URLParam(r, "name"), body)
+	t, created, err := reg.registerTool(r.Context(), tenant.FromContext(r.Context()), chi.URLParam(r, "name"), body)
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return
@@ -194,8 +194,8 @@ func (m *Manager) putTool(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, putStatus(created), t)
 }
 
-func (m *Manager) deleteTool(w http.ResponseWriter, r *http.Request) {
-	err := m.opts.Store.DeleteTool(r.Context(), tenant.FromContext(r.Context()).ID, chi.URLParam(r, "name"))
+func (reg *Registry) deleteTool(w http.ResponseWriter, r *http.Request) {
+	err := reg.opts.Store.DeleteTool(r.Context(), tenant.FromContext(r.Context()).ID, chi.URLParam(r, "name"))
 	if err != nil {
 		writeRegError(w, r, err, "tool")
 		return
@@ -221,14 +221,14 @@ func writeRegError(w http.ResponseWriter, r *http.Request, err error, what strin
 // registerAPI validates a PUT /apis/{name} body, fetches the description
 // when it is given by URL, and stores the API. Nothing is stored unless
 // every field is valid.
-func (m *Manager) registerAPI(ctx context.Context, co *tenant.Company, name string, body map[string]json.RawMessage) (*API, bool, error) {
+func (reg *Registry) registerAPI(ctx context.Context, co *tenant.Company, name string, body map[string]json.RawMessage) (*API, bool, error) {
 	f := regFields{body: body}
 	if !apiNameRe.MatchString(name) {
 		f.Add("name", "must be 1 to %d letters, digits, hyphens or underscores", maxRegName)
 	}
 	a := &API{Name: name}
 	a.Origin = f.str("origin")
-	f.httpsURL("origin", a.Origin, m.opts.AllowPrivate, false)
+	f.httpsURL("origin", a.Origin, reg.opts.AllowPrivate, false)
 	a.Description = f.str("description")
 	f.Text("description", a.Description, false, maxRegDescription, true)
 	doc, docGiven := f.openAPI("openapi")
@@ -238,7 +238,7 @@ func (m *Manager) registerAPI(ctx context.Context, co *tenant.Company, name stri
 		f.Add("openapi", "give either openapi or openapi_url, not both")
 	case docGiven:
 	case a.OpenAPIURL != "":
-		f.httpsURL("openapi_url", a.OpenAPIURL, m.opts.AllowPrivate, true)
+		f.httpsURL("openapi_url", a.OpenAPIURL, reg.opts.AllowPrivate, true)
 	case !f.Failed("openapi_url"):
 		f.Add("openapi", "is required: the OpenAPI description as an object or a JSON or YAML string, or its URL in openapi_url")
 	}
@@ -250,13 +250,13 @@ func (m *Manager) registerAPI(ctx context.Context, co *tenant.Company, name stri
 		return nil, false, err
 	}
 
-	if err := m.checkRoom(ctx, "gateway_apis", co.ID, name, MaxAPIs, "APIs"); err != nil {
+	if err := reg.checkRoom(ctx, "gateway_apis", co.ID, name, MaxAPIs, "APIs"); err != nil {
 		return nil, false, err
 	}
 	docField := "openapi"
 	if a.OpenAPIURL != "" {
 		docField = "openapi_url"
-		resp, err := m.opts.Fetch.Get(ctx, safehttp.Request{
+		resp, err := reg.opts.Fetch.Get(ctx, safehttp.Request{
 			URL: a.OpenAPIURL, Accept: openAPITypes, MaxBytes: MaxOpenAPIBytes, FollowRedirects: true,
 		})
 		if err != nil {
@@ -282,13 +282,13 @@ func (m *Manager) registerAPI(ctx context.Context, co *tenant.Company, name stri
 	// again on every load.
 	a.OpenAPI = normalized
 
-	created, err := m.opts.Store.PutAPI(ctx, co.ID, a, m.opts.Now())
+	created, err := reg.opts.Store.PutAPI(ctx, co.ID, a, reg.opts.Now())
 	if err != nil {
 		return nil, false, err
 	}
 	// Answer with the API as stored, as GET shows it (jsonb orders the
 	// document's members its own way).
-	if stored, err := m.opts.Store.GetAPI(ctx, co.ID, name); err == nil {
+	if stored, err := reg.opts.Store.GetAPI(ctx, co.ID, name); err == nil {
 		a = stored
 	} else if !errors.Is(err, ErrNotFound) {
 		return nil, false, err
@@ -298,7 +298,7 @@ func (m *Manager) registerAPI(ctx context.Context, co *tenant.Company, name stri
 
 // registerTool validates a PUT /tools/{name} body and stores the tool.
 // Nothing is stored unless every field is valid.
-func (m *Manager) registerTool(ctx context.Context, co *tenant.Company, name string, body map[string]json.RawMessage) (*Tool, bool, error) {
+func (reg *Registry) registerTool(ctx context.Context, co *tenant.Company, name string, body map[string]json.RawMessage) (*Tool, bool, error) {
 	f := regFields{body: body}
 	if !toolNameRe.MatchString(name) {
 		f.Add("name", "must be 1 to %d letters, digits, hyphens, underscores or dots (MCP tool names)", maxRegName)
@@ -313,7 +313,7 @@ func (m *Manager) registerTool(ctx context.Context, co *tenant.Company, name str
 	t.Annotations = f.annotations("annotations")
 	t.Scopes = f.scopes("scopes", co)
 	t.URL = f.str("url")
-	f.httpsURL("url", t.URL, m.opts.AllowPrivate, true)
+	f.httpsURL("url", t.URL, reg.opts.AllowPrivate, true)
 	t.TimeoutSeconds = int(f.integer("timeout_seconds", DefaultTimeoutSeconds, 1, MaxTimeoutSeconds))
 	f.unknown(toolMembers)
 	if f.Len() == 0 {
@@ -328,16 +328,16 @@ func (m *Manager) registerTool(ctx context.Context, co *tenant.Company, name str
 		return nil, false, err
 	}
 
-	if err := m.checkRoom(ctx, "gateway_tools", co.ID, name, MaxTools, "tools"); err != nil {
+	if err := reg.checkRoom(ctx, "gateway_tools", co.ID, name, MaxTools, "tools"); err != nil {
 		return nil, false, err
 	}
-	created, err := m.opts.Store.PutTool(ctx, co.ID, t, m.opts.Now())
+	created, err := reg.opts.Store.PutTool(ctx, co.ID, t, reg.opts.Now())
 	if err != nil {
 		return nil, false, err
 	}
 	// Answer with the tool as stored, as GET shows it (jsonb orders the
 	// schemas' members its own way).
-	if stored, err := m.opts.Store.GetTool(ctx, co.ID, name); err == nil {
+	if stored, err := reg.opts.Store.GetTool(ctx, co.ID, name); err == nil {
 		t = stored
 	} else if !errors.Is(err, ErrNotFound) {
 		return nil, false, err
@@ -347,8 +347,8 @@ func (m *Manager) registerTool(ctx context.Context, co *tenant.Company, name str
 
 // checkRoom refuses a new registration once the Company has max of them;
 // replacing one is always allowed.
-func (m *Manager) checkRoom(ctx context.Context, table string, companyID int64, name string, max int, what string) error {
-	n, exists, err := m.opts.Store.registrations(ctx, table, companyID, name)
+func (reg *Registry) checkRoom(ctx context.Context, table string, companyID int64, name string, max int, what string) error {
+	n, exists, err := reg.opts.Store.registrations(ctx, table, companyID, name)
 	if err != nil {
 		return err
 	}
