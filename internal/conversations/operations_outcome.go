@@ -5,14 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"mime"
-	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
+	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/operations"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
@@ -118,8 +117,7 @@ func responseOf(r *operations.Response) *OutcomeResponse {
 	}
 	out := &OutcomeResponse{Status: r.Status, ContentType: r.ContentType, Location: r.Location}
 	body := bytes.TrimSpace(r.Body)
-	mt, _, _ := mime.ParseMediaType(r.ContentType)
-	isJSON := mt == "application/json" || strings.HasSuffix(mt, "+json")
+	isJSON := httpx.IsJSON(r.ContentType)
 	switch {
 	case len(body) == 0 || len(body) > maxOutcomeBody || bytes.Contains(body, []byte(`\u0000`)) || bytes.IndexByte(body, 0) >= 0:
 	case isJSON && json.Valid(body):

@@ -409,7 +409,7 @@ func (c *toolCall) handler(t *Tool) mcp.ToolHandler {
 		if err != nil || failed != nil {
 			return failed, err
 		}
-		if isType(ans.ContentType, operations.ProposalType) || isType(ans.ContentType, operations.DeclineType) {
+		if httpx.IsMediaType(ans.ContentType, operations.ProposalType) || httpx.IsMediaType(ans.ContentType, operations.DeclineType) {
 			return c.proposed(ctx, t, args, ans, avoid), nil
 		}
 		return c.result(ctx, t, ans), nil
@@ -479,7 +479,7 @@ func toolTimeout(t *Tool) time.Duration {
 func (c *toolCall) result(ctx context.Context, t *Tool, resp *operations.Response) *mcp.CallToolResult {
 	body := resp.Body
 	media, _, _ := mime.ParseMediaType(resp.ContentType)
-	isJSON := media == "application/json" || strings.HasSuffix(media, "+json")
+	isJSON := httpx.IsJSON(resp.ContentType)
 	text := isJSON || strings.HasPrefix(media, "text/")
 	if resp.Status < 200 || resp.Status > 299 {
 		c.log.InfoContext(ctx, "mcp: tool origin refused the call", slog.String("tool", t.Name),

@@ -116,7 +116,7 @@ func (c *toolCall) performApproved(ctx context.Context, t *Tool, args []byte,
 // returned: an ordinary tool error (extension 2).
 func (c *toolCall) proposed(ctx context.Context, t *Tool, args []byte, ans *operations.Response,
 	avoid string) *mcp.CallToolResult {
-	if isType(ans.ContentType, operations.DeclineType) {
+	if httpx.IsMediaType(ans.ContentType, operations.DeclineType) {
 		msg := "The Company declined this action; nothing was done."
 		if d := operations.ParseDecline(ans.Body); d.Reason != "" {
 			msg += " " + d.Reason

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -28,9 +27,6 @@ type call struct {
 	facts  *verified.Facts
 	grant  *bearer.Grant
 }
-
-// maxProposal bounds an origin's proposal or decline.
-const maxProposal = 64 << 10
 
 // retryAfter is the Retry-After of an operation still being performed.
 const retryAfter = "5"
@@ -104,10 +100,10 @@ func (g *Gateway) serveOperations(w http.ResponseWriter, r *http.Request, k *cal
 		return
 	}
 	g.forward(w, r, k.api, k.target, jwt, func(resp *http.Response) error {
-		if !isType(resp.Header.Get("Content-Type"), operations.ProposalType) {
+		if !httpx.IsMediaType(resp.Header.Get("Content-Type"), operations.ProposalType) {
 			return nil
 		}
-		raw, err := io.ReadAll(io.LimitReader(resp.Body, maxProposal))
+		raw, err := io.ReadAll(io.LimitReader(resp.Body, operations.MaxProposalBytes))
 		resp.Body.Close()
 		if err != nil {
 			return err
@@ -181,12 +177,6 @@ func declineBody(a *operations.Approval, d *operations.Decline) map[string]any {
 		out["alternative"] = d.Alternative
 	}
 	return out
-}
-
-// isType reports whether a Content-Type is the media type want.
-func isType(contentType, want string) bool {
-	mt, _, err := mime.ParseMediaType(contentType)
-	return err == nil && mt == want
 }
 
 // replaceResponse makes resp a JSON answer of status.

@@ -187,7 +187,7 @@ func (s *Website) proposal(r *http.Request, c *tenant.Company, wr *webRequest, r
 	}
 	var raw []byte
 	if ok {
-		if raw, err = io.ReadAll(io.LimitReader(body, maxProposal)); err != nil {
+		if raw, err = io.ReadAll(io.LimitReader(body, operations.MaxProposalBytes)); err != nil {
 			return err
 		}
 	}
@@ -271,7 +271,7 @@ func (s *Website) waiting(w http.ResponseWriter, r *http.Request, c *tenant.Comp
 	switch {
 	case r.Method == http.MethodGet || r.Method == http.MethodHead:
 		again.Link = true
-	case r.Method == http.MethodPost && isType(wr.req.ContentType, "application/x-www-form-urlencoded"):
+	case r.Method == http.MethodPost && httpx.IsMediaType(wr.req.ContentType, httpx.FormType):
 		if again.Fields, err = formFields(string(wr.req.Body)); err != nil {
 			again.Method = ""
 		}

@@ -189,7 +189,7 @@ func (s *Website) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				s.end(ctx, c, tokens)
 				resp.Header.Add("Set-Cookie", deleteCookie(web, name, r.Host).String())
 			}
-			if isType(resp.Header.Get("Content-Type"), operations.ProposalType) {
+			if httpx.IsMediaType(resp.Header.Get("Content-Type"), operations.ProposalType) {
 				if end {
 					// Signed out in the same answer: no Session to ask.
 					return s.proposal(r, c, nil, resp)

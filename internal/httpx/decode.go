@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -30,15 +29,12 @@ type DecodeOptions struct {
 }
 
 // DecodeJSON reads one JSON value from the request body into dst, as
-// Unmarshal does, and refuses a string with NUL anywhere in it. Errors are *Error values ready for WriteError: 415 for
-// another media type, 413 for an oversized body, 400 naming the offending
-// field otherwise.
+// Unmarshal does, and refuses a string with NUL anywhere in it. Errors
+// are *Error values ready for WriteError: 415 for another media type, 413
+// for an oversized body, 400 naming the offending field otherwise.
 func DecodeJSON(w http.ResponseWriter, r *http.Request, dst any, opts DecodeOptions) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			return Errorf(CodeUnsupportedMediaType, "the body must be application/json")
-		}
+	if ct := r.Header.Get("Content-Type"); ct != "" && !IsJSON(ct) {
+		return Errorf(CodeUnsupportedMediaType, "the body must be application/json")
 	}
 	limit := opts.MaxBytes
 	if limit == 0 {

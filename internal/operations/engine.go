@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -371,9 +370,9 @@ const (
 // Classify says what an origin's answer to an approved request means.
 func Classify(resp *Response) Class {
 	switch {
-	case isType(resp.ContentType, ProposalType):
+	case httpx.IsMediaType(resp.ContentType, ProposalType):
 		return ClassNewTerms
-	case isType(resp.ContentType, DeclineType):
+	case httpx.IsMediaType(resp.ContentType, DeclineType):
 		return ClassDeclined
 	}
 	switch resp.Status {
@@ -402,12 +401,6 @@ func retryAfterOf(resp *Response) int {
 		return defaultRetryAfter
 	}
 	return min(n, maxRetryAfter)
-}
-
-// isType reports whether a Content-Type is the media type want.
-func isType(contentType, want string) bool {
-	mt, _, err := mime.ParseMediaType(contentType)
-	return err == nil && mt == want
 }
 
 // send sends an approved request to its route and reads the whole answer
@@ -459,7 +452,7 @@ func (e *Engine) send(ctx context.Context, s *sending) (*Response, error) {
 	if Classify(stored) != ClassPerformed {
 		// Kept only to be read: a proposal or decline, or a retry's time.
 		stored.RetryAfter = resp.Header.Get("Retry-After")
-		stored.Body, err = io.ReadAll(io.LimitReader(resp.Body, maxProposal))
+		stored.Body, err = io.ReadAll(io.LimitReader(resp.Body, MaxProposalBytes))
 		return stored, err
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, d.MaxResponse+1))
@@ -478,9 +471,9 @@ func (e *Engine) send(ctx context.Context, s *sending) (*Response, error) {
 	return stored, nil
 }
 
-// maxProposal bounds an origin's proposal, decline or other answer that
-// is read but not kept.
-const maxProposal = 64 << 10
+// MaxProposalBytes bounds an origin's proposal, decline or other answer
+// that is read but not kept.
+const MaxProposalBytes = 64 << 10
 
 // withoutURL drops the URL from a request error for logs: a query can
 // carry what must not be logged.

@@ -66,14 +66,14 @@ func (e *Engine) AskHook(ctx context.Context, act *Action, op *Operation, a *App
 		return nil, ErrHook
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxProposal))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxProposalBytes))
 	switch {
 	case err != nil:
 		log.WarnContext(ctx, "operations: approval hook answer unreadable", "err", err)
 		return nil, ErrHook
 	case resp.StatusCode == http.StatusNoContent:
 		return nil, nil
-	case isType(resp.Header.Get("Content-Type"), DeclineType):
+	case httpx.IsMediaType(resp.Header.Get("Content-Type"), DeclineType):
 		d := ParseDecline(raw)
 		ok, err := e.opts.Store.DeclineUnclaimed(context.WithoutCancel(ctx), co.ID, a.OperationID, a.Revision, d,
 			e.opts.Now())

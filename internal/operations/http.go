@@ -6,11 +6,11 @@ import (
 	"net/http"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/poppyhost/poppyhost/internal/httpx"
+	"github.com/poppyhost/poppyhost/internal/sessions"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
@@ -48,7 +48,7 @@ func (h *Handler) serveList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	after := r.URL.Query().Get("after")
-	if after != "" && !validOperationID(after) {
+	if after != "" && !sessions.ValidID(after) {
 		httpx.WriteError(w, r, httpx.Errorf(httpx.CodeInvalidRequest, "after must be an operation_id"))
 		return
 	}
@@ -71,16 +71,10 @@ func (h *Handler) serveList(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, http.StatusOK, page)
 }
 
-// validOperationID reports whether id can name an operation; anything
-// else names none, and never reaches the database.
-func validOperationID(id string) bool {
-	return len(id) <= 256 && utf8.ValidString(id) && !strings.ContainsRune(id, 0)
-}
-
 // record returns the operation the path names, or writes 404.
 func (h *Handler) record(w http.ResponseWriter, r *http.Request) (*Record, bool) {
 	ctx, id := r.Context(), chi.URLParam(r, "id")
-	if !validOperationID(id) {
+	if !sessions.ValidID(id) {
 		httpx.WriteError(w, r, httpx.Errorf(httpx.CodeNotFound, "the Company has no operation %q", id))
 		return nil, false
 	}
@@ -132,12 +126,9 @@ func (h *Handler) serveResolve(w http.ResponseWriter, r *http.Request) {
 	if body.Performed == nil {
 		f.Add("performed", "is required: true or false")
 	}
-	if !storableText(body.By, 200) || strings.TrimSpace(body.By) == "" {
-		f.Add("by", "is required: who resolved it, 1 to 200 characters")
-	}
-	if !storableText(body.Note, 2000) {
-		f.Add("note", "must be text of at most 2000 characters")
-	}
+	// Who resolved it, said in words; the note may span lines.
+	f.Text("by", strings.TrimSpace(body.By), true, 200, false)
+	f.Text("note", body.Note, false, 2000, true)
 	if body.Response != nil && (body.Response.Status < 200 || body.Response.Status > 499) {
 		f.Add("response.status", "must be 200 to 499")
 	}
@@ -149,7 +140,8 @@ func (h *Handler) serveResolve(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	res := &Resolution{Performed: *body.Performed, By: body.By, Note: body.Note, At: h.now().UTC().Truncate(time.Microsecond)}
+	res := &Resolution{Performed: *body.Performed, By: strings.TrimSpace(body.By), Note: body.Note,
+		At: h.now().UTC().Truncate(time.Microsecond)}
 	var resp *Response
 	if res.Performed {
 		resp = &Response{Status: http.StatusOK, ContentType: "application/json"}
@@ -158,7 +150,7 @@ func (h *Handler) serveResolve(w http.ResponseWriter, r *http.Request) {
 			resp = &Response{Status: b.Status, ContentType: b.ContentType}
 			if len(b.Body) > 0 {
 				var s string
-				if json.Unmarshal(b.Body, &s) == nil && !strings.Contains(b.ContentType, "json") {
+				if json.Unmarshal(b.Body, &s) == nil && !httpx.IsJSON(b.ContentType) {
 					resp.Body = []byte(s)
 				} else {
 					resp.Body = b.Body
@@ -178,10 +170,4 @@ func (h *Handler) serveResolve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.serveGet(w, r)
-}
-
-// storableText reports whether s is valid UTF-8 without NUL of at most n
-// bytes.
-func storableText(s string, n int) bool {
-	return len(s) <= n && utf8.ValidString(s) && !strings.ContainsRune(s, 0)
 }

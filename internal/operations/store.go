@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"mime"
 	"net/url"
 	"slices"
 	"strconv"
@@ -15,6 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/poppyhost/poppyhost/internal/httpx"
 )
 
 // Interfaces an operation can be proposed at.
@@ -63,7 +64,7 @@ func (r *Request) Same(o *Request) bool {
 	if bytes.Equal(r.Body, o.Body) {
 		return true
 	}
-	if isForm(r.ContentType) && isForm(o.ContentType) {
+	if httpx.IsMediaType(r.ContentType, httpx.FormType) && httpx.IsMediaType(o.ContentType, httpx.FormType) {
 		return sameForm(string(r.Body), string(o.Body))
 	}
 	return SameJSON(r.Body, o.Body)
@@ -74,25 +75,13 @@ func (r *Request) Same(o *Request) bool {
 // (ErrDuplicateMember). It is refused before anything is recorded or
 // sent; any other body is compared as it is.
 func (r *Request) Exact() error {
-	if !isJSON(r.ContentType) {
+	if !httpx.IsJSON(r.ContentType) {
 		return nil
 	}
 	if _, err := Canonical(r.Body); errors.Is(err, ErrDuplicateMember) {
 		return err
 	}
 	return nil
-}
-
-// isJSON reports whether a Content-Type is JSON's.
-func isJSON(contentType string) bool {
-	mt, _, err := mime.ParseMediaType(contentType)
-	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
-}
-
-// isForm reports whether a Content-Type is an HTML form's.
-func isForm(contentType string) bool {
-	mt, _, err := mime.ParseMediaType(contentType)
-	return err == nil && mt == "application/x-www-form-urlencoded"
 }
 
 // sameForm compares two application/x-www-form-urlencoded strings (a
