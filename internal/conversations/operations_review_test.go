@@ -173,7 +173,8 @@ func TestOperationsConversationApprovalHook(t *testing.T) {
 }
 
 // TestOperationsConversationAPIRemoved: an approval whose API was removed
-// after the proposal is not lost: failed_to_check, nothing performed.
+// after the proposal is not lost: not_allowed at once, saying why,
+// nothing performed.
 func TestOperationsConversationAPIRemoved(t *testing.T) {
 	t.Parallel()
 	s := newOpsSide(t, "conv-api-removed", opsOptions{})
@@ -182,6 +183,7 @@ func TestOperationsConversationAPIRemoved(t *testing.T) {
 	require.NoError(t, gateway.NewStore(s.env.Pool).DeleteAPI(context.Background(), s.id, "orders"))
 	require.Equal(t, http.StatusAccepted, s.pa(t, http.MethodPost, "/"+id+"/messages", approvalMsg("msg_ok", op, nil), paReq{}).Status)
 	out := s.outcomes(t, 1)[0]
-	require.Equal(t, "failed_to_check", out["status"], "%v", out)
+	require.Equal(t, "not_allowed", out["status"], "%v", out)
+	require.Contains(t, out["description"], "no longer offered", "%v", out)
 	require.Empty(t, s.origin.Received())
 }

@@ -135,6 +135,11 @@ func (e *Engine) Perform(ctx context.Context, act *Action, a *Approval) (*Outcom
 	// by check 3, or a conversation's.
 	req := checked.Request
 	route, err := e.route(ctx, co, act.Interface, act.Target, req)
+	if errors.Is(err, ErrGone) {
+		// Removed since it was proposed, before anything was claimed: a
+		// refusal, not a failure of ours.
+		return nil, errGoneRefusal
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -338,6 +343,11 @@ func (e *Engine) conclude(ctx context.Context, s *sending, resp *Response, wait 
 	}
 	return &Outcome{Kind: OutcomeNewTerms, Operation: op}, nil
 }
+
+// errGoneRefusal answers an approval of an operation whose API, tool or
+// website was removed since it was proposed.
+var errGoneRefusal = httpx.Errorf(httpx.CodeNotFound,
+	"what this operation was proposed at is no longer offered; nothing was performed")
 
 // errUnusableProposal: the origin asked for approval in a form the
 // platform cannot use.
