@@ -47,7 +47,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/argon2"
 
-	"github.com/poppyhost/poppyhost/internal/jobs"
+	"github.com/poppyhost/poppyhost/internal/db"
 )
 
 // Errors at the store boundary.
@@ -338,7 +338,7 @@ func (s *Store) admit(ctx context.Context, companyID int64, username string) err
 // left by probes for unknown usernames, as of now, and returns how many
 // it removed.
 func (s *Store) DeleteStaleLoginFailures(ctx context.Context, now time.Time) (int64, error) {
-	return jobs.DeleteInBatches(ctx, s.pool, "login_failures", "company_id, username", "last_failure_at <= $1",
+	return db.DeleteInBatches(ctx, s.pool, "login_failures", "company_id, username", "last_failure_at <= $1",
 		now.Add(-FailureWindow))
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/poppyhost/poppyhost/internal/db"
 	"github.com/poppyhost/poppyhost/internal/jobs"
 )
 
@@ -42,7 +43,7 @@ func (s *PGReplays) Use(ctx context.Context, issuer, clientID, jti string, exp t
 
 // Sweep deletes the records whose exp is before now, and says how many.
 func (s *PGReplays) Sweep(ctx context.Context, now time.Time) (int64, error) {
-	return jobs.DeleteInBatches(ctx, s.pool, "client_assertion_jtis", "issuer, client_id, jti", "expires_at < $1", now)
+	return db.DeleteInBatches(ctx, s.pool, "client_assertion_jtis", "issuer, client_id, jti", "expires_at < $1", now)
 }
 
 // Sweeps are the package's periodic work: forgetting client assertion

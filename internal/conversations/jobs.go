@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/poppyhost/poppyhost/internal/db"
 	"github.com/poppyhost/poppyhost/internal/jobs"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
@@ -213,7 +214,7 @@ func (j *sweeper) prune(ctx context.Context, co *companyLimits, now time.Time) (
 	cutoff := now.Add(-co.retention)
 	var n int64
 	for {
-		// Not jobs.DeleteInBatches: each batch also moves first_seq.
+		// Not db.DeleteInBatches: each batch also moves first_seq.
 		tag, err := j.store.pool.Exec(ctx, `WITH old AS (
 				SELECT conversation_id, max(seq) + 1 AS first FROM conversation_events
 				WHERE company_id = $1 AND created_at < $2 GROUP BY conversation_id LIMIT $3
@@ -232,7 +233,7 @@ func (j *sweeper) prune(ctx context.Context, co *companyLimits, now time.Time) (
 		}
 		n += tag.RowsAffected()
 	}
-	convs, err := jobs.DeleteInBatches(ctx, j.store.pool, "conversations", "company_id, id",
+	convs, err := db.DeleteInBatches(ctx, j.store.pool, "conversations", "company_id, id",
 		`company_id = $1 AND status = 'closed' AND last_activity_at < $2 AND first_seq > last_seq
 		AND NOT EXISTS (SELECT 1 FROM conversations d WHERE d.company_id = $1 AND d.parent_id = conversations.id)`,
 		co.id, cutoff)

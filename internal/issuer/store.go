@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/ory/fosite"
 
-	"github.com/poppyhost/poppyhost/internal/jobs"
+	"github.com/poppyhost/poppyhost/internal/db"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
@@ -508,7 +508,7 @@ func (s *Store) DeleteExpired(ctx context.Context, cutoff time.Time) (int64, err
 		{"device_grants", "company_id, device_code"},
 		{"issuer_logins", "company_id, token"},
 	} {
-		deleted, err := jobs.DeleteInBatches(ctx, s.pool, t.table, t.key, "expires_at < $1", cutoff)
+		deleted, err := db.DeleteInBatches(ctx, s.pool, t.table, t.key, "expires_at < $1", cutoff)
 		n += deleted
 		if err != nil {
 			return n, err

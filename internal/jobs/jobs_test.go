@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
@@ -75,50 +74,6 @@ func TestSweepsRunOnStart(t *testing.T) {
 	}
 	require.Contains(t, logs.String(), "msg=\"jobs: swept\" sweep=a_sweep rows=3")
 	require.NotContains(t, logs.String(), "sweep=legacy_sweep", "nothing removed: not worth a line")
-}
-
-// counting counts the statements run through it.
-type counting struct {
-	jobs.Execer
-	n []int64
-}
-
-func (c *counting) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	tag, err := c.Execer.Exec(ctx, sql, args...)
-	c.n = append(c.n, tag.RowsAffected())
-	return tag, err
-}
-
-// TestDeleteInBatches deletes the matching rows a thousand at a time,
-// until a statement deletes fewer, and leaves the others.
-func TestDeleteInBatches(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool := testkit.NewPool(t)
-	_, err := pool.Exec(ctx, `CREATE TABLE swept (a int, b text, old bool NOT NULL, PRIMARY KEY (a, b))`)
-	require.NoError(t, err)
-	for _, tc := range []struct {
-		old  int
-		want []int64
-	}{
-		{2500, []int64{1000, 1000, 500}},
-		{2000, []int64{1000, 1000, 0}},
-		{0, []int64{0}},
-	} {
-		_, err := pool.Exec(ctx, `TRUNCATE swept`)
-		require.NoError(t, err)
-		_, err = pool.Exec(ctx, `INSERT INTO swept SELECT i, 'x', i <= $1 FROM generate_series(1, $1 + 10) i`, tc.old)
-		require.NoError(t, err)
-		db := &counting{Execer: pool}
-		n, err := jobs.DeleteInBatches(ctx, db, "swept", "a, b", "old = $1", true)
-		require.NoError(t, err)
-		require.EqualValues(t, tc.old, n)
-		require.Equal(t, tc.want, db.n)
-		var left, oldLeft int
-		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE old) FROM swept`).Scan(&left, &oldLeft))
-		require.Equal(t, 10, left)
-		require.Zero(t, oldLeft)
-	}
 }
 
 // TestSweepsLoginFailures runs the accounts sweep through River: failures a

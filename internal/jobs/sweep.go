@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 )
 
@@ -75,34 +73,4 @@ func (w *sweepWorker) Work(ctx context.Context, _ *river.Job[sweepArgs]) error {
 	}
 	w.q.logger.Log(ctx, level, "jobs: swept", "sweep", w.sweep.Name, "rows", n)
 	return nil
-}
-
-// Execer runs a statement (a pool).
-type Execer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
-
-// deleteBatch is how many rows one statement of DeleteInBatches deletes.
-const deleteBatch = 1000
-
-// DeleteInBatches deletes the rows of table that match where, deleteBatch
-// at a time, each statement its own short transaction, so that a large
-// backlog never holds one long lock; it returns how many it deleted. key
-// is table's primary key (its columns, comma-separated); where may use
-// args as $1, $2 ... and name table's columns by table's name.
-func DeleteInBatches(ctx context.Context, db Execer, table, key, where string, args ...any) (int64, error) {
-	sql := `DELETE FROM ` + table + ` WHERE (` + key + `) IN (SELECT ` + key + ` FROM ` + table +
-		` WHERE ` + where + ` LIMIT $` + strconv.Itoa(len(args)+1) + `)`
-	args = append(args[:len(args):len(args)], deleteBatch)
-	var total int64
-	for {
-		tag, err := db.Exec(ctx, sql, args...)
-		if err != nil {
-			return total, fmt.Errorf("delete from %s: %w", table, err)
-		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < deleteBatch {
-			return total, nil
-		}
-	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/riverqueue/river"
 
+	"github.com/poppyhost/poppyhost/internal/db"
 	"github.com/poppyhost/poppyhost/internal/jobs"
 )
 
@@ -51,10 +52,10 @@ func (e *Engine) Rescue(ctx context.Context, before time.Time) error {
 // is not being performed or unknown, with its revisions, and returns how many. An
 // operation's expires_at is the latest of its revisions' and of when it
 // was performed, so an approval is remembered as long as it can be sent.
-// It deletes in batches (jobs.DeleteInBatches), so a large backlog never
+// It deletes in batches (db.DeleteInBatches), so a large backlog never
 // holds one long lock.
 func (s *Store) Sweep(ctx context.Context, now time.Time) (int64, error) {
-	return jobs.DeleteInBatches(ctx, s.pool, "operations", "company_id, id",
+	return db.DeleteInBatches(ctx, s.pool, "operations", "company_id, id",
 		"expires_at < $1 AND status NOT IN ('performing', 'unknown')", now)
 }
 

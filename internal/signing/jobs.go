@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/poppyhost/poppyhost/internal/db"
 	"github.com/poppyhost/poppyhost/internal/jobs"
 )
 
@@ -39,7 +40,7 @@ func (k *Keys) maintain(ctx context.Context, now time.Time) (int64, error) {
 			errs = append(errs, err)
 		}
 	}
-	n, err := jobs.DeleteInBatches(ctx, k.pool, "signing_keys", "company_id, kid", "retired_at <= $1",
+	n, err := db.DeleteInBatches(ctx, k.pool, "signing_keys", "company_id, kid", "retired_at <= $1",
 		now.Add(-k.opts.Retain))
 	if err != nil {
 		errs = append(errs, fmt.Errorf("signing: delete retired keys: %w", err))

@@ -1,0 +1,73 @@
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Executor runs statements: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.
+type Executor interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Beginner starts transactions: a *pgxpool.Pool or a *pgx.Conn.
+type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// InTx runs fn in a transaction: committed when fn returns nil, rolled
+// back when it returns an error or panics.
+func InTx(ctx context.Context, b Beginner, fn func(tx pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, b, fn)
+}
+
+// NotFound returns notFound when err says a query found no row, and err
+// otherwise (nil included).
+func NotFound(err, notFound error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return notFound
+	}
+	return err
+}
+
+// IsNotFound reports whether err says a query found no row.
+func IsNotFound(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
+
+// IsConflict reports whether err is a unique violation (SQLSTATE 23505):
+// of the named constraint or index, or of any when constraint is empty.
+func IsConflict(err error, constraint string) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505" && (constraint == "" || pe.ConstraintName == constraint)
+}
+
+// deleteBatch is how many rows one statement of DeleteInBatches deletes.
+const deleteBatch = 1000
+
+// DeleteInBatches deletes the rows of table that match where, deleteBatch
+// at a time, each statement its own short transaction, so that a large
+// backlog never holds one long lock; it returns how many it deleted. key
+// is table's primary key (its columns, comma-separated); where may use
+// args as $1, $2 ... and name table's columns by table's name.
+func DeleteInBatches(ctx context.Context, db Executor, table, key, where string, args ...any) (int64, error) {
+	sql := `DELETE FROM ` + table + ` WHERE (` + key + `) IN (SELECT ` + key + ` FROM ` + table +
+		` WHERE ` + where + ` LIMIT $` + strconv.Itoa(len(args)+1) + `)`
+	args = append(args[:len(args):len(args)], deleteBatch)
+	var total int64
+	for {
+		tag, err := db.Exec(ctx, sql, args...)
+		if err != nil {
+			return total, fmt.Errorf("delete from %s: %w", table, err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < deleteBatch {
+			return total, nil
+		}
+	}
+}
