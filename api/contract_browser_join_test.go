@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // contractBrowserJoin joins a browser to a Session of acme.
@@ -33,7 +33,7 @@ func contractBrowserJoin(t *testing.T, c *contract, f *fixture, acmeKey string) 
 		)
 		in := func(sid, token string) func(*http.Request) {
 			return func(req *http.Request) {
-				agent.Sign(t, req, testkit.SessionClaims{Aud: issuer, SID: sid, AccessToken: token}, testkit.SessionOptions{})
+				agent.Sign(t, req, peers.SessionClaims{Aud: issuer, SID: sid, AccessToken: token}, peers.SessionOptions{})
 			}
 		}
 		// browser is a new browser of the Personal Agent: it keeps cookies
@@ -52,18 +52,18 @@ func contractBrowserJoin(t *testing.T, c *contract, f *fixture, acmeKey string) 
 			require.True(t, strings.HasPrefix(code, "bc_"), "%s", r.Body)
 			return code
 		}
-		authorizeCode := func(t *testing.T, code, sid, token string, want int) *testkit.Response {
+		authorizeCode := func(t *testing.T, code, sid, token string, want int) *peers.Response {
 			t.Helper()
 			return c.do(t, call{method: post, host: host, path: authorize, session: in(sid, token),
 				body: map[string]string{"code": code}, want: want})
 		}
-		submit := func(t *testing.T, b *http.Client, code string, want int) *testkit.Response {
+		submit := func(t *testing.T, b *http.Client, code string, want int) *peers.Response {
 			t.Helper()
 			return c.do(t, call{method: post, host: host, path: page, client: b, ctype: form,
 				body: url.Values{"code": {code}}.Encode(), want: want})
 		}
 		// cookies parses the response's Set-Cookie headers by name.
-		cookies := func(t *testing.T, r *testkit.Response) map[string]*http.Cookie {
+		cookies := func(t *testing.T, r *peers.Response) map[string]*http.Cookie {
 			t.Helper()
 			out := map[string]*http.Cookie{}
 			for _, line := range r.Header.Values("Set-Cookie") {

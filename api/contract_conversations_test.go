@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // contractConversations drives conversations from both sides: the
@@ -33,7 +33,7 @@ func contractConversations(t *testing.T, c *contract, f *fixture, acmeKey string
 		// when it is set.
 		in := func(sid, token string) func(*http.Request) {
 			return func(req *http.Request) {
-				agent.Sign(t, req, testkit.SessionClaims{Aud: issuer, SID: sid, AccessToken: token}, testkit.SessionOptions{})
+				agent.Sign(t, req, peers.SessionClaims{Aud: issuer, SID: sid, AccessToken: token}, peers.SessionOptions{})
 			}
 		}
 		s := in("conversations", "")
@@ -209,7 +209,7 @@ func contractConversations(t *testing.T, c *contract, f *fixture, acmeKey string
 		// ... and another User's conversation, or an unknown one, does not
 		// exist (spec 8.2).
 		someoneElse := func(req *http.Request) {
-			agent.Sign(t, req, testkit.SessionClaims{Aud: issuer, SID: "conversations-other", Sub: "usr_other"}, testkit.SessionOptions{})
+			agent.Sign(t, req, peers.SessionClaims{Aud: issuer, SID: "conversations-other", Sub: "usr_other"}, peers.SessionOptions{})
 		}
 		for _, k := range []call{
 			{method: post, path: base, body: map[string]any{"parent_conversation_id": id, "message": message("msg_other", "Hi.")}},
@@ -282,7 +282,7 @@ func contractConversations(t *testing.T, c *contract, f *fixture, acmeKey string
 		// conversation a Personal Agent starts, through the document.
 		base, paBase := "/company/v1/conversations", "/t/acme/poppy/conversations"
 		s := func(req *http.Request) {
-			agent.Sign(t, req, testkit.SessionClaims{Aud: issuer, SID: "company-conversations"}, testkit.SessionOptions{})
+			agent.Sign(t, req, peers.SessionClaims{Aud: issuer, SID: "company-conversations"}, peers.SessionOptions{})
 		}
 		type change struct {
 			ConversationID string         `json:"conversation_id"`
@@ -302,7 +302,7 @@ func contractConversations(t *testing.T, c *contract, f *fixture, acmeKey string
 			Conversations []view `json:"conversations"`
 			Next          string `json:"next"`
 		}
-		do := func(method, path string, body any, want int) *testkit.Response {
+		do := func(method, path string, body any, want int) *peers.Response {
 			t.Helper()
 			return c.do(t, call{method: method, path: path, token: acmeKey, body: body, want: want})
 		}

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // contractFeedback sends feedback, reads the reports and ends Sessions. It
@@ -22,7 +22,7 @@ func contractFeedback(t *testing.T, c *contract, f *fixture) (acmeKey string) {
 	t.Run("feedback", func(t *testing.T) {
 		signed := func(slug string) func(*http.Request) {
 			return func(req *http.Request) {
-				agent.Sign(t, req, testkit.SessionClaims{Aud: issuer, SID: "contract-" + slug}, testkit.SessionOptions{})
+				agent.Sign(t, req, peers.SessionClaims{Aud: issuer, SID: "contract-" + slug}, peers.SessionOptions{})
 			}
 		}
 		path := "/t/acme/poppy/feedback"
@@ -42,7 +42,7 @@ func contractFeedback(t *testing.T, c *contract, f *fixture) (acmeKey string) {
 		r = c.do(t, call{method: post, path: path, want: 400, docRejects: true, body: report})
 		assert.Equal(t, "invalid_session", r.JSON(t)["error"])
 		r = c.do(t, call{method: post, path: path, want: 400, body: report, session: func(req *http.Request) {
-			agent.Sign(t, req, testkit.SessionClaims{Aud: env.PublicURL("/t/minimal")}, testkit.SessionOptions{})
+			agent.Sign(t, req, peers.SessionClaims{Aud: env.PublicURL("/t/minimal")}, peers.SessionOptions{})
 		}})
 		assert.Equal(t, "invalid_session", r.JSON(t)["error"], "a Session JWT for another Company")
 		r = c.do(t, call{method: post, path: path, session: signed("acme"), want: 400, docRejects: true, body: `{"task":"","description":"x"}`})
@@ -139,7 +139,7 @@ func contractFeedback(t *testing.T, c *contract, f *fixture) (acmeKey string) {
 		for i, task := range []string{"First", "Second", "Third"} {
 			c.do(t, call{method: post, path: "/t/minimal/poppy/feedback", want: 202,
 				session: func(req *http.Request) {
-					agent.Sign(t, req, testkit.SessionClaims{Aud: minimalID, SID: fmt.Sprintf("reports-%d", i+1), AgentID: "agt_1"}, testkit.SessionOptions{})
+					agent.Sign(t, req, peers.SessionClaims{Aud: minimalID, SID: fmt.Sprintf("reports-%d", i+1), AgentID: "agt_1"}, peers.SessionOptions{})
 				},
 				body: map[string]string{"task": task, "description": "Could not do it."}})
 		}
@@ -189,7 +189,7 @@ func contractFeedback(t *testing.T, c *contract, f *fixture) (acmeKey string) {
 		report := `{"task":"Return a gift","description":"No receipt."}`
 		in := func(aud, sid string) func(*http.Request) {
 			return func(req *http.Request) {
-				agent.Sign(t, req, testkit.SessionClaims{Aud: aud, SID: sid}, testkit.SessionOptions{})
+				agent.Sign(t, req, peers.SessionClaims{Aud: aud, SID: sid}, peers.SessionOptions{})
 			}
 		}
 		end := func(sid string) map[string]string { return map[string]string{"client_id": agent.ClientID, "sid": sid} }
@@ -225,7 +225,7 @@ func contractFeedback(t *testing.T, c *contract, f *fixture) (acmeKey string) {
 		c.do(t, call{method: post, path: "/admin/v1/companies/nosuch/sessions/end", token: admin, body: end("contract-acme"), want: 404})
 		c.do(t, call{method: post, path: "/admin/v1/companies/minimal/sessions/end", token: admin, body: end("reports-1"), want: 204})
 		r = c.do(t, call{method: post, path: "/t/minimal/poppy/feedback", want: 400, body: report, session: func(req *http.Request) {
-			agent.Sign(t, req, testkit.SessionClaims{Aud: minimalID, SID: "reports-1", AgentID: "agt_1"}, testkit.SessionOptions{})
+			agent.Sign(t, req, peers.SessionClaims{Aud: minimalID, SID: "reports-1", AgentID: "agt_1"}, peers.SessionOptions{})
 		}})
 		assert.Equal(t, "session_ended", r.JSON(t)["error"])
 

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // gatewayOperations drives the Operations extension through the gateway
@@ -23,7 +23,7 @@ import (
 func gatewayOperations(t *testing.T, c *contract, f *fixture, acme map[string]any, acmeKey string, g *gateway) {
 	env, agent := f.env, f.agent
 	origin, in, firstField, apis, token := g.origin, g.in, g.firstField, g.apis, g.token
-	var r *testkit.Response
+	var r *peers.Response
 
 	// The Operations extension (docs/operations-extension.md): acme
 	// turns it on, and its origin answers an exchange with a proposal
@@ -46,7 +46,7 @@ paths:
 	c.do(t, call{method: put, path: apis + "/exchanges", token: acmeKey, want: 201,
 		body: map[string]any{"origin": origin.BaseURL(), "openapi": exchanges, "timeout_seconds": 1}})
 	exchange := func(w http.ResponseWriter, r *http.Request) {
-		claims, kase := testkit.OriginClaims(r), r.URL.Query().Get("case")
+		claims, kase := peers.OriginClaims(r), r.URL.Query().Get("case")
 		if claims.OperationID == "" {
 			w.Header().Set("Content-Type", "application/poppy-proposal+json")
 			_, _ = fmt.Fprintf(w, `{"action_key": "exchange o1 %s %s",
@@ -79,7 +79,7 @@ paths:
 			`operation_id=%q, revision=%q, approver="user", approved_at=%d, input_type="tap"`,
 			op["operation_id"], op["revision"], time.Now().Unix())}
 	}
-	operation := func(r *testkit.Response) map[string]any {
+	operation := func(r *peers.Response) map[string]any {
 		t.Helper()
 		body := r.JSON(t)
 		require.Equal(t, "approval_required", body["error"], "%s", r.Body)
@@ -143,7 +143,7 @@ paths:
 		assert.Equal(t, calls+1, origin.Calls(m, exchangePath))
 		// The settle job of an earlier case may call the origin too:
 		// find this call by its operation.
-		var got testkit.Received
+		var got peers.Received
 		for _, rec := range origin.Received() {
 			if rec.Method == m && rec.Claims != nil && rec.Claims.OperationID == op["operation_id"] {
 				got = rec

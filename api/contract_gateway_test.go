@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // contractGateway puts APIs and MCP tools of acme behind the platform and
@@ -28,9 +29,9 @@ func contractGateway(t *testing.T, c *contract, f *fixture, acme map[string]any,
 // gateway is what the gateway test's first section sets up for the other
 // two: acme's origin and API, Session and MCP helpers, and alice's tokens.
 type gateway struct {
-	origin      *testkit.Origin
+	origin      *peers.Origin
 	in          func(sid, token string) func(*http.Request)
-	firstField  func(r *testkit.Response) string
+	firstField  func(r *peers.Response) string
 	mcpPath     string
 	mcpMetadata string
 	mcpHeaders  map[string]string
@@ -60,10 +61,10 @@ func gatewayAPIs(t *testing.T, c *contract, f *fixture, acmeKey string) *gateway
 	env.Hosts.Add(testkit.PublicHost)
 	in := func(sid, token string) func(*http.Request) {
 		return func(req *http.Request) {
-			agent.Sign(t, req, testkit.SessionClaims{Aud: issuer, SID: sid, AccessToken: token}, testkit.SessionOptions{})
+			agent.Sign(t, req, peers.SessionClaims{Aud: issuer, SID: sid, AccessToken: token}, peers.SessionOptions{})
 		}
 	}
-	firstField := func(r *testkit.Response) string {
+	firstField := func(r *peers.Response) string {
 		t.Helper()
 		fields, _ := r.JSON(t)["fields"].([]any)
 		require.NotEmpty(t, fields, "%s", r.Body)

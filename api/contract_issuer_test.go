@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/html"
 
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // contractIssuer drives acme's issuer.
@@ -31,12 +31,12 @@ func contractIssuer(t *testing.T, c *contract, f *fixture) {
 		tokenPath, revokePath, introspectPath := base+"/oauth/token", base+"/oauth/revoke", base+"/oauth/introspect"
 		devicePath, accountPath := base+"/oauth/device_authorization", base+"/account"
 		// signed adds a fresh client assertion of a to a form (spec 4.1).
-		signed := func(a *testkit.Agent, v url.Values) string {
+		signed := func(a *peers.Agent, v url.Values) string {
 			v.Set("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer")
 			v.Set("client_assertion", a.ClientAssertion(t, issuer))
 			return v.Encode()
 		}
-		oauthError := func(r *testkit.Response) any { return r.JSON(t)["error"] }
+		oauthError := func(r *peers.Response) any { return r.JSON(t)["error"] }
 		type tokens struct {
 			AccessToken  string `json:"access_token"`
 			TokenType    string `json:"token_type"`
@@ -46,7 +46,7 @@ func contractIssuer(t *testing.T, c *contract, f *fixture) {
 		}
 		// browser is the User's browser; it keeps the pages' cookies.
 		browser := env.Browser(t).Client
-		send := func(method, path string, form url.Values, want int, docRejects bool) *testkit.Response {
+		send := func(method, path string, form url.Values, want int, docRejects bool) *peers.Response {
 			t.Helper()
 			k := call{method: method, path: path, client: browser, want: want, docRejects: docRejects}
 			if form != nil {
@@ -54,13 +54,13 @@ func contractIssuer(t *testing.T, c *contract, f *fixture) {
 			}
 			return c.do(t, k)
 		}
-		page := func(method, path string, form url.Values, want int) *testkit.Response {
+		page := func(method, path string, form url.Values, want int) *peers.Response {
 			t.Helper()
 			return send(method, path, form, want, false)
 		}
 		// badPage is a request that breaks the document: no csrf, or no
 		// client_id.
-		badPage := func(method, path string, form url.Values, want int) *testkit.Response {
+		badPage := func(method, path string, form url.Values, want int) *peers.Response {
 			t.Helper()
 			return send(method, path, form, want, true)
 		}
@@ -214,7 +214,7 @@ func contractIssuer(t *testing.T, c *contract, f *fixture) {
 			return c.do(t, call{method: post, path: devicePath, ctype: formType, want: 200,
 				body: signed(agent, url.Values{"scope": {"orders:read orders:write"}})}).JSON(t)
 		}
-		poll := func(da map[string]any, want int) *testkit.Response {
+		poll := func(da map[string]any, want int) *peers.Response {
 			t.Helper()
 			return c.do(t, call{method: post, path: tokenPath, ctype: formType, want: want,
 				body: signed(agent, url.Values{"grant_type": {"urn:ietf:params:oauth:grant-type:device_code"}, "device_code": {da["device_code"].(string)}})})

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // gatewayMCP registers acme's MCP tools and calls them through the hosted
@@ -18,7 +18,7 @@ func gatewayMCP(t *testing.T, c *contract, f *fixture, acmeKey string, g *gatewa
 	origin, in, firstField, register, descURL := g.origin, g.in, g.firstField, g.register, g.descURL
 	mcpPath, mcpMetadata, mcpHeaders, rpc, initialize := g.mcpPath, g.mcpMetadata, g.mcpHeaders, g.rpc, g.initialize
 	token, mcpToken := g.token, g.mcpToken
-	var r *testkit.Response
+	var r *peers.Response
 
 	// Tools of the hosted MCP server: one anyone may call, one that
 	// needs orders:write. A tool's Poppy-Verified is for its URL: the
@@ -115,7 +115,7 @@ func gatewayMCP(t *testing.T, c *contract, f *fixture, acmeKey string, g *gatewa
 	// tool that needs no scope.
 	r = c.do(t, call{method: patch, path: "/admin/v1/companies/acme", token: admin, want: 200, body: `{"mcp":{"signed_out":true}}`})
 	assert.Equal(t, map[string]any{"signed_out": true, "description": "Order tools"}, r.JSON(t)["mcp"])
-	result := func(r *testkit.Response) map[string]any {
+	result := func(r *peers.Response) map[string]any {
 		t.Helper()
 		m := r.JSON(t)
 		require.Contains(t, m, "result", "%s", r.Body)

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // contractFeaturesOff checks the 404 of every route whose feature a
@@ -123,7 +123,7 @@ func contractRateLimits(t *testing.T, c *contract, f *fixture) {
 		report := `{"task":"Return a gift","description":"No receipt."}`
 		in := func(sid string) func(*http.Request) {
 			return func(req *http.Request) {
-				agent.Sign(t, req, testkit.SessionClaims{Aud: issuer, SID: sid}, testkit.SessionOptions{})
+				agent.Sign(t, req, peers.SessionClaims{Aud: issuer, SID: sid}, peers.SessionOptions{})
 			}
 		}
 		c.do(t, call{method: post, path: "/t/acme/poppy/feedback", session: in("rate-1"), want: 202, body: report})

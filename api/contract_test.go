@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // operations is every route the server serves, as "METHOD /path/template".
@@ -164,7 +165,7 @@ const (
 type fixture struct {
 	env    *testkit.Env
 	issuer string
-	agent  *testkit.Agent
+	agent  *peers.Agent
 }
 
 // signIn has an account of acme sign in through Direct Sign-In (spec 4.2)
@@ -304,7 +305,7 @@ func (k call) hostOrDefault() string {
 }
 
 // send makes the request on the test server.
-func (c *contract) send(t testing.TB, k call) (*testkit.Response, []byte) {
+func (c *contract) send(t testing.TB, k call) (*peers.Response, []byte) {
 	t.Helper()
 	raw := k.rawBody(t)
 	req := k.newRequest(t, c.env.URL(k.hostOrDefault(), k.path), raw)
@@ -327,7 +328,7 @@ func (c *contract) send(t testing.TB, k call) (*testkit.Response, []byte) {
 		body, err = io.ReadAll(resp.Body)
 		require.NoError(t, err)
 	}
-	return &testkit.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, raw
+	return &peers.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, raw
 }
 
 // readFrames reads server-sent events until n frames other than comments
@@ -368,7 +369,7 @@ func bearerAuth(_ context.Context, in *openapi3filter.AuthenticationInput) error
 
 // do sends a documented request and validates the request and the
 // response against the document.
-func (c *contract) do(t testing.TB, k call) *testkit.Response {
+func (c *contract) do(t testing.TB, k call) *peers.Response {
 	t.Helper()
 	resp, raw := c.send(t, k)
 	name := k.method + " " + k.hostOrDefault() + k.path
@@ -417,7 +418,7 @@ func (c *contract) do(t testing.TB, k call) *testkit.Response {
 // undocumented sends a request no operation describes (an unknown path, a
 // method the path does not serve) and checks its error body against the
 // document's Error schema.
-func (c *contract) undocumented(t testing.TB, k call, code string) *testkit.Response {
+func (c *contract) undocumented(t testing.TB, k call, code string) *peers.Response {
 	t.Helper()
 	resp, _ := c.send(t, k)
 	require.Equal(t, k.want, resp.Status, "%s %s: %s", k.method, k.path, resp.Body)
@@ -474,7 +475,7 @@ func padded(t testing.TB, body any, limit int) string {
 	return string(raw) + strings.Repeat(" ", limit)
 }
 
-func decode[T any](t testing.TB, r *testkit.Response) T {
+func decode[T any](t testing.TB, r *peers.Response) T {
 	t.Helper()
 	var v T
 	require.NoError(t, json.Unmarshal(r.Body, &v), "%s", r.Body)

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	webops "github.com/poppyhost/poppyhost/internal/operations"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // contractWebsiteOperations drives the operations of a Company's website.
@@ -32,7 +32,7 @@ func contractWebsiteOperations(t *testing.T, c *contract, f *fixture) {
 		ctx := context.Background()
 		webIssuer, path := env.PublicURL("/t/webops"), "/t/webops/poppy/operations"
 		in := func(req *http.Request) {
-			agent.Sign(t, req, testkit.SessionClaims{Aud: webIssuer, SID: "contract-webops"}, testkit.SessionOptions{})
+			agent.Sign(t, req, peers.SessionClaims{Aud: webIssuer, SID: "contract-webops"}, peers.SessionOptions{})
 			if req.Header.Get("Poppy-Extensions") == "" {
 				req.Header.Set("Poppy-Extensions", `"operations";v="3"`)
 			}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // TestConversationLongPollAcrossReplicas parks a long-poll on one replica
@@ -146,7 +146,7 @@ func (rs *replicas) personalAgent(t *testing.T, slug string) *convAgent {
 	resp := rs.a.admin(t, http.MethodPost, "/admin/v1/companies", companyBody(slug))
 	require.Equal(t, http.StatusCreated, resp.status, "create company: %s", resp.body)
 	return &convAgent{
-		agent:    testkit.StartAgent(t, rs.ca, testkit.AgentOptions{Host: "localhost"}),
+		agent:    peers.StartAgent(t, rs.ca, peers.AgentOptions{Host: "localhost"}),
 		company:  publicURL + "/t/" + slug,
 		endpoint: publicURL + "/t/" + slug + "/poppy/conversations",
 		sid:      "e2e-conversations-" + slug,
@@ -156,7 +156,7 @@ func (rs *replicas) personalAgent(t *testing.T, slug string) *convAgent {
 // convAgent is a Personal Agent using the conversation endpoint, each
 // request signed with a fresh Session JWT of one Session.
 type convAgent struct {
-	agent             *testkit.Agent
+	agent             *peers.Agent
 	company, endpoint string
 	sid               string
 }
@@ -174,7 +174,7 @@ func (p *convAgent) request(t *testing.T, method, url string, body any) *http.Re
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	p.agent.Sign(t, req, testkit.SessionClaims{Aud: p.company, SID: p.sid}, testkit.SessionOptions{})
+	p.agent.Sign(t, req, peers.SessionClaims{Aud: p.company, SID: p.sid}, peers.SessionOptions{})
 	return req
 }
 

@@ -20,7 +20,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/devca"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 // Bounds of the hostile sweep (docs/operations.md, "Hostile input"): every
@@ -42,7 +43,7 @@ type probe struct {
 	// sign adds a valid Session header of the sweep's Personal Agent,
 	// with claims changed by claims when set.
 	sign   bool
-	claims func(*testkit.SessionClaims)
+	claims func(*peers.SessionClaims)
 	// raw, when set, is sent as is over a new HTTP/1.1 connection.
 	raw []byte
 	// protocolStatus, when set, is the one answer allowed: net/http's own
@@ -74,7 +75,7 @@ type probeResult struct {
 func TestHostileSweep(t *testing.T) {
 	t.Parallel()
 	requireBuilt(t)
-	dbURL := testkit.NewEmptyDatabase(t)
+	dbURL := testdb.NewEmptyDatabase(t)
 	migrateUp(t, dbURL)
 	caDir := t.TempDir()
 	ca, err := devca.Load(caDir)
@@ -135,17 +136,17 @@ func TestHostileSweep(t *testing.T) {
 // sweep is the server under attack and what the probes need.
 type sweep struct {
 	s      *server
-	agent  *testkit.Agent
+	agent  *peers.Agent
 	apiKey string
 	convID string
-	origin *testkit.Origin
+	origin *peers.Origin
 }
 
 const sweepCompany = publicURL + "/t/shop"
 
 func setupSweep(t *testing.T, s *server, ca *devca.CA) *sweep {
 	t.Helper()
-	sw := &sweep{s: s, agent: testkit.StartAgent(t, ca, testkit.AgentOptions{Host: "localhost"})}
+	sw := &sweep{s: s, agent: peers.StartAgent(t, ca, peers.AgentOptions{Host: "localhost"})}
 	body := companyBody("shop")
 	body["auth"] = map[string]any{"scopes": map[string]any{"orders:read": "See your orders"}}
 	resp := s.admin(t, http.MethodPost, "/admin/v1/companies", body)
@@ -160,7 +161,7 @@ func setupSweep(t *testing.T, s *server, ca *devca.CA) *sweep {
 
 	// The Company's origin, which holds /slow for a while so that a
 	// cancelled call is cut mid-way.
-	sw.origin = testkit.StartOrigin(t, ca, testkit.OriginOptions{Host: "localhost", Issuer: sweepCompany,
+	sw.origin = peers.StartOrigin(t, ca, peers.OriginOptions{Host: "localhost", Issuer: sweepCompany,
 		JWKSURL: sweepCompany + "/oauth/jwks.json", Client: s.client})
 	sw.origin.Handle(http.MethodGet, "/slow", func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -186,7 +187,7 @@ func setupSweep(t *testing.T, s *server, ca *devca.CA) *sweep {
 
 	// A conversation, for long-polls to cancel.
 	req = mustRequest(t, http.MethodPost, sweepCompany+"/poppy/conversations", message("m1"))
-	sw.agent.Sign(t, req, testkit.SessionClaims{Aud: sweepCompany, SID: "sweep-session-000000"}, testkit.SessionOptions{})
+	sw.agent.Sign(t, req, peers.SessionClaims{Aud: sweepCompany, SID: "sweep-session-000000"}, peers.SessionOptions{})
 	resp = s.do(t, req)
 	require.Equal(t, http.StatusCreated, resp.status, "%s", resp.body)
 	var conv struct {
@@ -328,12 +329,12 @@ func (sw *sweep) probes() []probe {
 		}
 		// Validly signed Session JWTs with hostile claims.
 		if tg.signable {
-			for cname, change := range map[string]func(*testkit.SessionClaims){
-				"NUL in sub":      func(c *testkit.SessionClaims) { c.Sub = "usr_\x00" },
-				"NUL in agent_id": func(c *testkit.SessionClaims) { c.AgentID = "https://localhost/\x00" },
-				"long sub":        func(c *testkit.SessionClaims) { c.Sub = strings.Repeat("u", 20_000) },
-				"invalid UTF-8":   func(c *testkit.SessionClaims) { c.Sub = "usr_\xff\xfe" },
-				"odd sid":         func(c *testkit.SessionClaims) { c.SID = "../../\u202e" },
+			for cname, change := range map[string]func(*peers.SessionClaims){
+				"NUL in sub":      func(c *peers.SessionClaims) { c.Sub = "usr_\x00" },
+				"NUL in agent_id": func(c *peers.SessionClaims) { c.AgentID = "https://localhost/\x00" },
+				"long sub":        func(c *peers.SessionClaims) { c.Sub = strings.Repeat("u", 20_000) },
+				"invalid UTF-8":   func(c *peers.SessionClaims) { c.Sub = "usr_\xff\xfe" },
+				"odd sid":         func(c *peers.SessionClaims) { c.SID = "../../\u202e" },
 			} {
 				p = base("signed Session JWT with " + cname)
 				p.body = []byte(`{"task":"t","description":"d"}`)
@@ -490,11 +491,11 @@ func (sw *sweep) send(t *testing.T, p probe, i int) probeResult {
 	if p.sign && req.Header.Get("Poppy-Session") == "" {
 		// A fresh Session per probe, so that no rate limit of one
 		// Session hides what a handler does.
-		c := testkit.SessionClaims{Aud: sweepCompany, SID: fmt.Sprintf("sweep-%06d-abcdefgh", i)}
+		c := peers.SessionClaims{Aud: sweepCompany, SID: fmt.Sprintf("sweep-%06d-abcdefgh", i)}
 		if p.claims != nil {
 			p.claims(&c)
 		}
-		sw.agent.Sign(t, req, c, testkit.SessionOptions{})
+		sw.agent.Sign(t, req, c, peers.SessionOptions{})
 	}
 	if p.cancelAfter > 0 {
 		time.AfterFunc(p.cancelAfter, cancel)

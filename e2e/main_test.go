@@ -24,8 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/devca"
-
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 const (
@@ -115,7 +114,7 @@ type server struct {
 	name   string
 	port   string
 	cmd    *exec.Cmd
-	stderr *testkit.SyncBuffer
+	stderr *peers.SyncBuffer
 	done   chan struct{} // closed when the process has exited
 	err    error         // Wait's result, set before done closes
 
@@ -128,7 +127,7 @@ type server struct {
 // caDir, killed when the test ends; its stderr is printed if the test fails.
 func startServer(t *testing.T, name, dbURL, caDir string, ca *devca.CA) *server {
 	t.Helper()
-	s := &server{name: name, port: freePort(t), stderr: &testkit.SyncBuffer{}, done: make(chan struct{})}
+	s := &server{name: name, port: freePort(t), stderr: &peers.SyncBuffer{}, done: make(chan struct{})}
 	s.cmd = exec.Command(serverBin)
 	s.cmd.Env = childEnv(map[string]string{
 		"POPPYHOST_PUBLIC_URL":          publicURL,

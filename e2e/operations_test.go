@@ -17,7 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/devca"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 // TestOperationsServerRestart: a server restart in the middle of an
@@ -31,7 +32,7 @@ import (
 func TestOperationsServerRestart(t *testing.T) {
 	t.Parallel()
 	requireBuilt(t)
-	dbURL, caDir := testkit.NewEmptyDatabase(t), t.TempDir()
+	dbURL, caDir := testdb.NewEmptyDatabase(t), t.TempDir()
 	migrateUp(t, dbURL)
 	ca, err := devca.Load(caDir)
 	require.NoError(t, err)
@@ -50,14 +51,14 @@ func TestOperationsServerRestart(t *testing.T) {
 	require.Equal(t, http.StatusCreated, resp.status, "create company: %s", resp.body)
 
 	x := &heldOrigin{answers: map[string]string{}, arrived: make(chan struct{}), release: make(chan struct{})}
-	origin := testkit.StartOrigin(t, ca, testkit.OriginOptions{Host: "localhost", Issuer: company,
+	origin := peers.StartOrigin(t, ca, peers.OriginOptions{Host: "localhost", Issuer: company,
 		JWKSURL: company + "/oauth/jwks.json", Client: currentClient(t, ca, &current)})
 	origin.Handle(http.MethodPost, "/orders/o1/exchanges", x.serve)
 	resp = first.admin(t, http.MethodPut, "/admin/v1/companies/shop/apis/orders", map[string]any{
 		"origin": origin.BaseURL(), "openapi": exchangeDoc(), "timeout_seconds": 2})
 	require.Contains(t, []int{http.StatusOK, http.StatusCreated}, resp.status, "register API: %s", resp.body)
 
-	agent := testkit.StartAgent(t, ca, testkit.AgentOptions{Host: "localhost"})
+	agent := peers.StartAgent(t, ca, peers.AgentOptions{Host: "localhost"})
 	exchange := func(approval string) *http.Request {
 		req, err := http.NewRequest(http.MethodPost, company+"/api/orders/orders/o1/exchanges",
 			strings.NewReader(`{"item_id": "itm_4Qa", "replacement_sku": "stormline-insulated-m"}`))
@@ -67,7 +68,7 @@ func TestOperationsServerRestart(t *testing.T) {
 		if approval != "" {
 			req.Header.Set("Poppy-Approval", approval)
 		}
-		agent.Sign(t, req, testkit.SessionClaims{Aud: company, SID: "e2e-operations-restart"}, testkit.SessionOptions{})
+		agent.Sign(t, req, peers.SessionClaims{Aud: company, SID: "e2e-operations-restart"}, peers.SessionOptions{})
 		return req
 	}
 
@@ -169,7 +170,7 @@ type heldOrigin struct {
 
 func (x *heldOrigin) serve(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, r.Body)
-	if testkit.OriginClaims(r).OperationID == "" {
+	if peers.OriginClaims(r).OperationID == "" {
 		w.Header().Set("Content-Type", "application/poppy-proposal+json")
 		_, _ = io.WriteString(w, `{"action_key": "exchange o1 itm_4Qa", "summary": "Exchange the jacket, $70.00 more.",
 			"terms": {"order_id": "o1", "item_id": "itm_4Qa", "replacement_sku": "stormline-insulated-m"}}`)

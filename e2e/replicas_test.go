@@ -15,7 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/devca"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 // TestTwoReplicas runs two server processes on one database behind one
@@ -46,7 +47,7 @@ func TestTwoReplicas(t *testing.T) {
 
 	// "localhost" resolves to loopback through the system resolver the
 	// servers use; "agent.localhost" does not on every machine.
-	agent := testkit.StartAgent(t, ca, testkit.AgentOptions{Host: "localhost"})
+	agent := peers.StartAgent(t, ca, peers.AgentOptions{Host: "localhost"})
 
 	resp := a.admin(t, http.MethodPost, "/admin/v1/companies", companyBody("shop"))
 	require.Equal(t, http.StatusCreated, resp.status, "create company on A: %s", resp.body)
@@ -62,7 +63,7 @@ func TestTwoReplicas(t *testing.T) {
 	}
 	signed := func(t *testing.T) (*http.Request, string) {
 		req := report(t)
-		agent.Sign(t, req, testkit.SessionClaims{Aud: publicURL + "/t/shop", SID: sid}, testkit.SessionOptions{})
+		agent.Sign(t, req, peers.SessionClaims{Aud: publicURL + "/t/shop", SID: sid}, peers.SessionOptions{})
 		return req, req.Header.Get("Poppy-Session")
 	}
 
@@ -184,7 +185,7 @@ type replicas struct {
 func startReplicas(t *testing.T) *replicas {
 	t.Helper()
 	requireBuilt(t)
-	rs := &replicas{dbURL: testkit.NewEmptyDatabase(t), caDir: t.TempDir()}
+	rs := &replicas{dbURL: testdb.NewEmptyDatabase(t), caDir: t.TempDir()}
 	migrateUp(t, rs.dbURL)
 	var err error
 	rs.ca, err = devca.Load(rs.caDir)

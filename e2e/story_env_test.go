@@ -23,7 +23,8 @@ import (
 	"github.com/poppyhost/poppyhost/internal/demoagent"
 	"github.com/poppyhost/poppyhost/internal/devca"
 	"github.com/poppyhost/poppyhost/internal/tenant"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 // The demo Company of the story tests. Every process of the story reaches
@@ -54,7 +55,7 @@ type storyEnv struct {
 func startStory(t *testing.T) *storyEnv {
 	t.Helper()
 	requireBuilt(t)
-	dbURL, caDir := testkit.NewEmptyDatabase(t), t.TempDir()
+	dbURL, caDir := testdb.NewEmptyDatabase(t), t.TempDir()
 	migrateUp(t, dbURL)
 	ca, err := devca.Load(caDir)
 	require.NoError(t, err)
@@ -132,7 +133,7 @@ func storySettings(t *testing.T) json.RawMessage {
 // as its public URL, killed when the test ends.
 func startLocalServer(t *testing.T, dbURL, caDir string, ca *devca.CA) *server {
 	t.Helper()
-	s := &server{name: "server", port: freePort(t), stderr: &testkit.SyncBuffer{}, done: make(chan struct{})}
+	s := &server{name: "server", port: freePort(t), stderr: &peers.SyncBuffer{}, done: make(chan struct{})}
 	s.cmd = exec.Command(serverBin)
 	s.cmd.Env = childEnv(map[string]string{
 		"POPPYHOST_PUBLIC_URL":          "https://localhost:" + s.port,
@@ -190,7 +191,7 @@ func (e *storyEnv) startOrigin(t *testing.T, caDir string) {
 	port, controlPort := freePort(t), freePort(t)
 	e.control = "http://127.0.0.1:" + controlPort
 	base := e.startCounter(t, "127.0.0.1:"+port)
-	out := &testkit.SyncBuffer{}
+	out := &peers.SyncBuffer{}
 	cmd := exec.Command(demoOriginBin,
 		"-addr", "127.0.0.1:"+port, "-base-url", base,
 		"-issuer", e.issuer, "-tls-cert", filepath.Join(dir, "cert.pem"), "-tls-key", filepath.Join(dir, "key.pem"),

@@ -8,13 +8,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 	"github.com/poppyhost/poppyhost/migrations"
 )
 
 func setup(t *testing.T) (*pgxpool.Pool, *migrations.Migrator) {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), testkit.NewEmptyDatabase(t))
+	pool, err := pgxpool.New(context.Background(), testdb.NewEmptyDatabase(t))
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	m, err := migrations.New(pool, nil)

@@ -7,13 +7,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 func TestMigrateCommand(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dbURL := testkit.NewEmptyDatabase(t)
+	dbURL := testdb.NewEmptyDatabase(t)
 	env := func(k string) string {
 		if k == "POPPYHOST_DATABASE_URL" {
 			return dbURL

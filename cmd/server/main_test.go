@@ -18,7 +18,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 const testToken = "server-test-admin-token"
@@ -26,7 +27,7 @@ const testToken = "server-test-admin-token"
 type server struct {
 	addr   string
 	client *http.Client
-	logs   *testkit.SyncBuffer
+	logs   *peers.SyncBuffer
 	stop   context.CancelFunc
 	done   chan error
 }
@@ -35,7 +36,7 @@ type server struct {
 func start(t *testing.T, settings map[string]string) *server {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &server{logs: &testkit.SyncBuffer{}, stop: cancel, done: make(chan error, 1)}
+	s := &server{logs: &peers.SyncBuffer{}, stop: cancel, done: make(chan error, 1)}
 	listening := make(chan net.Addr, 1)
 	go func() {
 		s.done <- run(ctx, runEnv{
@@ -105,7 +106,7 @@ func tlsSettings(t *testing.T, dbURL string) map[string]string {
 
 func TestServes(t *testing.T) {
 	t.Parallel()
-	s := start(t, tlsSettings(t, testkit.NewDatabase(t)))
+	s := start(t, tlsSettings(t, testdb.NewDatabase(t)))
 
 	code, _, body := s.do(t, "GET", "https://poppyhost.test/healthz", "")
 	require.Equal(t, 200, code, body)
@@ -146,7 +147,7 @@ func TestServes(t *testing.T) {
 // request completes and run returns cleanly.
 func TestDrains(t *testing.T) {
 	t.Parallel()
-	s := start(t, tlsSettings(t, testkit.NewDatabase(t)))
+	s := start(t, tlsSettings(t, testdb.NewDatabase(t)))
 	pr, pw := io.Pipe()
 	req, err := http.NewRequest("POST", "https://poppyhost.test/admin/v1/companies", pr)
 	require.NoError(t, err)
@@ -194,7 +195,7 @@ func TestDrains(t *testing.T) {
 
 func TestRefusesUnmigratedDatabase(t *testing.T) {
 	t.Parallel()
-	settings := tlsSettings(t, testkit.NewEmptyDatabase(t))
+	settings := tlsSettings(t, testdb.NewEmptyDatabase(t))
 	err := run(context.Background(), runEnv{args: []string{"--listen-addr", "127.0.0.1:0"},
 		getenv: func(k string) string { return settings[k] }, stdout: io.Discard, stderr: io.Discard})
 	require.Error(t, err)
@@ -213,7 +214,7 @@ func TestRefusesBadConfig(t *testing.T) {
 // trusted proxies.
 func TestBehindProxy(t *testing.T) {
 	t.Parallel()
-	dbURL := testkit.NewDatabase(t)
+	dbURL := testdb.NewDatabase(t)
 	for _, tc := range []struct {
 		trusted          string
 		wantCreate, want int

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/accounts"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 func TestHashPassword(t *testing.T) {
@@ -95,7 +95,7 @@ func TestCheckUsernameAndPassword(t *testing.T) {
 
 func TestStore(t *testing.T) {
 	t.Parallel()
-	pool := testkit.NewPool(t)
+	pool := testdb.NewPool(t)
 	ctx := context.Background()
 	store := accounts.NewStore(pool)
 

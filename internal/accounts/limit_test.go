@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/accounts"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 // TestAuthenticateFloodIsBounded: goroutines hammer one Company with wrong
@@ -25,7 +25,7 @@ import (
 //
 // Not parallel: it reads the process's memory.
 func TestAuthenticateFloodIsBounded(t *testing.T) {
-	pool := testkit.NewPool(t)
+	pool := testdb.NewPool(t)
 	const hashes = 2
 	store := accounts.NewStore(pool, accounts.WithLimits(accounts.Limits{
 		Hashes: hashes, Queue: 2, PerCompany: 3,

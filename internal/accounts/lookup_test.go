@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/accounts"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 // TestLookupAndSetPassword: an account is found by Company and username
@@ -16,7 +16,7 @@ import (
 // Company's account.
 func TestLookupAndSetPassword(t *testing.T) {
 	t.Parallel()
-	pool := testkit.NewPool(t)
+	pool := testdb.NewPool(t)
 	ctx := context.Background()
 	store := accounts.NewStore(pool)
 	company := func(slug string) int64 {

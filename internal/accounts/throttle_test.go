@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/accounts"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 // clock is a settable time source for a Store.
@@ -45,7 +45,7 @@ type throttleEnv struct {
 }
 
 func newThrottleEnv(t *testing.T) *throttleEnv {
-	pool := testkit.NewPool(t)
+	pool := testdb.NewPool(t)
 	c := &clock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
 	// Room for every attempt these tests make at once: they are about
 	// counting, and limit_test.go about shedding.

@@ -20,7 +20,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/agentid"
 	"github.com/poppyhost/poppyhost/internal/devca"
 	"github.com/poppyhost/poppyhost/internal/safehttp"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 const (
@@ -48,8 +48,8 @@ func (c *clock) Advance(d time.Duration) {
 
 // bundle is one test's Personal Agent and the Resolver that fetches it.
 type bundle struct {
-	agent    *testkit.Agent
-	hosts    *testkit.Hosts
+	agent    *peers.Agent
+	hosts    *peers.Hosts
 	clock    *clock
 	resolver *agentid.Resolver
 }
@@ -67,8 +67,8 @@ func setup(t *testing.T, o setupOptions) *bundle {
 	t.Helper()
 	ca, err := devca.New()
 	require.NoError(t, err)
-	agent := testkit.StartAgent(t, ca, testkit.AgentOptions{})
-	hosts := &testkit.Hosts{}
+	agent := peers.StartAgent(t, ca, peers.AgentOptions{})
+	hosts := &peers.Hosts{}
 	hosts.Add(agent.Host)
 	clk := &clock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
 	o.Resolver.Now = clk.Now

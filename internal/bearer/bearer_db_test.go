@@ -25,6 +25,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/signing"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 const password = "correct horse battery staple"
@@ -39,7 +40,7 @@ const password = "correct horse battery staple"
 //	GET /t/{slug}/mcp           the Company's MCP resource, orders:read
 type rig struct {
 	env    *testkit.Env
-	agent  *testkit.Agent
+	agent  *peers.Agent
 	issuer string
 	routes http.Handler
 	skew   atomic.Int64 // added to the Validator's clock
@@ -95,13 +96,13 @@ func setupRig(t *testing.T) *rig {
 // signIn has user sign a in at stormline through Direct Sign-In with
 // scopes and returns the tokens. resource, when set, asks for a token for
 // that service (RFC 8707).
-func (g *rig) signIn(t *testing.T, a *testkit.Agent, user string, scopes []string, resource string) *oauth2.Token {
+func (g *rig) signIn(t *testing.T, a *peers.Agent, user string, scopes []string, resource string) *oauth2.Token {
 	t.Helper()
 	return g.env.SignIn(t, a, g.issuer, user, password, scopes, resource)
 }
 
 // revoke revokes a refresh token at stormline (spec 4.6).
-func (g *rig) revoke(t *testing.T, a *testkit.Agent, refreshToken string) {
+func (g *rig) revoke(t *testing.T, a *peers.Agent, refreshToken string) {
 	t.Helper()
 	g.env.Revoke(t, a, g.issuer, refreshToken)
 }
@@ -114,11 +115,11 @@ func newSID() string {
 
 // call sends GET /t/{slug}{path} signed by a in Session sid, with token
 // when not empty.
-func (g *rig) call(t *testing.T, a *testkit.Agent, slug, path, sid, token string) *httptest.ResponseRecorder {
+func (g *rig) call(t *testing.T, a *peers.Agent, slug, path, sid, token string) *httptest.ResponseRecorder {
 	t.Helper()
 	req := httptest.NewRequest(http.MethodGet, g.env.PublicURL("/t/"+slug+path), nil)
-	a.Sign(t, req, testkit.SessionClaims{Aud: g.env.PublicURL("/t/" + slug), SID: sid, Sub: "usr_" + sid[:8],
-		AccessToken: token}, testkit.SessionOptions{})
+	a.Sign(t, req, peers.SessionClaims{Aud: g.env.PublicURL("/t/" + slug), SID: sid, Sub: "usr_" + sid[:8],
+		AccessToken: token}, peers.SessionOptions{})
 	w := httptest.NewRecorder()
 	g.routes.ServeHTTP(w, req)
 	return w
@@ -157,7 +158,7 @@ func (g *rig) accountID(t *testing.T, user string) int64 {
 	return id
 }
 
-func (g *rig) sessionAccount(t *testing.T, a *testkit.Agent, sid string) *int64 {
+func (g *rig) sessionAccount(t *testing.T, a *peers.Agent, sid string) *int64 {
 	t.Helper()
 	var id *int64
 	require.NoError(t, g.env.Pool.QueryRow(context.Background(), `SELECT s.account_id FROM sessions s

@@ -8,12 +8,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/browserjoin"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // requireRefused checks a refused step 3: an error page, no cookie set,
 // and no web session started.
-func (r *rig) requireRefused(t *testing.T, c *company, resp *testkit.Response) {
+func (r *rig) requireRefused(t *testing.T, c *company, resp *peers.Response) {
 	t.Helper()
 	require.Equal(t, http.StatusBadRequest, resp.Status, "%s", resp.Body)
 	requirePageHeaders(t, resp.Header)
@@ -159,7 +159,7 @@ func TestJoinAttacks(t *testing.T) {
 			mustRequest(t, http.MethodPost, r.env.URL(shop.Domain, browserjoin.Path), `{"code":"bc_x"}`, "application/json"),
 			mustRequest(t, http.MethodPost, r.env.URL(shop.Domain, browserjoin.Path), "code="+strings.Repeat("A", 8<<10), "application/x-www-form-urlencoded"),
 		} {
-			r.requireRefused(t, shop, testkit.Send(t, b.client, req))
+			r.requireRefused(t, shop, peers.Send(t, b.client, req))
 		}
 	})
 

@@ -19,8 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/browserjoin"
-	"github.com/poppyhost/poppyhost/internal/testkit"
 	"github.com/poppyhost/poppyhost/internal/testkit/chrome"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // TestChromiumJoinSignedIn joins a real browser to a signed-in Session:
@@ -43,7 +43,7 @@ func TestChromiumJoinSignedOut(t *testing.T) {
 // landing page with what Poppy-Verified said.
 type website struct {
 	*company
-	origin *testkit.Origin
+	origin *peers.Origin
 }
 
 func (r *rig) newWebsite(t *testing.T) *website {
@@ -52,7 +52,7 @@ func (r *rig) newWebsite(t *testing.T) *website {
 	origin := r.env.StartOrigin(t, "origin.test", shop.Issuer, shop.Aud)
 	r.patchSettings(t, shop, map[string]any{"web": map[string]any{"origin": origin.BaseURL()}})
 	origin.Handle(http.MethodGet, "/", func(w http.ResponseWriter, req *http.Request) {
-		cl := testkit.OriginClaims(req)
+		cl := peers.OriginClaims(req)
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		account := cl.Account
 		if account == "" {
@@ -248,7 +248,7 @@ var evilPage = template.Must(template.New("evil").Parse(`<!doctype html>
 
 // lastAt returns the latest request for path the origin received (the
 // browser also asks for /favicon.ico).
-func lastAt(t *testing.T, o *testkit.Origin, path string) testkit.Received {
+func lastAt(t *testing.T, o *peers.Origin, path string) peers.Received {
 	t.Helper()
 	all := o.Received()
 	for i := len(all) - 1; i >= 0; i-- {
@@ -257,7 +257,7 @@ func lastAt(t *testing.T, o *testkit.Origin, path string) testkit.Received {
 		}
 	}
 	require.Failf(t, "no request", "the origin got no request for %s", path)
-	return testkit.Received{}
+	return peers.Received{}
 }
 
 // browserCookies returns the cookies the browser holds for u, by name.

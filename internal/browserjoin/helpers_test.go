@@ -25,6 +25,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/platform"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 const (
@@ -55,7 +56,7 @@ type company struct {
 // rig is a platform with one Personal Agent.
 type rig struct {
 	env   *testkit.Env
-	agent *testkit.Agent
+	agent *peers.Agent
 }
 
 // setup starts a platform whose sign-in limits no test here reaches: the
@@ -138,7 +139,7 @@ func userID(sid string) string { return "usr_" + sid[:8] }
 
 // authorizeAs is step 2 by agent a: POST {domain}/poppy/browser-session/authorize
 // with body, signed for Session sid and, with token, signed in.
-func (r *rig) authorizeAs(t *testing.T, a *testkit.Agent, c *company, domain string, body any, sid, token string) *testkit.Response {
+func (r *rig) authorizeAs(t *testing.T, a *peers.Agent, c *company, domain string, body any, sid, token string) *peers.Response {
 	t.Helper()
 	raw, ok := body.([]byte)
 	if !ok {
@@ -150,15 +151,15 @@ func (r *rig) authorizeAs(t *testing.T, a *testkit.Agent, c *company, domain str
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
 	if sid != "" {
-		a.Sign(t, req, testkit.SessionClaims{Aud: c.Aud, SID: sid, Sub: userID(sid), AccessToken: token}, testkit.SessionOptions{})
+		a.Sign(t, req, peers.SessionClaims{Aud: c.Aud, SID: sid, Sub: userID(sid), AccessToken: token}, peers.SessionOptions{})
 	} else if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	return testkit.Send(t, r.env.Client, req)
+	return peers.Send(t, r.env.Client, req)
 }
 
 // authorize is step 2 on c's domain by the rig's agent.
-func (r *rig) authorize(t *testing.T, c *company, code, sid, token string) *testkit.Response {
+func (r *rig) authorize(t *testing.T, c *company, code, sid, token string) *peers.Response {
 	t.Helper()
 	return r.authorizeAs(t, r.agent, c, c.Domain, map[string]any{"code": code}, sid, token)
 }
@@ -171,7 +172,7 @@ func (r *rig) mustAuthorize(t *testing.T, c *company, code, sid, token string) {
 }
 
 // requireError checks a JSON error body.
-func requireError(t *testing.T, resp *testkit.Response, status int, code string) {
+func requireError(t *testing.T, resp *peers.Response, status int, code string) {
 	t.Helper()
 	require.Equal(t, status, resp.Status, "body: %s", resp.Body)
 	require.Equal(t, "application/json", resp.Header.Get("Content-Type"), "body: %s", resp.Body)
@@ -196,7 +197,7 @@ func (r *rig) browser(t *testing.T) *browser {
 
 // joinPage is the page of step 1.
 type joinPage struct {
-	*testkit.Response
+	*peers.Response
 	Code   string
 	Action string // the form's action
 	Method string // the form's method
@@ -207,7 +208,7 @@ func (b *browser) open(t *testing.T, domain string) *joinPage {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, b.env.URL(domain, browserjoin.Path), nil)
 	require.NoError(t, err)
-	p := &joinPage{Response: testkit.Send(t, b.client, req)}
+	p := &joinPage{Response: peers.Send(t, b.client, req)}
 	if p.Status != http.StatusOK {
 		return p
 	}
@@ -244,13 +245,13 @@ func (b *browser) mustOpen(t *testing.T, domain string) string {
 }
 
 // submit is step 3: the form's POST of code to {domain}/poppy/browser-session.
-func (b *browser) submit(t *testing.T, domain, code string) *testkit.Response {
+func (b *browser) submit(t *testing.T, domain, code string) *peers.Response {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, b.env.URL(domain, browserjoin.Path),
 		strings.NewReader(url.Values{"code": {code}}.Encode()))
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	return testkit.Send(t, b.client, req)
+	return peers.Send(t, b.client, req)
 }
 
 // cookie returns the value of the cookie name the browser would send to
@@ -297,7 +298,7 @@ func (r *rig) join(t *testing.T, b *browser, c *company, sid, token string) stri
 }
 
 // setCookies parses the response's Set-Cookie headers by name.
-func setCookies(t *testing.T, resp *testkit.Response) map[string]*http.Cookie {
+func setCookies(t *testing.T, resp *peers.Response) map[string]*http.Cookie {
 	t.Helper()
 	out := map[string]*http.Cookie{}
 	for _, line := range resp.Header.Values("Set-Cookie") {
@@ -323,7 +324,7 @@ type introspection struct {
 }
 
 // companyAPI sends POST {PUBLIC}/company/v1{path} with c's API key.
-func (r *rig) companyAPI(t *testing.T, c *company, path string, body any) *testkit.Response {
+func (r *rig) companyAPI(t *testing.T, c *company, path string, body any) *peers.Response {
 	t.Helper()
 	return r.env.Do(t, http.MethodPost, r.env.PublicURL("/company/v1"+path), body, "Authorization", "Bearer "+c.APIKey)
 }
@@ -400,12 +401,12 @@ func attr(n *html.Node, key string) string {
 	return ""
 }
 
-var noOptions = testkit.SessionOptions{}
+var noOptions = peers.SessionOptions{}
 
 // sessionClaims are the claims of Session sid at c, signed in with token
 // when not "".
-func sessionClaims(c *company, sid, token string) testkit.SessionClaims {
-	return testkit.SessionClaims{Aud: c.Aud, SID: sid, Sub: userID(sid), AccessToken: token}
+func sessionClaims(c *company, sid, token string) peers.SessionClaims {
+	return peers.SessionClaims{Aud: c.Aud, SID: sid, Sub: userID(sid), AccessToken: token}
 }
 
 // newAuthorizeRequest is an unsigned step 2 request for code on domain.

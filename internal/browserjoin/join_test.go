@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/browserjoin"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // requirePageHeaders checks the headers every page of the join carries
@@ -100,7 +100,7 @@ func TestPage(t *testing.T) {
 		require.NoError(t, err)
 		sid := newSID()
 		r.agent.Sign(t, req, sessionClaims(shop, sid, ""), noOptions)
-		resp := testkit.Send(t, r.env.Client, req)
+		resp := peers.Send(t, r.env.Client, req)
 		require.Equal(t, http.StatusOK, resp.Status)
 		require.Equal(t, before, r.count(t, `SELECT count(*) FROM sessions WHERE company_id = $1`, shop.ID))
 		require.Equal(t, webBefore, r.count(t, `SELECT count(*) FROM web_sessions WHERE company_id = $1`, shop.ID))
@@ -178,8 +178,8 @@ func TestAuthorize(t *testing.T) {
 		require.NoError(t, err)
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Poppy-Extensions", `"gift-wrap";v="1", "operations";v="3"`)
-		r.agent.Sign(t, req, testkit.SessionClaims{Aud: shop.Aud, SID: sid, Sub: userID(sid)}, testkit.SessionOptions{})
-		resp := testkit.Send(t, r.env.Client, req)
+		r.agent.Sign(t, req, peers.SessionClaims{Aud: shop.Aud, SID: sid, Sub: userID(sid)}, peers.SessionOptions{})
+		resp := peers.Send(t, r.env.Client, req)
 		require.Equal(t, http.StatusNoContent, resp.Status, "%s", resp.Body)
 		var ext map[string]string
 		require.NoError(t, r.env.Pool.QueryRow(t.Context(), `SELECT extensions FROM browser_join_codes
@@ -306,7 +306,7 @@ func TestAuthorize(t *testing.T) {
 		code := r.browser(t).mustOpen(t, shop.Domain)
 		req := newAuthorizeRequest(t, r, shop.Domain, code)
 		r.agent.Sign(t, req, sessionClaims(other, newSID(), ""), noOptions)
-		requireError(t, testkit.Send(t, r.env.Client, req), http.StatusBadRequest, "invalid_session")
+		requireError(t, peers.Send(t, r.env.Client, req), http.StatusBadRequest, "invalid_session")
 		r.mustAuthorize(t, shop, code, newSID(), "")
 	})
 
@@ -335,7 +335,7 @@ func TestAuthorize(t *testing.T) {
 		req := newAuthorizeRequest(t, r, shop.Domain, code)
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		r.agent.Sign(t, req, sessionClaims(shop, newSID(), ""), noOptions)
-		resp := testkit.Send(t, r.env.Client, req)
+		resp := peers.Send(t, r.env.Client, req)
 		require.Equal(t, http.StatusUnsupportedMediaType, resp.Status, "%s", resp.Body)
 	})
 
@@ -415,7 +415,7 @@ func TestSubmit(t *testing.T) {
 		cl := sessionClaims(shop, sid, "")
 		cl.AgentID = "agt_travel"
 		r.agent.Sign(t, req, cl, noOptions)
-		require.Equal(t, http.StatusNoContent, testkit.Send(t, r.env.Client, req).Status)
+		require.Equal(t, http.StatusNoContent, peers.Send(t, r.env.Client, req).Status)
 		require.Equal(t, http.StatusSeeOther, b.submit(t, shop.Domain, code).Status)
 		in := r.introspect(t, shop, b.cookie(shop.Domain, sessionCookie))
 		require.True(t, in.Active)

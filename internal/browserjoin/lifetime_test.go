@@ -12,7 +12,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/poppyhost/poppyhost/internal/browserjoin"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // TestCookieLifetime covers what a Session cookie acts for over time
@@ -343,7 +343,7 @@ func TestBrowsingKeepsTheSessionInUse(t *testing.T) {
 
 	req, err := http.NewRequest(http.MethodGet, r.env.URL(shop.Domain, "/"), nil)
 	require.NoError(t, err)
-	resp := testkit.Send(t, b.client, req)
+	resp := peers.Send(t, b.client, req)
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 	require.Equal(t, sid, shop.origin.Last().Claims.SID)
 	require.True(t, lastSeen().After(old.Add(time.Minute)), "the website request counts as a use of the Session")

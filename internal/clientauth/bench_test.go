@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/clientauth"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 // BenchmarkVerifyPostgres is BenchmarkVerify's ES256 case with the
@@ -22,7 +22,7 @@ func BenchmarkVerifyPostgres(b *testing.B) {
 	bb := setup(b)
 	ctx := context.Background()
 	v := clientauth.NewVerifier(bb.resolver, clientauth.Options{
-		Now: func() time.Time { return testNow }, Replays: clientauth.NewPGReplays(testkit.NewPool(b)),
+		Now: func() time.Time { return testNow }, Replays: clientauth.NewPGReplays(testdb.NewPool(b)),
 	})
 	// Warm the resolver cache and a pool connection.
 	_, err := v.Verify(ctx, testIssuer, form(bb.assertion(b, spec{})))

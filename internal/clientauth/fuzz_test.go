@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/poppyhost/poppyhost/internal/clientauth"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // FuzzVerify feeds arbitrary form values to Verify: it must never panic,
@@ -28,7 +28,7 @@ func FuzzVerify(f *testing.F) {
 		{clientauth.AssertionType, parts[0] + ".." + parts[2], ""},
 		{clientauth.AssertionType, b.assertion(f, spec{claims: func(c map[string]any) { c["aud"] = []any{testIssuer, nil} }}), ""},
 		{clientauth.AssertionType, b.assertion(f, spec{header: func(h map[string]any) { h["kid"] = []any{} }}), ""},
-		{clientauth.AssertionType, b.agent.SessionJWT(f, testkit.SessionClaims{Aud: testIssuer, URL: testIssuer}, testkit.SessionOptions{}), ""},
+		{clientauth.AssertionType, b.agent.SessionJWT(f, peers.SessionClaims{Aud: testIssuer, URL: testIssuer}, peers.SessionOptions{}), ""},
 		{"", "", ""},
 	} {
 		f.Add(seed.typ, seed.assertion, seed.clientID)

@@ -17,7 +17,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/clientauth"
 	"github.com/poppyhost/poppyhost/internal/devca"
 	"github.com/poppyhost/poppyhost/internal/safehttp"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // testIssuer is the Company issuer assertions are addressed to.
@@ -58,8 +58,8 @@ func (s failingReplays) Use(context.Context, string, string, string, time.Time) 
 // bundle is a verifier that resolves a real HTTPS test Personal Agent.
 type bundle struct {
 	ca       *devca.CA
-	hosts    *testkit.Hosts
-	agent    *testkit.Agent
+	hosts    *peers.Hosts
+	agent    *peers.Agent
 	resolver *agentid.Resolver
 	replays  *memReplays
 	verifier *clientauth.Verifier
@@ -69,7 +69,7 @@ func setup(t testing.TB) *bundle {
 	t.Helper()
 	ca, err := devca.New()
 	require.NoError(t, err)
-	b := &bundle{ca: ca, hosts: &testkit.Hosts{}}
+	b := &bundle{ca: ca, hosts: &peers.Hosts{}}
 	b.agent = b.startAgent(t, "")
 	b.resolver = agentid.NewResolver(safehttp.New(safehttp.Options{AllowPrivate: true, RootCAs: ca.Pool(), Resolver: b.hosts}), agentid.Options{})
 	b.replays = newMemReplays(func() time.Time { return testNow })
@@ -78,9 +78,9 @@ func setup(t testing.TB) *bundle {
 }
 
 // startAgent starts another Personal Agent the resolver can reach.
-func (b *bundle) startAgent(t testing.TB, host string) *testkit.Agent {
+func (b *bundle) startAgent(t testing.TB, host string) *peers.Agent {
 	t.Helper()
-	a := testkit.StartAgent(t, b.ca, testkit.AgentOptions{Host: host})
+	a := peers.StartAgent(t, b.ca, peers.AgentOptions{Host: host})
 	b.hosts.Add(a.Host)
 	return a
 }
@@ -88,10 +88,10 @@ func (b *bundle) startAgent(t testing.TB, host string) *testkit.Agent {
 // spec shapes an assertion. Zero values are a valid ES256 assertion from
 // the bundle's agent; each other field breaks one thing.
 type spec struct {
-	agent   *testkit.Agent // [the bundle's agent]
-	alg     string         // the agent key to sign with ["ES256"]
-	signAlg string         // JWS algorithm of the signature [alg]
-	key     crypto.Signer  // signs instead of the agent's key; kid unchanged
+	agent   *peers.Agent  // [the bundle's agent]
+	alg     string        // the agent key to sign with ["ES256"]
+	signAlg string        // JWS algorithm of the signature [alg]
+	key     crypto.Signer // signs instead of the agent's key; kid unchanged
 	header  func(h map[string]any)
 	claims  func(c map[string]any)
 }
@@ -109,7 +109,7 @@ func (b *bundle) assertion(t testing.TB, s spec) string {
 	if signAlg == "" {
 		signAlg = h["alg"].(string)
 	}
-	return testkit.SignJWT(t, signAlg, key, h, c)
+	return peers.SignJWT(t, signAlg, key, h, c)
 }
 
 // parts returns the default header, claims and signing key of s.

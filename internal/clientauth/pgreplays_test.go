@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/clientauth"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 const (
@@ -39,7 +39,7 @@ func jtis(t *testing.T, pool *pgxpool.Pool) []string {
 func TestPGReplaysUse(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := clientauth.NewPGReplays(testkit.NewPool(t))
+	store := clientauth.NewPGReplays(testdb.NewPool(t))
 	exp := time.Now().Add(time.Minute)
 
 	use := func(issuer, clientID, jti string) bool {
@@ -70,7 +70,7 @@ func TestPGReplaysUse(t *testing.T) {
 func TestPGReplaysConcurrent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := clientauth.NewPGReplays(testkit.NewPool(t))
+	store := clientauth.NewPGReplays(testdb.NewPool(t))
 	exp := time.Now().Add(time.Minute)
 	const n = 8
 	var (
@@ -104,7 +104,7 @@ func TestPGReplaysConcurrent(t *testing.T) {
 func TestPGReplaysSweep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := testkit.NewPool(t)
+	pool := testdb.NewPool(t)
 	store := clientauth.NewPGReplays(pool)
 	now := time.Now()
 
@@ -134,7 +134,7 @@ func TestPGReplaysSweep(t *testing.T) {
 	// Through River, as the platform runs it, with the jobs' clock two
 	// minutes ahead: live-1 is past its exp too.
 	sweeps := clientauth.Sweeps(store)
-	testkit.RunSweeps(t, pool, func() time.Time { return now.Add(2 * time.Minute) }, sweeps...)
+	testdb.RunSweeps(t, pool, func() time.Time { return now.Add(2 * time.Minute) }, sweeps...)
 	require.Equal(t, []string{"live-2"}, jtis(t, pool))
 
 	// One sweep a minute, under the kind queued rows carry.
@@ -149,7 +149,7 @@ func TestVerifyPGReplays(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	pool := testkit.NewPool(t)
+	pool := testdb.NewPool(t)
 	v := clientauth.NewVerifier(b.resolver, clientauth.Options{
 		Now:     func() time.Time { return testNow },
 		Replays: clientauth.NewPGReplays(pool),

@@ -21,7 +21,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/agentid"
 	"github.com/poppyhost/poppyhost/internal/clientauth"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // TestVerify has one row per rule of spec 4.1 and RFC 7523 §3; each
@@ -109,7 +109,7 @@ func TestVerify(t *testing.T) {
 		{name: "kid missing", spec: spec{header: del("kid")}, want: "kid is required"},
 		{name: "kid empty", spec: spec{header: set("kid", "")}, want: "kid is required"},
 		{name: "kid not a string", spec: spec{header: set("kid", 7)}, want: "header is malformed"},
-		{name: "signed by an unknown key", spec: spec{key: strangerEC, header: set("kid", testkit.JWKThumbprint(t, strangerEC.Public()))}, want: "names no signing key"},
+		{name: "signed by an unknown key", spec: spec{key: strangerEC, header: set("kid", peers.JWKThumbprint(t, strangerEC.Public()))}, want: "names no signing key"},
 		{name: "signed by another key under a known kid", spec: spec{key: strangerEC}, want: "signature does not verify"},
 		{name: "signature altered", token: func(t testing.TB) string {
 			tok := b.assertion(t, spec{})
@@ -126,11 +126,11 @@ func TestVerify(t *testing.T) {
 		{name: "typ pap-delegation+jwt", spec: spec{header: set("typ", "pap-delegation+jwt")}, want: "typ must not be"},
 		{name: "typ application/Poppy-Session+JWT", spec: spec{header: set("typ", "application/Poppy-Session+JWT")}, want: "typ must not be"},
 		{name: "Session JWT", token: func(t testing.TB) string {
-			return b.agent.SessionJWT(t, testkit.SessionClaims{Aud: testIssuer, Method: "POST", URL: testIssuer + "/oauth/token"}, testkit.SessionOptions{})
+			return b.agent.SessionJWT(t, peers.SessionClaims{Aud: testIssuer, Method: "POST", URL: testIssuer + "/oauth/token"}, peers.SessionOptions{})
 		}, want: "typ must not be"},
 		{name: "Session JWT signed with the jwks_uri key, with assertion claims", token: func(t testing.TB) string {
-			return b.agent.SessionJWT(t, testkit.SessionClaims{Aud: testIssuer, Method: "POST", URL: testIssuer + "/oauth/token", IAT: testNow},
-				testkit.SessionOptions{SignDirect: true, MutateClaims: func(c map[string]any) {
+			return b.agent.SessionJWT(t, peers.SessionClaims{Aud: testIssuer, Method: "POST", URL: testIssuer + "/oauth/token", IAT: testNow},
+				peers.SessionOptions{SignDirect: true, MutateClaims: func(c map[string]any) {
 					c["sub"], c["exp"] = b.agent.ClientID, at(time.Minute)
 				}})
 		}, want: "typ must not be"},
@@ -301,22 +301,22 @@ func TestVerifyKeySets(t *testing.T) {
 	rows := []struct {
 		name string
 		// edit changes the agent's key set; key signs PS384 rows when set.
-		edit func(t testing.TB, a *testkit.Agent) (alg string, key *rsa.PrivateKey)
+		edit func(t testing.TB, a *peers.Agent) (alg string, key *rsa.PrivateKey)
 		want string
 	}{
-		{name: "no use", edit: func(t testing.TB, a *testkit.Agent) (string, *rsa.PrivateKey) {
+		{name: "no use", edit: func(t testing.TB, a *peers.Agent) (string, *rsa.PrivateKey) {
 			editKeys(a, func(k map[string]any) { delete(k, "use") })
 			return "ES256", nil
 		}},
-		{name: "no use, no alg, PS384", edit: func(t testing.TB, a *testkit.Agent) (string, *rsa.PrivateKey) {
+		{name: "no use, no alg, PS384", edit: func(t testing.TB, a *peers.Agent) (string, *rsa.PrivateKey) {
 			editKeys(a, func(k map[string]any) { delete(k, "use"); delete(k, "alg") })
 			return "PS384", nil
 		}},
-		{name: "use enc", edit: func(t testing.TB, a *testkit.Agent) (string, *rsa.PrivateKey) {
+		{name: "use enc", edit: func(t testing.TB, a *peers.Agent) (string, *rsa.PrivateKey) {
 			editKeys(a, func(k map[string]any) { k["use"] = "enc" })
 			return "ES256", nil
 		}, want: "names no signing key"},
-		{name: "RSA key alg RS256", edit: func(t testing.TB, a *testkit.Agent) (string, *rsa.PrivateKey) {
+		{name: "RSA key alg RS256", edit: func(t testing.TB, a *peers.Agent) (string, *rsa.PrivateKey) {
 			editKeys(a, func(k map[string]any) {
 				if k["kty"] == "RSA" {
 					k["alg"] = "RS256"
@@ -324,10 +324,10 @@ func TestVerifyKeySets(t *testing.T) {
 			})
 			return "PS384", nil
 		}, want: "is for RS256, not PS384"},
-		{name: "RSA key of 1024 bits", edit: func(t testing.TB, a *testkit.Agent) (string, *rsa.PrivateKey) {
+		{name: "RSA key of 1024 bits", edit: func(t testing.TB, a *peers.Agent) (string, *rsa.PrivateKey) {
 			pub, err := jwk.PublicKeyOf(small.Public())
 			require.NoError(t, err)
-			require.NoError(t, pub.Set(jwk.KeyIDKey, testkit.JWKThumbprint(t, small.Public())))
+			require.NoError(t, pub.Set(jwk.KeyIDKey, peers.JWKThumbprint(t, small.Public())))
 			a.SetJWKS(map[string]any{"keys": []any{pub}})
 			return "PS384", small
 		}, want: "fewer than 2048 bits"},
@@ -340,7 +340,7 @@ func TestVerifyKeySets(t *testing.T) {
 			s := spec{alg: alg}
 			if key != nil {
 				s.key = key
-				s.header = func(h map[string]any) { h["kid"] = testkit.JWKThumbprint(t, key.Public()) }
+				s.header = func(h map[string]any) { h["kid"] = peers.JWKThumbprint(t, key.Public()) }
 			}
 			client, err := b.verifier.Verify(context.Background(), testIssuer, form(b.assertion(t, s)))
 			if row.want == "" {
@@ -354,7 +354,7 @@ func TestVerifyKeySets(t *testing.T) {
 }
 
 // editKeys rewrites each key of the agent's key set.
-func editKeys(a *testkit.Agent, edit func(map[string]any)) {
+func editKeys(a *peers.Agent, edit func(map[string]any)) {
 	set := a.JWKS()
 	for _, k := range set["keys"].([]any) {
 		edit(k.(map[string]any))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/conversations"
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // The Personal Agent side of the conversation endpoint (spec 8), over
@@ -26,7 +27,7 @@ const (
 // accounts: ada and bob) and a test Personal Agent.
 type agentSide struct {
 	env       *testkit.Env
-	agent     *testkit.Agent
+	agent     *peers.Agent
 	companyID int64
 	// endpoint is the poppy protocol entry's endpoint (spec 8.1).
 	endpoint string
@@ -57,9 +58,9 @@ func newAgentSide(t *testing.T) *agentSide {
 // paReq shapes a request. Zero values send a signed request as User
 // usr_test of the test agent, signed out, in a new Session.
 type paReq struct {
-	Agent   *testkit.Agent // [the test agent]
-	Sub     string         // User ID ["usr_test"]
-	SID     string         // [new Session]
+	Agent   *peers.Agent // [the test agent]
+	Sub     string       // User ID ["usr_test"]
+	SID     string       // [new Session]
 	AgentID string
 	Token   string // access token
 	Query   string // without "?"
@@ -68,7 +69,7 @@ type paReq struct {
 	Header []string
 }
 
-// request builds a signed request; body is as for testkit.NewRequest: nil,
+// request builds a signed request; body is as for peers.NewRequest: nil,
 // a string or []byte (sent as is), or a value sent as JSON.
 func (a *agentSide) request(t *testing.T, ctx context.Context, method, path string, body any, o paReq) *http.Request {
 	t.Helper()
@@ -76,7 +77,7 @@ func (a *agentSide) request(t *testing.T, ctx context.Context, method, path stri
 	if o.Query != "" {
 		u += "?" + o.Query
 	}
-	req := testkit.NewRequest(t, method, u, body).WithContext(ctx)
+	req := peers.NewRequest(t, method, u, body).WithContext(ctx)
 	for i := 0; i+1 < len(o.Header); i += 2 {
 		req.Header.Set(o.Header[i], o.Header[i+1])
 	}
@@ -84,20 +85,20 @@ func (a *agentSide) request(t *testing.T, ctx context.Context, method, path stri
 	if agent == nil {
 		agent = a.agent
 	}
-	agent.Sign(t, req, testkit.SessionClaims{Aud: a.env.PublicURL("/t/" + paSlug), Sub: o.Sub, SID: o.SID,
-		AgentID: o.AgentID, AccessToken: o.Token}, testkit.SessionOptions{})
+	agent.Sign(t, req, peers.SessionClaims{Aud: a.env.PublicURL("/t/" + paSlug), Sub: o.Sub, SID: o.SID,
+		AgentID: o.AgentID, AccessToken: o.Token}, peers.SessionOptions{})
 	return req
 }
 
 // call sends a request to {endpoint}{path} and reads the response.
-func (a *agentSide) call(t *testing.T, method, path string, body any, o paReq) *testkit.Response {
+func (a *agentSide) call(t *testing.T, method, path string, body any, o paReq) *peers.Response {
 	t.Helper()
 	return a.callVia(t, a.env.Client, method, path, body, o)
 }
 
-func (a *agentSide) callVia(t *testing.T, client *http.Client, method, path string, body any, o paReq) *testkit.Response {
+func (a *agentSide) callVia(t *testing.T, client *http.Client, method, path string, body any, o paReq) *peers.Response {
 	t.Helper()
-	return testkit.Send(t, client, a.request(t, context.Background(), method, path, body, o))
+	return peers.Send(t, client, a.request(t, context.Background(), method, path, body, o))
 }
 
 // paMsg is a Personal Agent message with text.
@@ -115,7 +116,7 @@ func (a *agentSide) start(t *testing.T, msg map[string]any, o paReq) string {
 	return id
 }
 
-func (a *agentSide) send(t *testing.T, id string, msg map[string]any, o paReq) *testkit.Response {
+func (a *agentSide) send(t *testing.T, id string, msg map[string]any, o paReq) *peers.Response {
 	t.Helper()
 	return a.call(t, http.MethodPost, "/"+id+"/messages", map[string]any{"message": msg}, o)
 }
@@ -230,7 +231,7 @@ func (a *agentSide) signIn(t *testing.T, username string) string {
 }
 
 // requireError checks a spec 8.13 error body.
-func requireError(t *testing.T, resp *testkit.Response, status int, code string) map[string]any {
+func requireError(t *testing.T, resp *peers.Response, status int, code string) map[string]any {
 	t.Helper()
 	require.Equal(t, status, resp.Status, "%s", resp.Body)
 	body := resp.JSON(t)

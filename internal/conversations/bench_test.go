@@ -35,6 +35,8 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/conversations"
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 // Benchmarks of the conversation endpoint (spec 8) through the whole
@@ -46,7 +48,7 @@ const benchPkg = "github.com/poppyhost/poppyhost/internal/conversations."
 // call as one Personal Agent User, in one Session.
 type benchCompany struct {
 	env      *testkit.Env
-	agent    *testkit.Agent
+	agent    *peers.Agent
 	slug     string
 	endpoint string // {PUBLIC_URL}/t/{slug}/poppy/conversations
 	aud      string
@@ -60,7 +62,7 @@ type benchCompany struct {
 
 // newBenchCompany creates a Company with conversations on, rate limits
 // high enough never to answer 429, and settings merged in.
-func newBenchCompany(b *testing.B, env *testkit.Env, agent *testkit.Agent, settings map[string]any) *benchCompany {
+func newBenchCompany(b *testing.B, env *testkit.Env, agent *peers.Agent, settings map[string]any) *benchCompany {
 	b.Helper()
 	slug := "c" + benchRandom()[:10]
 	body := map[string]any{
@@ -74,7 +76,7 @@ func newBenchCompany(b *testing.B, env *testkit.Env, agent *testkit.Agent, setti
 		sub: "usr_bench", sid: benchRandom()}
 	c.aud, _ = view["identifier"].(string)
 	require.NotEmpty(b, c.aud)
-	tok := agent.SessionJWT(b, testkit.SessionClaims{Aud: c.aud, URL: c.endpoint, Sub: c.sub, SID: c.sid}, testkit.SessionOptions{})
+	tok := agent.SessionJWT(b, peers.SessionClaims{Aud: c.aud, URL: c.endpoint, Sub: c.sub, SID: c.sid}, peers.SessionOptions{})
 	raw, err := base64.RawURLEncoding.DecodeString(strings.Split(tok, ".")[0])
 	require.NoError(b, err)
 	require.NoError(b, json.Unmarshal(raw, &c.header))
@@ -103,7 +105,7 @@ func (c *benchCompany) request(b testing.TB, method, rawURL string, body []byte)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	req.Header.Set("Poppy-Session", testkit.SignJWT(b, "ES256", c.agent.DelegatedKey(c.sub), c.header, c.claims(method, rawURL)))
+	req.Header.Set("Poppy-Session", peers.SignJWT(b, "ES256", c.agent.DelegatedKey(c.sub), c.header, c.claims(method, rawURL)))
 	return req
 }
 
@@ -414,7 +416,7 @@ func BenchmarkStoreSend(b *testing.B) {
 	ctx := context.Background()
 	var companyID int64
 	require.NoError(b, env.Pool.QueryRow(ctx, `SELECT id FROM companies WHERE slug = $1`, c.slug).Scan(&companyID))
-	delivery := conversations.NewDelivery(conversations.DeliveryOptions{Pool: env.Pool, Jobs: testkit.Inserter(b, env.Pool)})
+	delivery := conversations.NewDelivery(conversations.DeliveryOptions{Pool: env.Pool, Jobs: testdb.Inserter(b, env.Pool)})
 	owner := conversations.Owner{ClientID: agent.ClientID, UserID: c.sub}
 	text := "Where is my order?"
 	for _, bc := range []struct {
@@ -820,7 +822,7 @@ func openStream(ctx context.Context, t *testing.T, cfg streamClientConfig, key c
 		return err
 	}
 	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Poppy-Session", testkit.SignJWT(t, "ES256", key, cfg.Header, claims))
+	req.Header.Set("Poppy-Session", peers.SignJWT(t, "ES256", key, cfg.Header, claims))
 	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err != nil {
 		return err

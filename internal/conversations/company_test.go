@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // The Company side of conversations: the Company API under
@@ -28,7 +29,7 @@ const (
 // Company rival, an API key for each, and a test Personal Agent.
 type companySide struct {
 	env      *testkit.Env
-	agent    *testkit.Agent
+	agent    *peers.Agent
 	id       int64 // acme's company ID
 	key      string
 	rivalKey string
@@ -86,12 +87,12 @@ func apiKey(t *testing.T, env *testkit.Env, slug string) string {
 
 // pa sends a signed Personal Agent request to acme's (or slug's)
 // conversation endpoint + path, as User sub ["usr_test"].
-func (cs *companySide) pa(t *testing.T, method, path string, body any, header ...string) *testkit.Response {
+func (cs *companySide) pa(t *testing.T, method, path string, body any, header ...string) *peers.Response {
 	t.Helper()
 	return cs.paAs(t, coSlug, "", method, path, body, header...)
 }
 
-func (cs *companySide) paAs(t *testing.T, slug, sub, method, path string, body any, header ...string) *testkit.Response {
+func (cs *companySide) paAs(t *testing.T, slug, sub, method, path string, body any, header ...string) *peers.Response {
 	t.Helper()
 	var raw []byte
 	if body != nil {
@@ -111,11 +112,11 @@ func (cs *companySide) paAs(t *testing.T, slug, sub, method, path string, body a
 	if slug == coRival {
 		aud = "https://rival.example"
 	}
-	cs.agent.Sign(t, req, testkit.SessionClaims{Aud: aud, Sub: sub}, testkit.SessionOptions{})
+	cs.agent.Sign(t, req, peers.SessionClaims{Aud: aud, Sub: sub}, peers.SessionOptions{})
 	return do(t, cs.env.Client, req)
 }
 
-func do(t *testing.T, client *http.Client, req *http.Request) *testkit.Response {
+func do(t *testing.T, client *http.Client, req *http.Request) *peers.Response {
 	t.Helper()
 	resp, err := client.Do(req)
 	require.NoError(t, err)
@@ -123,7 +124,7 @@ func do(t *testing.T, client *http.Client, req *http.Request) *testkit.Response 
 	var buf strings.Builder
 	_, err = bufio.NewReader(resp.Body).WriteTo(&buf)
 	require.NoError(t, err)
-	return &testkit.Response{Status: resp.StatusCode, Header: resp.Header, Body: []byte(buf.String())}
+	return &peers.Response{Status: resp.StatusCode, Header: resp.Header, Body: []byte(buf.String())}
 }
 
 // paStart starts an acme conversation with a Personal Agent message and
@@ -147,12 +148,12 @@ func (cs *companySide) paEvents(t *testing.T, id, query string) map[string]any {
 }
 
 // api calls acme's Company API at /company/v1/conversations + path.
-func (cs *companySide) api(t *testing.T, method, path string, body any) *testkit.Response {
+func (cs *companySide) api(t *testing.T, method, path string, body any) *peers.Response {
 	t.Helper()
 	return cs.apiAs(t, cs.key, method, path, body)
 }
 
-func (cs *companySide) apiAs(t *testing.T, key, method, path string, body any, header ...string) *testkit.Response {
+func (cs *companySide) apiAs(t *testing.T, key, method, path string, body any, header ...string) *peers.Response {
 	t.Helper()
 	if key != "" {
 		header = append(header, "Authorization", "Bearer "+key)
@@ -161,7 +162,7 @@ func (cs *companySide) apiAs(t *testing.T, key, method, path string, body any, h
 }
 
 // requireCode checks an error answer's status and code.
-func requireCode(t *testing.T, resp *testkit.Response, status int, code string) {
+func requireCode(t *testing.T, resp *peers.Response, status int, code string) {
 	t.Helper()
 	require.Equal(t, status, resp.Status, "%s", resp.Body)
 	require.Equal(t, code, resp.JSON(t)["error"], "%s", resp.Body)
@@ -202,7 +203,7 @@ func TestCompanyListAndGet(t *testing.T) {
 	require.Equal(t, http.StatusCreated, rival.Status, "%s", rival.Body)
 	rivalID := rival.JSON(t)["conversation_id"].(string)
 
-	listed := func(resp *testkit.Response) ([]string, string) {
+	listed := func(resp *peers.Response) ([]string, string) {
 		t.Helper()
 		require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 		body := resp.JSON(t)
@@ -262,7 +263,7 @@ func TestCompanyListAndGet(t *testing.T) {
 	require.Equal(t, []string{"state"}, typesOf(resp.JSON(t)))
 
 	// A long-poll wakes on the Personal Agent's message.
-	done := make(chan *testkit.Response, 1)
+	done := make(chan *peers.Response, 1)
 	go func() { done <- cs.api(t, http.MethodGet, "/"+ids[1]+"/events?cursor=evt_2&wait=10", nil) }()
 	time.Sleep(200 * time.Millisecond)
 	sent := cs.pa(t, http.MethodPost, "/"+ids[1]+"/messages", map[string]any{"message": map[string]any{
@@ -452,7 +453,7 @@ func TestCompanyDeltas(t *testing.T) {
 	req, err := http.NewRequest(http.MethodGet, cs.env.PublicURL("/t/"+coSlug+"/poppy/conversations/"+id+"/events?cursor=evt_2"), nil)
 	require.NoError(t, err)
 	req.Header.Set("Accept", "text/event-stream")
-	cs.agent.Sign(t, req, testkit.SessionClaims{Aud: cs.env.PublicURL("/t/" + coSlug)}, testkit.SessionOptions{})
+	cs.agent.Sign(t, req, peers.SessionClaims{Aud: cs.env.PublicURL("/t/" + coSlug)}, peers.SessionOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stream, err := cs.env.Client.Do(req.WithContext(ctx))

@@ -15,7 +15,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/conversations"
 	"github.com/poppyhost/poppyhost/internal/jobs"
 	"github.com/poppyhost/poppyhost/internal/tenant"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 // jobClock is the jobs' clock: now, moved on by the test.
@@ -71,7 +71,7 @@ func (j *jobRunner) run(t *testing.T, name string) {
 	require.NoError(t, err)
 	s, ok := j.sweeps[name]
 	require.True(t, ok, name)
-	testkit.RunSweeps(t, j.cs.env.Pool, j.clock.now, s)
+	testdb.RunSweeps(t, j.cs.env.Pool, j.clock.now, s)
 }
 
 // origins lists the origin of a conversation's events from seq on.

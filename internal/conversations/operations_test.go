@@ -16,6 +16,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/gateway"
 	"github.com/poppyhost/poppyhost/internal/operations"
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // Operations in conversations (extension 4, 6, 7 "Conversations"): the
@@ -31,12 +32,12 @@ const opsSlug = "outfitters"
 // River running.
 type opsSide struct {
 	env    *testkit.Env
-	agent  *testkit.Agent
+	agent  *peers.Agent
 	id     int64
 	key    string
 	secret string
 	hook   *hookServer
-	origin *testkit.Origin
+	origin *peers.Origin
 	x      *jacketOrigin
 	issuer string
 }
@@ -56,7 +57,7 @@ type jacketOrigin struct {
 
 func (x *jacketOrigin) serve(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, r.Body)
-	c := testkit.OriginClaims(r)
+	c := peers.OriginClaims(r)
 	if x.fails.Add(-1) >= 0 {
 		w.WriteHeader(http.StatusInternalServerError)
 		return
@@ -167,20 +168,20 @@ func byMessage(outs []map[string]any) map[string]map[string]any {
 }
 
 // api calls the Company API at /company/v1/conversations + path.
-func (s *opsSide) api(t *testing.T, method, path string, body any) *testkit.Response {
+func (s *opsSide) api(t *testing.T, method, path string, body any) *peers.Response {
 	t.Helper()
 	return s.env.Do(t, method, s.env.PublicURL("/company/v1/conversations"+path), body, "Authorization", "Bearer "+s.key)
 }
 
 // pa sends a Personal Agent request to the conversation endpoint + path.
-func (s *opsSide) pa(t *testing.T, method, path string, body any, o paReq) *testkit.Response {
+func (s *opsSide) pa(t *testing.T, method, path string, body any, o paReq) *peers.Response {
 	t.Helper()
-	req := testkit.NewRequest(t, method, s.issuer+"/poppy/conversations"+path, body)
-	s.agent.Sign(t, req, testkit.SessionClaims{Aud: s.issuer, Sub: o.Sub, AccessToken: o.Token}, testkit.SessionOptions{})
+	req := peers.NewRequest(t, method, s.issuer+"/poppy/conversations"+path, body)
+	s.agent.Sign(t, req, peers.SessionClaims{Aud: s.issuer, Sub: o.Sub, AccessToken: o.Token}, peers.SessionOptions{})
 	for i := 0; i+1 < len(o.Header); i += 2 {
 		req.Header.Set(o.Header[i], o.Header[i+1])
 	}
-	return testkit.Send(t, s.env.Client, req)
+	return peers.Send(t, s.env.Client, req)
 }
 
 func (s *opsSide) signIn(t *testing.T, user string) string {
@@ -449,9 +450,9 @@ func TestOperationsConversationChecks(t *testing.T) {
 	patched := s.env.Admin(t, http.MethodPatch, "/admin/v1/companies/rival-outfitters", map[string]any{"operations": map[string]any{"enabled": true}})
 	require.Equal(t, http.StatusOK, patched.Status, "%s", patched.Body)
 	rivalIssuer := s.env.PublicURL("/t/rival-outfitters")
-	req := testkit.NewRequest(t, http.MethodPost, rivalIssuer+"/poppy/conversations", approvalMsg("msg_rival", op, nil))
-	s.agent.Sign(t, req, testkit.SessionClaims{Aud: rivalIssuer}, testkit.SessionOptions{})
-	started := testkit.Send(t, s.env.Client, req)
+	req := peers.NewRequest(t, http.MethodPost, rivalIssuer+"/poppy/conversations", approvalMsg("msg_rival", op, nil))
+	s.agent.Sign(t, req, peers.SessionClaims{Aud: rivalIssuer}, peers.SessionOptions{})
+	started := peers.Send(t, s.env.Client, req)
 	require.Equal(t, http.StatusCreated, started.Status, "%s", started.Body)
 	require.Eventually(t, func() bool {
 		var status string

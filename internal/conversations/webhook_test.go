@@ -24,6 +24,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/signing"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 // hookServer is a Company Agent's webhook: a real HTTPS server under
@@ -359,7 +360,7 @@ func TestWebhookWaitsForItsSecret(t *testing.T) {
 func deliveryWorkers(t *testing.T, env *testkit.Env) *river.Workers {
 	t.Helper()
 	d := conversations.NewDelivery(conversations.DeliveryOptions{
-		Pool: env.Pool, Jobs: testkit.Inserter(t, env.Pool), Companies: tenant.NewStore(env.Pool),
+		Pool: env.Pool, Jobs: testdb.Inserter(t, env.Pool), Companies: tenant.NewStore(env.Pool),
 		Keys: signing.NewKeys(env.Pool, signing.Options{}), URLs: env.URLs,
 		Client: safehttp.New(safehttp.Options{AllowPrivate: true, RootCAs: env.CA.Pool(), Resolver: env.Hosts}),
 	})
@@ -373,14 +374,14 @@ func TestDeliveryWithoutWebhookSkips(t *testing.T) {
 	cs := newCompanySide(t, companyOptions{})
 	id := cs.paStart(t, "msg_1", "Hello")
 	workers := deliveryWorkers(t, cs.env)
-	testkit.RunJob(t, cs.env.Pool, workers, conversations.DeliverArgs{CompanyID: cs.id, ConversationID: id})
+	testdb.RunJob(t, cs.env.Pool, workers, conversations.DeliverArgs{CompanyID: cs.id, ConversationID: id})
 	var delivered int64
 	require.NoError(t, cs.env.Pool.QueryRow(context.Background(),
 		`SELECT delivered_seq FROM conversations WHERE id = $1`, id).Scan(&delivered))
 	require.Equal(t, int64(2), delivered, "nothing to send them to: marked done")
 	// A job for a conversation or Company that is gone completes too.
-	testkit.RunJob(t, cs.env.Pool, workers, conversations.DeliverArgs{CompanyID: cs.id, ConversationID: "cnv_gone"})
-	testkit.RunJob(t, cs.env.Pool, workers, conversations.DeliverArgs{CompanyID: 1 << 40, ConversationID: id})
+	testdb.RunJob(t, cs.env.Pool, workers, conversations.DeliverArgs{CompanyID: cs.id, ConversationID: "cnv_gone"})
+	testdb.RunJob(t, cs.env.Pool, workers, conversations.DeliverArgs{CompanyID: 1 << 40, ConversationID: id})
 }
 
 func TestDeliveryJobSendsThroughRunJob(t *testing.T) {
@@ -389,7 +390,7 @@ func TestDeliveryJobSendsThroughRunJob(t *testing.T) {
 	secret := cs.api(t, http.MethodPost, "/webhook-secret", nil).JSON(t)["secret"].(string)
 	id := cs.paStart(t, "msg_1", "Hello")
 	workers := deliveryWorkers(t, cs.env)
-	testkit.RunJob(t, cs.env.Pool, workers, conversations.DeliverArgs{CompanyID: cs.id, ConversationID: id})
+	testdb.RunJob(t, cs.env.Pool, workers, conversations.DeliverArgs{CompanyID: cs.id, ConversationID: id})
 	ds := cs.hook.wait(t, 2)
 	require.Equal(t, []string{id + ".evt_1", id + ".evt_2"}, hookIDs(ds))
 	require.NoError(t, verifyWebhook(secret, ds[1].Header, ds[1].Body, time.Now()))
@@ -400,7 +401,7 @@ func TestDeliveryJobSendsThroughRunJob(t *testing.T) {
 	_, err := cs.env.Pool.Exec(context.Background(), `UPDATE conversation_events SET created_at = created_at - interval '25 hours'
 		WHERE conversation_id = $1`, old)
 	require.NoError(t, err)
-	testkit.RunJob(t, cs.env.Pool, workers, conversations.DeliverArgs{CompanyID: cs.id, ConversationID: old})
+	testdb.RunJob(t, cs.env.Pool, workers, conversations.DeliverArgs{CompanyID: cs.id, ConversationID: old})
 	require.Equal(t, 2, cs.hook.count())
 	var delivered, last int64
 	require.NoError(t, cs.env.Pool.QueryRow(context.Background(),

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/db"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 // counting counts the statements run through it.
@@ -28,7 +28,7 @@ func (c *counting) Exec(ctx context.Context, sql string, args ...any) (pgconn.Co
 func TestDeleteInBatches(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := testkit.NewPool(t)
+	pool := testdb.NewPool(t)
 	_, err := pool.Exec(ctx, `CREATE TABLE swept (a int, b text, old bool NOT NULL, PRIMARY KEY (a, b))`)
 	require.NoError(t, err)
 	for _, tc := range []struct {

@@ -16,6 +16,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/demoagent"
 	"github.com/poppyhost/poppyhost/internal/demoshop"
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
@@ -25,7 +26,7 @@ const slug = "stormline"
 // the platform's jobs running, and a test Personal Agent.
 type demo struct {
 	env   *testkit.Env
-	agent *testkit.Agent
+	agent *peers.Agent
 	shop  *demoshop.Shop
 	// ada is the seeded account's ID; token, when set, is sent with the
 	// Personal Agent's requests, which declare the Operations extension.
@@ -118,7 +119,7 @@ func (d *demo) pa(t *testing.T, method, path string, body any, status int) map[s
 	if d.token != "" {
 		req.Header.Set("Poppy-Extensions", `"operations";v="3"`)
 	}
-	d.agent.Sign(t, req, testkit.SessionClaims{Aud: d.env.PublicURL("/t/" + slug), AccessToken: d.token}, testkit.SessionOptions{})
+	d.agent.Sign(t, req, peers.SessionClaims{Aud: d.env.PublicURL("/t/" + slug), AccessToken: d.token}, peers.SessionOptions{})
 	resp, err := d.env.Client.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()

@@ -17,7 +17,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/conversations"
 	"github.com/poppyhost/poppyhost/internal/demoagent"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
@@ -88,7 +88,7 @@ func TestRefusesUnverifiedDeliveries(t *testing.T) {
 	for name, pv := range map[string]string{
 		"missing":   "",
 		"garbage":   "not-a-jwt",
-		"forged":    testkit.SignJWT(t, "ES256", other, header, forgedClaims),
+		"forged":    peers.SignJWT(t, "ES256", other, header, forgedClaims),
 		"altered":   parts[0] + "." + base64.RawURLEncoding.EncodeToString(payload) + "." + parts[2],
 		"unsigned":  parts[0] + "." + base64.RawURLEncoding.EncodeToString(payload) + ".",
 		"another's": real,
@@ -118,7 +118,7 @@ func TestUncheckableDeliveryIsRetried(t *testing.T) {
 	d := &demo{hook: a, hookURL: "https://agent.stormline.test/poppy/webhook", secret: secret}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
-	pv := testkit.SignJWT(t, "ES256", key, map[string]any{"alg": "ES256", "typ": verified.Type, "kid": "k1"},
+	pv := peers.SignJWT(t, "ES256", key, map[string]any{"alg": "ES256", "typ": verified.Type, "kid": "k1"},
 		map[string]any{"iss": "https://stormline.test", "aud": d.hookURL, "conversation_id": "cnv_1", "event_id": "evt_1",
 			"iat": time.Now().Unix(), "exp": time.Now().Add(time.Minute).Unix()})
 	require.Equal(t, http.StatusServiceUnavailable, d.deliver(t, "cnv_1.evt_1", "cnv_1", "evt_1", "Hello there", pv))

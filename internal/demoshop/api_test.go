@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
@@ -56,10 +56,10 @@ func TestVerifiedRefused(t *testing.T) {
 	resp = r.do(http.MethodGet, "/orders", nil, verified.Header, r.token(api, ada()))
 	require.Equal(t, http.StatusUnauthorized, resp.Status)
 	// Two headers are refused, even if one is good.
-	req := testkit.NewRequest(t, http.MethodGet, r.base+"/api/orders", nil)
+	req := peers.NewRequest(t, http.MethodGet, r.base+"/api/orders", nil)
 	req.Header.Add(verified.Header, r.token(api, ada()))
 	req.Header.Add(verified.Header, r.token(api, ada()))
-	require.Equal(t, http.StatusUnauthorized, testkit.Send(t, r.client, req).Status)
+	require.Equal(t, http.StatusUnauthorized, peers.Send(t, r.client, req).Status)
 
 	require.Empty(t, r.shop.Orders("42")[0].Exchanges, "nothing was performed")
 }

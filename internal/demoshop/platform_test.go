@@ -13,6 +13,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/demoshop"
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // platformRig is the shop behind a real platform, registered as dev mode
@@ -20,7 +21,7 @@ import (
 // sign-ins for the API and for the MCP server.
 type platformRig struct {
 	env      *testkit.Env
-	agent    *testkit.Agent
+	agent    *peers.Agent
 	shop     *demoshop.Shop
 	issuer   string
 	ada      string
@@ -80,15 +81,15 @@ func setupPlatform(t *testing.T) *platformRig {
 
 // send sends a Personal Agent request to url, signed for the Company with
 // the access token, declaring operations; headers are name, value pairs.
-func (r *platformRig) send(t *testing.T, method, url, token string, body any, headers ...string) *testkit.Response {
+func (r *platformRig) send(t *testing.T, method, url, token string, body any, headers ...string) *peers.Response {
 	t.Helper()
-	req := testkit.NewRequest(t, method, url, body)
+	req := peers.NewRequest(t, method, url, body)
 	req.Header.Set("Poppy-Extensions", `"operations";v="3"`)
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	r.agent.Sign(t, req, testkit.SessionClaims{Aud: r.issuer, SID: "ses_demo", AccessToken: token}, testkit.SessionOptions{})
-	return testkit.Send(t, r.env.Client, req)
+	r.agent.Sign(t, req, peers.SessionClaims{Aud: r.issuer, SID: "ses_demo", AccessToken: token}, peers.SessionOptions{})
+	return peers.Send(t, r.env.Client, req)
 }
 
 // operation reads an operation from a body's operation member.

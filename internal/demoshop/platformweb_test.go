@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // join joins a new browser to the rig's Session, signed in as ada (spec 6,
@@ -22,15 +22,15 @@ func (r *platformRig) join(t *testing.T) *http.Client {
 	require.NoError(t, err)
 	browser := &http.Client{Transport: r.env.Client.Transport, Jar: jar, Timeout: 20 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	page := testkit.Send(t, browser, testkit.NewRequest(t, http.MethodGet, r.site("/poppy/browser-session"), nil))
+	page := peers.Send(t, browser, peers.NewRequest(t, http.MethodGet, r.site("/poppy/browser-session"), nil))
 	require.Equal(t, http.StatusOK, page.Status, "%s", page.Body)
 	m := regexp.MustCompile(`name="code" value="([A-Za-z0-9_]+)"`).FindSubmatch(page.Body)
 	require.NotNil(t, m, "%s", page.Body)
 	resp := r.send(t, http.MethodPost, r.site("/poppy/browser-session/authorize"), r.apiToken, map[string]string{"code": string(m[1])})
 	require.Equal(t, http.StatusNoContent, resp.Status, "%s", resp.Body)
-	req := testkit.NewRequest(t, http.MethodPost, r.site("/poppy/browser-session"), url.Values{"code": {string(m[1])}}.Encode())
+	req := peers.NewRequest(t, http.MethodPost, r.site("/poppy/browser-session"), url.Values{"code": {string(m[1])}}.Encode())
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp = testkit.Send(t, browser, req)
+	resp = peers.Send(t, browser, req)
 	require.Equal(t, http.StatusSeeOther, resp.Status, "%s", resp.Body)
 	return browser
 }
@@ -46,14 +46,14 @@ func TestWebsiteThroughThePlatform(t *testing.T) {
 	r := setupPlatform(t)
 	browser := r.join(t)
 
-	orders := testkit.Send(t, browser, testkit.NewRequest(t, http.MethodGet, r.site("/orders"), nil))
+	orders := peers.Send(t, browser, peers.NewRequest(t, http.MethodGet, r.site("/orders"), nil))
 	require.Equal(t, http.StatusOK, orders.Status, "%s", orders.Body)
 	require.Contains(t, string(orders.Body), `href="/orders/ord_7Hk2"`)
 
-	submit := func() *testkit.Response {
-		req := testkit.NewRequest(t, http.MethodPost, r.site("/orders/ord_7Hk2/exchange"), form)
+	submit := func() *peers.Response {
+		req := peers.NewRequest(t, http.MethodPost, r.site("/orders/ord_7Hk2/exchange"), form)
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		return testkit.Send(t, browser, req)
+		return peers.Send(t, browser, req)
 	}
 	waiting := submit()
 	require.Equal(t, http.StatusForbidden, waiting.Status, "%s", waiting.Body)
@@ -79,7 +79,7 @@ func TestWebsiteThroughThePlatform(t *testing.T) {
 	exchanges := r.shop.Orders(r.ada)[0].Exchanges
 	require.Len(t, exchanges, 1)
 	require.Equal(t, op["operation_id"], exchanges[0].OperationID)
-	page := testkit.Send(t, browser, testkit.NewRequest(t, http.MethodGet, r.site("/orders/ord_7Hk2"), nil))
+	page := peers.Send(t, browser, peers.NewRequest(t, http.MethodGet, r.site("/orders/ord_7Hk2"), nil))
 	require.Contains(t, string(page.Body), `<ul id="exchanges">`)
 
 	// Continue again: the item is exchanged already; nothing more is done.

@@ -21,7 +21,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/demoshop"
 	"github.com/poppyhost/poppyhost/internal/devca"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
@@ -39,13 +39,13 @@ func (k companyKey) Sign(_ context.Context, _ int64, typ string, payload []byte)
 	if err := json.Unmarshal(payload, &claims); err != nil {
 		return "", err
 	}
-	return testkit.SignJWT(k.t, "ES256", k.key, map[string]any{"alg": "ES256", "typ": typ, "kid": k.kid}, claims), nil
+	return peers.SignJWT(k.t, "ES256", k.key, map[string]any{"alg": "ES256", "typ": typ, "kid": k.kid}, claims), nil
 }
 
 func newKey(t testing.TB) companyKey {
 	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
-	return companyKey{t: t, key: priv, kid: testkit.JWKThumbprint(t, priv.Public())}
+	return companyKey{t: t, key: priv, kid: peers.JWKThumbprint(t, priv.Public())}
 }
 
 // rig is a shop served over HTTPS as shop.test, with the Company's key set
@@ -161,11 +161,11 @@ func (r *rig) tokenWith(k companyKey, aud string, c verified.Claims, now time.Ti
 }
 
 // do sends a request to path on the shop; headers are name, value pairs.
-func (r *rig) do(method, path string, body any, headers ...string) *testkit.Response {
+func (r *rig) do(method, path string, body any, headers ...string) *peers.Response {
 	r.t.Helper()
-	req := testkit.NewRequest(r.t, method, r.base+path, body)
+	req := peers.NewRequest(r.t, method, r.base+path, body)
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	return testkit.Send(r.t, r.client, req)
+	return peers.Send(r.t, r.client, req)
 }

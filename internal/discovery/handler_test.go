@@ -13,12 +13,13 @@ import (
 	"github.com/poppyhost/poppyhost/internal/discovery"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // fetch sends a request without any token. host, when set, replaces the
 // Host header (the connection still goes to the test server, and TLS still
 // names the URL's host).
-func fetch(t testing.TB, env *testkit.Env, method, rawURL, host string) *testkit.Response {
+func fetch(t testing.TB, env *testkit.Env, method, rawURL, host string) *peers.Response {
 	t.Helper()
 	req, err := http.NewRequest(method, rawURL, nil)
 	require.NoError(t, err)
@@ -30,17 +31,17 @@ func fetch(t testing.TB, env *testkit.Env, method, rawURL, host string) *testkit
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	return &testkit.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}
+	return &peers.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}
 }
 
-func get(t testing.TB, env *testkit.Env, rawURL string) *testkit.Response {
+func get(t testing.TB, env *testkit.Env, rawURL string) *peers.Response {
 	t.Helper()
 	return fetch(t, env, http.MethodGet, rawURL, "")
 }
 
 // requireDocument checks a discovery document response: 200, JSON, and
 // cacheable for a minute.
-func requireDocument(t testing.TB, resp *testkit.Response, what string) map[string]any {
+func requireDocument(t testing.TB, resp *peers.Response, what string) map[string]any {
 	t.Helper()
 	require.Equal(t, http.StatusOK, resp.Status, "%s: %s", what, resp.Body)
 	require.Equal(t, "application/json", resp.Header.Get("Content-Type"), what)
@@ -49,7 +50,7 @@ func requireDocument(t testing.TB, resp *testkit.Response, what string) map[stri
 }
 
 // requireNotFound checks the JSON 404 that says a document does not exist.
-func requireNotFound(t testing.TB, resp *testkit.Response, what string) {
+func requireNotFound(t testing.TB, resp *peers.Response, what string) {
 	t.Helper()
 	require.Equal(t, http.StatusNotFound, resp.Status, "%s: %s", what, resp.Body)
 	require.Equal(t, "application/json", resp.Header.Get("Content-Type"), what)
@@ -351,8 +352,8 @@ func TestCompaniesAreIsolated(t *testing.T) {
 	company("alpha")
 	company("beta")
 
-	served := func(name string) []*testkit.Response {
-		var out []*testkit.Response
+	served := func(name string) []*peers.Response {
+		var out []*peers.Response
 		for _, d := range []string{name + ".example", "www." + name + ".example"} {
 			out = append(out,
 				get(t, env, env.URL(d, poppyPath)),

@@ -13,13 +13,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // bundle is a running platform with Companies shop (and, when asked,
 // mall) and one test Personal Agent.
 type bundle struct {
 	env   *testkit.Env
-	agent *testkit.Agent
+	agent *peers.Agent
 }
 
 func setup(t *testing.T, slugs ...string) *bundle {
@@ -81,12 +82,12 @@ type reportOptions struct {
 	// Unsigned leaves out the Session header.
 	Unsigned bool
 	// Claims of the Session JWT; Aud defaults to the Company's identifier.
-	Claims testkit.SessionClaims
+	Claims peers.SessionClaims
 }
 
 // report POSTs body to slug's feedback endpoint: a string or []byte as is,
 // anything else as JSON.
-func (b *bundle) report(t *testing.T, slug string, body any, o reportOptions) *testkit.Response {
+func (b *bundle) report(t *testing.T, slug string, body any, o reportOptions) *peers.Response {
 	t.Helper()
 	var raw []byte
 	switch v := body.(type) {
@@ -110,7 +111,7 @@ func (b *bundle) report(t *testing.T, slug string, body any, o reportOptions) *t
 		if o.Claims.Aud == "" {
 			o.Claims.Aud = b.env.PublicURL("/t/" + slug)
 		}
-		b.agent.Sign(t, req, o.Claims, testkit.SessionOptions{})
+		b.agent.Sign(t, req, o.Claims, peers.SessionOptions{})
 	}
 	resp, err := b.env.Client.Do(req)
 	require.NoError(t, err)
@@ -118,7 +119,7 @@ func (b *bundle) report(t *testing.T, slug string, body any, o reportOptions) *t
 	var out bytes.Buffer
 	_, err = out.ReadFrom(resp.Body)
 	require.NoError(t, err)
-	return &testkit.Response{Status: resp.StatusCode, Header: resp.Header, Body: out.Bytes()}
+	return &peers.Response{Status: resp.StatusCode, Header: resp.Header, Body: out.Bytes()}
 }
 
 // stored is a feedback row as the database holds it.
@@ -154,7 +155,7 @@ type apiError struct {
 	} `json:"fields"`
 }
 
-func requireError(t *testing.T, resp *testkit.Response, status int, code string) apiError {
+func requireError(t *testing.T, resp *peers.Response, status int, code string) apiError {
 	t.Helper()
 	require.Equal(t, status, resp.Status, "body: %s", resp.Body)
 	require.Equal(t, "application/json", resp.Header.Get("Content-Type"))
@@ -321,11 +322,11 @@ func TestFeedbackSession(t *testing.T) {
 		o    reportOptions
 	}{
 		{"no Session header", reportOptions{Unsigned: true}},
-		{"another Company's audience", reportOptions{Claims: testkit.SessionClaims{Aud: b.env.PublicURL("/t/mall")}}},
-		{"audience with a trailing slash", reportOptions{Claims: testkit.SessionClaims{Aud: b.env.PublicURL("/t/shop/")}}},
-		{"signed for another URL", reportOptions{Claims: testkit.SessionClaims{URL: b.env.PublicURL("/t/shop/poppy/conversations")}}},
-		{"signed for GET", reportOptions{Claims: testkit.SessionClaims{Method: http.MethodGet}}},
-		{"old iat", reportOptions{Claims: testkit.SessionClaims{IAT: time.Now().Add(-time.Hour)}}},
+		{"another Company's audience", reportOptions{Claims: peers.SessionClaims{Aud: b.env.PublicURL("/t/mall")}}},
+		{"audience with a trailing slash", reportOptions{Claims: peers.SessionClaims{Aud: b.env.PublicURL("/t/shop/")}}},
+		{"signed for another URL", reportOptions{Claims: peers.SessionClaims{URL: b.env.PublicURL("/t/shop/poppy/conversations")}}},
+		{"signed for GET", reportOptions{Claims: peers.SessionClaims{Method: http.MethodGet}}},
+		{"old iat", reportOptions{Claims: peers.SessionClaims{IAT: time.Now().Add(-time.Hour)}}},
 	}
 	t.Run("rows", func(t *testing.T) {
 		for _, tt := range tests {
@@ -345,9 +346,9 @@ func TestFeedbackSession(t *testing.T) {
 
 	t.Run("replayed Session JWT", func(t *testing.T) {
 		t.Parallel()
-		jwt := b.agent.SessionJWT(t, testkit.SessionClaims{
+		jwt := b.agent.SessionJWT(t, peers.SessionClaims{
 			Aud: b.env.PublicURL("/t/shop"), Method: http.MethodPost, URL: b.env.PublicURL("/t/shop/poppy/feedback"),
-		}, testkit.SessionOptions{})
+		}, peers.SessionOptions{})
 		url := b.env.PublicURL("/t/shop/poppy/feedback")
 		first := b.env.Do(t, http.MethodPost, url, map[string]any{"task": "replay", "description": "x"}, "Poppy-Session", jwt)
 		require.Equal(t, http.StatusAccepted, first.Status, "body: %s", first.Body)
@@ -362,14 +363,14 @@ func TestFeedbackSession(t *testing.T) {
 func TestFeedbackAttribution(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	claims := testkit.SessionClaims{Sub: "usr_attributed", AgentID: "agt_7", SID: "sid-attributed_1"}
+	claims := peers.SessionClaims{Sub: "usr_attributed", AgentID: "agt_7", SID: "sid-attributed_1"}
 	resp := b.report(t, "shop", map[string]any{"task": "Task one", "description": "first"}, reportOptions{Claims: claims})
 	require.Equal(t, http.StatusAccepted, resp.Status, "body: %s", resp.Body)
 	// The same Session again, then another Session without an Agent ID.
 	resp = b.report(t, "shop", valid, reportOptions{Claims: claims})
 	require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
 	resp = b.report(t, "shop", map[string]any{"task": "Task two", "description": "second", "user_id": "usr_forged", "sid": "forged"},
-		reportOptions{Claims: testkit.SessionClaims{Sub: "usr_other", SID: "sid-other"}})
+		reportOptions{Claims: peers.SessionClaims{Sub: "usr_other", SID: "sid-other"}})
 	require.Equal(t, http.StatusAccepted, resp.Status, "body: %s", resp.Body)
 
 	require.Equal(t, []stored{
@@ -433,12 +434,12 @@ func (b *bundle) apiKey(t *testing.T, slug string) string {
 }
 
 // list GETs the Company API's feedback with key and query.
-func (b *bundle) list(t *testing.T, key, query string) *testkit.Response {
+func (b *bundle) list(t *testing.T, key, query string) *peers.Response {
 	t.Helper()
 	return b.env.Do(t, http.MethodGet, b.env.PublicURL("/company/v1/feedback"+query), nil, "Authorization", "Bearer "+key)
 }
 
-func decodePage(t *testing.T, resp *testkit.Response) page {
+func decodePage(t *testing.T, resp *peers.Response) page {
 	t.Helper()
 	require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
 	var p page
@@ -466,10 +467,10 @@ func TestListFeedback(t *testing.T) {
 
 	for i := 1; i <= 5; i++ {
 		resp := b.report(t, "shop", map[string]any{"task": "task " + strconv.Itoa(i), "description": "report " + strconv.Itoa(i)},
-			reportOptions{Claims: testkit.SessionClaims{Sub: "usr_list", AgentID: "agt_list", SID: "sid-list"}})
+			reportOptions{Claims: peers.SessionClaims{Sub: "usr_list", AgentID: "agt_list", SID: "sid-list"}})
 		require.Equal(t, http.StatusAccepted, resp.Status, "body: %s", resp.Body)
 	}
-	resp := b.report(t, "shop", valid, reportOptions{Claims: testkit.SessionClaims{Sub: "usr_list", SID: "sid-list-2"}})
+	resp := b.report(t, "shop", valid, reportOptions{Claims: peers.SessionClaims{Sub: "usr_list", SID: "sid-list-2"}})
 	require.Equal(t, http.StatusOK, resp.Status)
 
 	// Newest first, every field shown.
@@ -548,7 +549,7 @@ func TestListFeedbackBadQuery(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {
 			t.Parallel()
-			for _, resp := range []*testkit.Response{
+			for _, resp := range []*peers.Response{
 				b.list(t, key, tt.query),
 				b.env.Admin(t, http.MethodGet, "/admin/v1/companies/shop/feedback"+tt.query, nil),
 			} {
@@ -574,7 +575,7 @@ func TestListFeedbackAuth(t *testing.T) {
 	// A Session JWT does not read reports either.
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	require.NoError(t, err)
-	b.agent.Sign(t, req, testkit.SessionClaims{Aud: b.env.PublicURL("/t/shop")}, testkit.SessionOptions{})
+	b.agent.Sign(t, req, peers.SessionClaims{Aud: b.env.PublicURL("/t/shop")}, peers.SessionOptions{})
 	r, err := b.env.Client.Do(req)
 	require.NoError(t, err)
 	r.Body.Close()
@@ -596,7 +597,7 @@ func TestFeedbackCrossCompany(t *testing.T) {
 	require.JSONEq(t, string(mustJSON(t, giftCard("mall"))), string(resp.Body))
 	// A Session JWT for shop does not report to mall.
 	resp = b.report(t, "mall", map[string]any{"task": "misdirected", "description": "x"},
-		reportOptions{Claims: testkit.SessionClaims{Aud: b.env.PublicURL("/t/shop")}})
+		reportOptions{Claims: peers.SessionClaims{Aud: b.env.PublicURL("/t/shop")}})
 	requireError(t, resp, http.StatusBadRequest, "invalid_session")
 
 	require.Equal(t, []string{"shop one", "shop two"}, []string{b.rows(t, "shop")[0].Task, b.rows(t, "shop")[1].Task})

@@ -19,6 +19,8 @@ import (
 	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 // logBuffer collects the platform's log output.
@@ -48,13 +50,13 @@ func TestReportTextIsNotLogged(t *testing.T) {
 	t.Parallel()
 	ca, err := devca.New()
 	require.NoError(t, err)
-	agent := testkit.StartAgent(t, ca, testkit.AgentOptions{})
-	hosts := &testkit.Hosts{}
+	agent := peers.StartAgent(t, ca, peers.AgentOptions{})
+	hosts := &peers.Hosts{}
 	hosts.Add(agent.Host)
 	logs := &logBuffer{}
 	public := &url.URL{Scheme: "https", Host: testkit.PublicHost}
 	p, err := platform.New(context.Background(), platform.Options{
-		Pool:       testkit.NewPool(t),
+		Pool:       testdb.NewPool(t),
 		Logger:     slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		URLs:       tenant.URLs{Public: public},
 		AdminToken: testkit.AdminToken,
@@ -87,7 +89,7 @@ func TestReportTextIsNotLogged(t *testing.T) {
 	report := func(body []byte) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodPost, public.String()+"/t/shop/poppy/feedback", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
-		agent.Sign(t, req, testkit.SessionClaims{Aud: public.String() + "/t/shop"}, testkit.SessionOptions{})
+		agent.Sign(t, req, peers.SessionClaims{Aud: public.String() + "/t/shop"}, peers.SessionOptions{})
 		rec := httptest.NewRecorder()
 		p.Handler().ServeHTTP(rec, req)
 		return rec

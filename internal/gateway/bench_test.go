@@ -28,6 +28,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/gateway"
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
@@ -114,7 +115,7 @@ const benchOpenAPI = `{
 // HTTPS origin, and one Personal Agent User with two started Sessions.
 type gatewayBench struct {
 	env   *testkit.Env
-	agent *testkit.Agent
+	agent *peers.Agent
 	aud   string
 	sub   string
 	// header is a Session JWT header with its delegation (pap_dlg): every
@@ -234,8 +235,8 @@ func newGatewayBench(b *testing.B) *gatewayBench {
 		signedIn: &benchCaller{client: env.Client, url: issuer + "/api/" + benchAPI + "/orders/42", sid: benchID(),
 			token: tok.AccessToken},
 	}
-	first := agent.SessionJWT(b, testkit.SessionClaims{Aud: aud, URL: g.signedOut.url, Sub: g.sub, SID: g.signedOut.sid},
-		testkit.SessionOptions{})
+	first := agent.SessionJWT(b, peers.SessionClaims{Aud: aud, URL: g.signedOut.url, Sub: g.sub, SID: g.signedOut.sid},
+		peers.SessionOptions{})
 	raw, err := base64.RawURLEncoding.DecodeString(strings.Split(first, ".")[0])
 	require.NoError(b, err)
 	require.NoError(b, json.Unmarshal(raw, &g.header))
@@ -290,7 +291,7 @@ func (g *gatewayBench) sign(b *testing.B, c *benchCaller) string {
 		sum := sha256.Sum256([]byte(c.token))
 		claims["ath"] = base64.RawURLEncoding.EncodeToString(sum[:])
 	}
-	return testkit.SignJWT(b, "ES256", g.agent.DelegatedKey(g.sub), g.header, claims)
+	return peers.SignJWT(b, "ES256", g.agent.DelegatedKey(g.sub), g.header, claims)
 }
 
 // signAll signs n Poppy-Session headers for c, none when c has no Session.
@@ -711,7 +712,7 @@ func (s *opsBench) sign(b *testing.B, url string) string {
 		"htm": http.MethodPost, "htu": url, "iat": time.Now().Unix(),
 		"jti": "o" + strconv.FormatInt(g.n.Add(1), 10) + "_" + benchID()[:8],
 		"ath": base64.RawURLEncoding.EncodeToString(sum[:])}
-	return testkit.SignJWT(b, "ES256", g.agent.DelegatedKey(g.sub), g.header, claims)
+	return peers.SignJWT(b, "ES256", g.agent.DelegatedKey(g.sub), g.header, claims)
 }
 
 // request is a signed-in POST of body to url, declaring the extension and

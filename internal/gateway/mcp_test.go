@@ -18,6 +18,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/gateway"
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
@@ -28,8 +29,8 @@ const mcpPassword = "correct horse battery staple"
 // (signed-out calls on), and a test Personal Agent.
 type mcpRig struct {
 	env     *testkit.Env
-	agent   *testkit.Agent
-	origins map[string]*testkit.Origin // by tool name
+	agent   *peers.Agent
+	origins map[string]*peers.Origin // by tool name
 }
 
 func (g *mcpRig) issuer(slug string) string { return g.env.PublicURL("/t/" + slug) }
@@ -43,7 +44,7 @@ func (g *mcpRig) companyID(t *testing.T, slug string) int64 {
 
 // addTool registers tool for slug on a new origin of its own, whose base
 // URL (its expected aud) becomes the tool's URL.
-func (g *mcpRig) addTool(t *testing.T, slug string, tool gateway.Tool) *testkit.Origin {
+func (g *mcpRig) addTool(t *testing.T, slug string, tool gateway.Tool) *peers.Origin {
 	t.Helper()
 	o := g.env.StartOrigin(t, "origin.test", g.issuer(slug), g.issuer(slug))
 	tool.URL = o.BaseURL()
@@ -85,7 +86,7 @@ func setupMCP(t *testing.T) *mcpRig {
 		map[string]any{"username": "ada", "password": mcpPassword})
 	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
 
-	g := &mcpRig{env: env, agent: env.StartAgent(t, "agent-mcp.test"), origins: map[string]*testkit.Origin{}}
+	g := &mcpRig{env: env, agent: env.StartAgent(t, "agent-mcp.test"), origins: map[string]*peers.Origin{}}
 	g.addTool(t, "stormline", gateway.Tool{Name: "lookup_order", Title: "Look up an order",
 		Description: "Shows one order", Scopes: []string{"orders:read"},
 		OutputSchema: json.RawMessage(`{"type":"object"}`), Annotations: json.RawMessage(`{"readOnlyHint":true}`)})
@@ -122,8 +123,8 @@ type sessionTransport struct {
 
 func (s *sessionTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	req = req.Clone(req.Context())
-	s.g.agent.Sign(s.t, req, testkit.SessionClaims{Aud: s.aud, SID: s.sid, Sub: "usr_x", AccessToken: s.token},
-		testkit.SessionOptions{})
+	s.g.agent.Sign(s.t, req, peers.SessionClaims{Aud: s.aud, SID: s.sid, Sub: "usr_x", AccessToken: s.token},
+		peers.SessionOptions{})
 	req.Header.Set("Cookie", "poppy_web=secret")
 	return s.g.env.Client.Transport.RoundTrip(req)
 }
@@ -172,7 +173,7 @@ func resultText(t *testing.T, res *mcp.CallToolResult) string {
 }
 
 // post sends a raw JSON-RPC POST to slug's /mcp in Session sid.
-func (g *mcpRig) post(t *testing.T, slug, sid, token string, body any, headers ...string) *testkit.Response {
+func (g *mcpRig) post(t *testing.T, slug, sid, token string, body any, headers ...string) *peers.Response {
 	t.Helper()
 	raw, err := json.Marshal(body)
 	require.NoError(t, err)
@@ -183,14 +184,14 @@ func (g *mcpRig) post(t *testing.T, slug, sid, token string, body any, headers .
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	g.agent.Sign(t, req, testkit.SessionClaims{Aud: g.issuer(slug), SID: sid, Sub: "usr_x", AccessToken: token},
-		testkit.SessionOptions{})
+	g.agent.Sign(t, req, peers.SessionClaims{Aud: g.issuer(slug), SID: sid, Sub: "usr_x", AccessToken: token},
+		peers.SessionOptions{})
 	resp, err := g.env.Client.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	out, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	return &testkit.Response{Status: resp.StatusCode, Header: resp.Header, Body: out}
+	return &peers.Response{Status: resp.StatusCode, Header: resp.Header, Body: out}
 }
 
 func toolsCall(name string, args any) map[string]any {

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/gateway"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // The Operations extension at the hosted MCP server (extension 4, 6, 7,
@@ -35,7 +35,7 @@ type toolResult struct {
 	} `json:"error"`
 }
 
-func readToolResult(t *testing.T, resp *testkit.Response) toolResult {
+func readToolResult(t *testing.T, resp *peers.Response) toolResult {
 	t.Helper()
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 	var r toolResult
@@ -144,7 +144,7 @@ func TestOperationsMCPChecks(t *testing.T) {
 	t.Parallel()
 	g, xs := setupMCPOperations(t)
 	token := g.signIn(t, []string{"orders:write"}, g.issuer("stormline")+"/mcp")
-	post := func(body any, headers ...string) *testkit.Response {
+	post := func(body any, headers ...string) *peers.Response {
 		return g.post(t, "stormline", newSID(), token, body, append([]string{"MCP-Protocol-Version", mcpVersion}, headers...)...)
 	}
 	call := func(body any) toolResult { return readToolResult(t, post(body, "Poppy-Extensions", declares)) }
@@ -215,7 +215,7 @@ func TestOperationsMCPSignedOutAndSignedIn(t *testing.T) {
 	t.Parallel()
 	g, xs := setupMCPOperations(t)
 	token := g.env.SignIn(t, g.agent, g.issuer("harbor"), "ada", mcpPassword, []string{"orders:read"}, g.issuer("harbor")+"/mcp").AccessToken
-	post := func(tok string, body any) *testkit.Response {
+	post := func(tok string, body any) *peers.Response {
 		return g.post(t, "harbor", newSID(), tok, body, "MCP-Protocol-Version", mcpVersion, "Poppy-Extensions", declares)
 	}
 
@@ -252,7 +252,7 @@ func TestOperationsMCPConcurrentRetriesPerformOnce(t *testing.T) {
 	}
 	op := toolOperation(t, post(toolsCall("exchange_item", jacketArgs)))
 	var wg sync.WaitGroup
-	results := make([]*testkit.Response, 20)
+	results := make([]*peers.Response, 20)
 	for i := range results {
 		wg.Go(func() {
 			results[i] = g.post(t, "stormline", newSID(), token, approvedCall("exchange_item", jacketArgs, op, nil),
@@ -290,7 +290,7 @@ func TestOperationsMCPOriginTimeoutSettles(t *testing.T) {
 	var slow atomic.Bool
 	slow.Store(true)
 	origin.Handle(http.MethodPost, "/", func(w http.ResponseWriter, req *http.Request) {
-		if testkit.OriginClaims(req).OperationID != "" && slow.CompareAndSwap(true, false) {
+		if peers.OriginClaims(req).OperationID != "" && slow.CompareAndSwap(true, false) {
 			// Performed, but the answer comes too late.
 			xs["stormline"].serve(httptest.NewRecorder(), req)
 			time.Sleep(1500 * time.Millisecond)
@@ -304,7 +304,7 @@ func TestOperationsMCPOriginTimeoutSettles(t *testing.T) {
 			"MCP-Protocol-Version", mcpVersion, "Poppy-Extensions", declares))
 	}
 	op := toolOperation(t, post(toolsCall("exchange_item", jacketArgs)))
-	raw := func(body any) *testkit.Response {
+	raw := func(body any) *peers.Response {
 		return g.post(t, "stormline", newSID(), token, body, "MCP-Protocol-Version", mcpVersion, "Poppy-Extensions", declares)
 	}
 	// Performing, or unknown: 503 with Retry-After as at an API, never a

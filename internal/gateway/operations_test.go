@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/gateway"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // The Operations extension at an API (extension 4, 6, 7): the jacket
@@ -40,7 +40,7 @@ func (x *exchangeOrigin) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	raw, _ := io.ReadAll(r.Body)
 	_ = json.Unmarshal(raw, &body)
-	c := testkit.OriginClaims(r)
+	c := peers.OriginClaims(r)
 	if c.OperationID == "" {
 		w.Header().Set("Content-Type", "application/poppy-proposal+json")
 		fmt.Fprintf(w, `{"action_key": "exchange o1 itm_4Qa", "summary": "Exchange the jacket for %s, $70.00 more.",
@@ -93,7 +93,7 @@ type opBody struct {
 	} `json:"operation"`
 }
 
-func requireOperation(t *testing.T, resp *testkit.Response) opBody {
+func requireOperation(t *testing.T, resp *peers.Response) opBody {
 	t.Helper()
 	require.Equal(t, http.StatusForbidden, resp.Status, "%s", resp.Body)
 	var b opBody
@@ -116,7 +116,7 @@ func TestOperationsAPIJacketExchange(t *testing.T) {
 	t.Parallel()
 	r, x := newOperationsRig(t, "ops-jacket")
 	token := r.signIn(t, r.agent, "ada", "orders:read", "orders:write")
-	exchange := func(body, approvalHeader string, o opts) *testkit.Response {
+	exchange := func(body, approvalHeader string, o opts) *peers.Response {
 		o.token = token
 		o.header = append(o.header, "Poppy-Extensions", declares)
 		if approvalHeader != "" {
@@ -197,7 +197,7 @@ func TestOperationsAPIChecks(t *testing.T) {
 	r, x := newOperationsRig(t, "ops-checks")
 	ada := r.signIn(t, r.agent, "ada", "orders:read", "orders:write")
 	bob := r.signIn(t, r.agent, "bob", "orders:read", "orders:write")
-	send := func(token, body, approvalHeader string, declare bool, sub ...string) *testkit.Response {
+	send := func(token, body, approvalHeader string, declare bool, sub ...string) *peers.Response {
 		o := opts{token: token}
 		if len(sub) > 0 {
 			o.sub = sub[0]
@@ -341,7 +341,7 @@ func TestOperationsAPIOriginTimeoutSettles(t *testing.T) {
 	var slow atomic.Bool
 	slow.Store(true)
 	r.origin.Handle(http.MethodPost, "/orders/o1/exchanges", func(w http.ResponseWriter, req *http.Request) {
-		if testkit.OriginClaims(req).OperationID != "" && slow.CompareAndSwap(true, false) {
+		if peers.OriginClaims(req).OperationID != "" && slow.CompareAndSwap(true, false) {
 			// Performed, but the answer comes too late.
 			rec := httptest.NewRecorder()
 			x.serve(rec, req)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/gateway"
 	"github.com/poppyhost/poppyhost/internal/operations"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
@@ -28,7 +28,7 @@ import (
 // hook is a Company's approval hook on a test origin: it answers as mode
 // says and keeps every request's body.
 type hook struct {
-	origin *testkit.Origin
+	origin *peers.Origin
 	url    string
 	mode   atomic.Value // "ok", a decline, an error or "hang": see serve
 	mu     sync.Mutex
@@ -87,7 +87,7 @@ func addHook(t *testing.T, r *rig, host string) *hook {
 	t.Helper()
 	h := &hook{origin: r.env.StartOrigin(t, host, r.issuer, r.issuer)}
 	h.mode.Store("ok")
-	// The origin's base URL: testkit.Origin checks aud against it.
+	// The origin's base URL: peers.Origin checks aud against it.
 	h.url = h.origin.BaseURL()
 	h.origin.Handle(http.MethodPost, "/", h.serve)
 	resp := r.env.Admin(t, http.MethodPatch, "/admin/v1/companies/"+r.slug,
@@ -139,7 +139,7 @@ func companyOperation(t *testing.T, r *rig, key, id string) listedOperation {
 
 // approvedCalls counts the origin's requests that carried an approval of
 // operation id, and checks each one's Idempotency-Key.
-func approvedCalls(t *testing.T, o *testkit.Origin, op opBody) int {
+func approvedCalls(t *testing.T, o *peers.Origin, op opBody) int {
 	t.Helper()
 	n := 0
 	for _, rec := range o.Received() {
@@ -154,9 +154,9 @@ func approvedCalls(t *testing.T, o *testkit.Origin, op opBody) int {
 }
 
 // exchanger sends the jacket exchange as ada with the extension declared.
-func exchanger(t *testing.T, r *rig) func(approvalHeader string) *testkit.Response {
+func exchanger(t *testing.T, r *rig) func(approvalHeader string) *peers.Response {
 	token := r.signIn(t, r.agent, "ada", "orders:read", "orders:write")
-	return func(approvalHeader string) *testkit.Response {
+	return func(approvalHeader string) *peers.Response {
 		o := opts{token: token, header: []string{"Poppy-Extensions", declares}}
 		if approvalHeader != "" {
 			o.header = append(o.header, "Poppy-Approval", approvalHeader)
@@ -203,7 +203,7 @@ func verifyAt(t *testing.T, r *rig, token, aud string) error {
 
 // requireOriginError checks the answer to an approval the hook did not
 // answer: an error, never a decline or a performance.
-func requireOriginError(t *testing.T, resp *testkit.Response) {
+func requireOriginError(t *testing.T, resp *peers.Response) {
 	t.Helper()
 	requireError(t, resp, http.StatusBadGateway, gateway.CodeOriginUnreachable)
 }
@@ -393,7 +393,7 @@ func TestOperationsOrigin500Settles(t *testing.T) {
 	var failures atomic.Int32
 	failures.Store(2) // the first call and the settle job's first try
 	r.origin.Handle(http.MethodPost, "/orders/o1/exchanges", func(w http.ResponseWriter, req *http.Request) {
-		if testkit.OriginClaims(req).OperationID != "" && failures.Add(-1) >= 0 {
+		if peers.OriginClaims(req).OperationID != "" && failures.Add(-1) >= 0 {
 			http.Error(w, "database unavailable", http.StatusInternalServerError)
 			return
 		}
@@ -412,7 +412,7 @@ func TestOperationsOrigin500Settles(t *testing.T) {
 	require.Zero(t, x.performed.Load())
 
 	startJobs(t, r)
-	var done *testkit.Response
+	var done *peers.Response
 	require.Eventually(t, func() bool {
 		done = exchange(approval(op, ""))
 		return done.Status != http.StatusServiceUnavailable
@@ -442,7 +442,7 @@ func TestOperationsAnswerTooLarge(t *testing.T) {
 	var performed atomic.Int32
 	proposals := &exchangeOrigin{keys: map[string]string{}}
 	r.origin.Handle(http.MethodPost, "/orders/o1/exchanges", func(w http.ResponseWriter, req *http.Request) {
-		if testkit.OriginClaims(req).OperationID == "" {
+		if peers.OriginClaims(req).OperationID == "" {
 			proposals.serve(w, req)
 			return
 		}
@@ -479,7 +479,7 @@ func TestOperationsOrigin4xxStored(t *testing.T) {
 	r.putAPI(t, gateway.API{Name: proxyAPI, Origin: r.origin.BaseURL(), TimeoutSeconds: 1})
 	proposals := &exchangeOrigin{keys: map[string]string{}}
 	r.origin.Handle(http.MethodPost, "/orders/o1/exchanges", func(w http.ResponseWriter, req *http.Request) {
-		if testkit.OriginClaims(req).OperationID == "" {
+		if peers.OriginClaims(req).OperationID == "" {
 			proposals.serve(w, req)
 			return
 		}
@@ -513,7 +513,7 @@ func TestOperationsUnusableNewTerms(t *testing.T) {
 	t.Parallel()
 	r, x := newOperationsRig(t, "ops-unusable")
 	r.origin.Handle(http.MethodPost, "/orders/o1/exchanges", func(w http.ResponseWriter, req *http.Request) {
-		if testkit.OriginClaims(req).OperationID != "" {
+		if peers.OriginClaims(req).OperationID != "" {
 			w.Header().Set("Content-Type", "application/poppy-proposal+json")
 			_, _ = io.WriteString(w, `{"terms": ["not", "an", "object"]}`)
 			return

@@ -21,6 +21,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/gateway"
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
@@ -103,12 +104,12 @@ func ordersDoc(t testing.TB, drop ...string) json.RawMessage {
 // at the origin's base URL.
 type rig struct {
 	env       *testkit.Env
-	agent     *testkit.Agent
+	agent     *peers.Agent
 	slug      string
 	issuer    string // also the Company's identifier
 	domain    string
 	companyID int64
-	origin    *testkit.Origin
+	origin    *peers.Origin
 	client    *http.Client
 }
 
@@ -121,7 +122,7 @@ func newRig(t *testing.T, name string) *rig {
 }
 
 // addCompany creates Company slug on env, with its origin on originHost.
-func addCompany(t *testing.T, env *testkit.Env, agent *testkit.Agent, slug, originHost string) *rig {
+func addCompany(t *testing.T, env *testkit.Env, agent *peers.Agent, slug, originHost string) *rig {
 	t.Helper()
 	r := &rig{env: env, agent: agent, slug: slug, issuer: env.PublicURL("/t/" + slug), domain: slug + ".example",
 		// No call may hang a test.
@@ -164,7 +165,7 @@ func (r *rig) putAPI(t *testing.T, api gateway.API) {
 }
 
 // signIn signs user in with scopes and returns the access token.
-func (r *rig) signIn(t *testing.T, agent *testkit.Agent, user string, scopes ...string) string {
+func (r *rig) signIn(t *testing.T, agent *peers.Agent, user string, scopes ...string) string {
 	t.Helper()
 	return r.env.SignIn(t, agent, r.issuer, user, proxyPassword, scopes, "").AccessToken
 }
@@ -176,7 +177,7 @@ type opts struct {
 	sid       string
 	sub       string
 	agentID   string
-	agent     *testkit.Agent
+	agent     *peers.Agent
 	aud       string // [the rig's identifier]
 	noSession bool   // no Poppy-Session; the token, if any, still sent
 	header    []string
@@ -184,11 +185,11 @@ type opts struct {
 }
 
 // request builds a call to {issuer}{path}. body is as for
-// testkit.NewRequest: nil, a string or []byte (sent with a
+// peers.NewRequest: nil, a string or []byte (sent with a
 // Content-Length), or another io.Reader (sent without one).
 func (r *rig) request(t *testing.T, method, path string, body any, o opts) *http.Request {
 	t.Helper()
-	req := testkit.NewRequest(t, method, r.issuer+path, body)
+	req := peers.NewRequest(t, method, r.issuer+path, body)
 	for i := 0; i+1 < len(o.header); i += 2 {
 		req.Header.Add(o.header[i], o.header[i+1])
 	}
@@ -205,19 +206,19 @@ func (r *rig) request(t *testing.T, method, path string, body any, o opts) *http
 		}
 		return req
 	}
-	agent.Sign(t, req, testkit.SessionClaims{Aud: aud, SID: o.sid, Sub: o.sub, AgentID: o.agentID,
-		AccessToken: o.token}, testkit.SessionOptions{})
+	agent.Sign(t, req, peers.SessionClaims{Aud: aud, SID: o.sid, Sub: o.sub, AgentID: o.agentID,
+		AccessToken: o.token}, peers.SessionOptions{})
 	return req
 }
 
 // call sends a request and reads the whole response.
-func (r *rig) call(t *testing.T, method, path string, body any, o opts) *testkit.Response {
+func (r *rig) call(t *testing.T, method, path string, body any, o opts) *peers.Response {
 	t.Helper()
 	client := o.client
 	if client == nil {
 		client = r.client
 	}
-	return testkit.Send(t, client, r.request(t, method, path, body, o))
+	return peers.Send(t, client, r.request(t, method, path, body, o))
 }
 
 // http1 returns a client that reaches the platform over HTTP/1.1, which
@@ -256,7 +257,7 @@ func (r *rig) metadataURL() string {
 }
 
 // requireError checks a JSON error answer.
-func requireError(t *testing.T, resp *testkit.Response, status int, code string) {
+func requireError(t *testing.T, resp *peers.Response, status int, code string) {
 	t.Helper()
 	require.Equal(t, status, resp.Status, "%s", resp.Body)
 	mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
@@ -268,7 +269,7 @@ func requireError(t *testing.T, resp *testkit.Response, status int, code string)
 // requireChallenge checks a 401 or 403 with a Bearer challenge: its error
 // code (none for a request without a token), the scopes it asks for (none
 // left out), and resource_metadata.
-func requireChallenge(t *testing.T, r *rig, resp *testkit.Response, status int, code, scope string) {
+func requireChallenge(t *testing.T, r *rig, resp *peers.Response, status int, code, scope string) {
 	t.Helper()
 	body := code
 	if body == "" {
@@ -321,7 +322,7 @@ var hostileHeaders = []string{
 
 // requireOnlyVerified checks that a forwarded request carried none of the
 // caller's credentials or hop-by-hop headers, and one Poppy-Verified.
-func requireOnlyVerified(t *testing.T, got testkit.Received) {
+func requireOnlyVerified(t *testing.T, got peers.Received) {
 	t.Helper()
 	for _, h := range []string{"Authorization", "Poppy-Session", "Cookie", "Proxy-Authorization", "X-Custom",
 		"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Forwarded-Port", "X-Forwarded-Prefix",
@@ -350,7 +351,7 @@ func TestProxyForwardsVerifiedFacts(t *testing.T) {
 			w.Header().Add("Set-Cookie", "sid=evil; Path=/; Domain=poppyhost.test")
 			w.Header().Add("Set-Cookie", "other=1")
 			w.WriteHeader(http.StatusAccepted)
-			_, _ = io.WriteString(w, `{"order":"o1","account":"`+testkit.OriginClaims(req).Account+`"}`)
+			_, _ = io.WriteString(w, `{"order":"o1","account":"`+peers.OriginClaims(req).Account+`"}`)
 		})
 		resp := r.call(t, http.MethodGet, api("/orders/o1?x=1&y=a%20b"), nil, opts{token: token, sid: "sidVerified1",
 			sub: "usr_ada", agentID: "agt_7Hk2", header: hostileHeaders, client: h1})
@@ -635,7 +636,7 @@ func TestProxyRefusesTokens(t *testing.T) {
 		raw, err := io.ReadAll(resp.Body)
 		_ = resp.Body.Close()
 		require.NoError(t, err)
-		requireError(t, &testkit.Response{Status: resp.StatusCode, Header: resp.Header, Body: raw},
+		requireError(t, &peers.Response{Status: resp.StatusCode, Header: resp.Header, Body: raw},
 			http.StatusBadRequest, "invalid_session")
 	})
 

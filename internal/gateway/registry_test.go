@@ -18,6 +18,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // Registering APIs and tools through /company/v1 and the admin API, over
@@ -95,13 +96,13 @@ func mgWith(body, changes map[string]any) map[string]any {
 }
 
 // api calls the Company API at /company/v1 + path with the Company's key.
-func (c mgCompany) api(t *testing.T, method, path string, body any) *testkit.Response {
+func (c mgCompany) api(t *testing.T, method, path string, body any) *peers.Response {
 	t.Helper()
 	return c.env.Do(t, method, c.env.PublicURL("/company/v1"+path), body, "Authorization", "Bearer "+c.key)
 }
 
 // admin calls the admin API at /admin/v1/companies/{slug} + path.
-func (c mgCompany) admin(t *testing.T, method, path string, body any) *testkit.Response {
+func (c mgCompany) admin(t *testing.T, method, path string, body any) *peers.Response {
 	t.Helper()
 	return c.env.Admin(t, method, "/admin/v1/companies/"+c.slug+path, body)
 }
@@ -114,7 +115,7 @@ func (c mgCompany) listed(t *testing.T) []map[string]any {
 
 // mgList checks that resp is a 200 and returns the entries of its list
 // member key.
-func mgList(t *testing.T, resp *testkit.Response, key string) []map[string]any {
+func mgList(t *testing.T, resp *peers.Response, key string) []map[string]any {
 	t.Helper()
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 	var doc map[string]json.RawMessage
@@ -157,7 +158,7 @@ func mgDocs(t *testing.T, env *testkit.Env, host string, files map[string][2]str
 
 // mgRequireInvalid checks that resp is a 400 invalid_request naming
 // exactly the fields want, and returns each field's message.
-func mgRequireInvalid(t *testing.T, resp *testkit.Response, want ...string) map[string]string {
+func mgRequireInvalid(t *testing.T, resp *peers.Response, want ...string) map[string]string {
 	t.Helper()
 	require.Equal(t, http.StatusBadRequest, resp.Status, "%s", resp.Body)
 	var body struct {
@@ -242,7 +243,7 @@ func TestManageAPIsThroughBothSurfaces(t *testing.T) {
 	// Read back through either surface, with the description, as the
 	// replacement answered.
 	replacedBody := resp.Body
-	for _, get := range []func(*testing.T, string, string, any) *testkit.Response{co.api, co.admin} {
+	for _, get := range []func(*testing.T, string, string, any) *peers.Response{co.api, co.admin} {
 		resp = get(t, http.MethodGet, "/apis/orders", nil)
 		require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 		require.Equal(t, string(replacedBody), string(resp.Body))
@@ -368,7 +369,7 @@ func TestManageToolsThroughBothSurfaces(t *testing.T) {
 	})
 	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
 
-	for _, get := range []func(*testing.T, string, string, any) *testkit.Response{co.api, co.admin} {
+	for _, get := range []func(*testing.T, string, string, any) *peers.Response{co.api, co.admin} {
 		resp = get(t, http.MethodGet, "/tools/orders.lookup", nil)
 		require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 		require.Equal(t, replaced, resp.JSON(t))
@@ -639,7 +640,7 @@ func TestManageKeepsCompaniesApart(t *testing.T) {
 	apiBefore := acme.api(t, http.MethodGet, "/apis/orders", nil).Body
 	toolBefore := acme.api(t, http.MethodGet, "/tools/lookup", nil).Body
 
-	for _, call := range []func(*testing.T, string, string, any) *testkit.Response{rival.api, rival.admin} {
+	for _, call := range []func(*testing.T, string, string, any) *peers.Response{rival.api, rival.admin} {
 		for _, path := range []string{"/apis/orders", "/tools/lookup"} {
 			resp = call(t, http.MethodGet, path, nil)
 			require.Equal(t, http.StatusNotFound, resp.Status, "%s", resp.Body)
@@ -723,7 +724,7 @@ func TestManageRefusesPrivateAddresses(t *testing.T) {
 	require.NoError(t, err)
 	docs := mgDocs(t, env, "docs.manage-private.test", map[string][2]string{"/openapi.json": {"application/json", mgOrdersDoc}})
 
-	mount := func(allowPrivate bool) func(method, path string, body any) *testkit.Response {
+	mount := func(allowPrivate bool) func(method, path string, body any) *peers.Response {
 		m := gateway.NewRegistry(gateway.RegistryOptions{
 			Store: gateway.NewStore(env.Pool),
 			// Public fetches only, resolving the test's names to loopback.
@@ -737,14 +738,14 @@ func TestManageRefusesPrivateAddresses(t *testing.T) {
 			})
 		})
 		m.Mount(r)
-		return func(method, path string, body any) *testkit.Response {
+		return func(method, path string, body any) *peers.Response {
 			raw, err := json.Marshal(body)
 			require.NoError(t, err)
 			req := httptest.NewRequest(method, path, strings.NewReader(string(raw)))
 			req.Header.Set("Content-Type", "application/json")
 			rec := httptest.NewRecorder()
 			r.ServeHTTP(rec, req)
-			return &testkit.Response{Status: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}
+			return &peers.Response{Status: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}
 		}
 	}
 	do, dev := mount(false), mount(true)
@@ -804,7 +805,7 @@ func TestManageRefusesPrivateAddresses(t *testing.T) {
 }
 
 // mgNames returns the names in a list answer, as JSON.
-func mgNames(t *testing.T, resp *testkit.Response, key string) string {
+func mgNames(t *testing.T, resp *peers.Response, key string) string {
 	t.Helper()
 	names := []string{}
 	for _, item := range mgList(t, resp, key) {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/gateway"
 	"github.com/poppyhost/poppyhost/internal/operations"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // The promises of the Operations extension at the interfaces, each
@@ -31,7 +31,7 @@ func TestOperationsExactNumbers(t *testing.T) {
 	var performed atomic.Int32
 	r.origin.Handle(http.MethodPost, "/orders/o1/exchanges", func(w http.ResponseWriter, req *http.Request) {
 		raw, _ := io.ReadAll(req.Body)
-		c := testkit.OriginClaims(req)
+		c := peers.OriginClaims(req)
 		if c.OperationID == "" {
 			w.Header().Set("Content-Type", "application/poppy-proposal+json")
 			fmt.Fprintf(w, `{"action_key": "credit o1", "terms": {"credit": %s}}`, raw)
@@ -44,7 +44,7 @@ func TestOperationsExactNumbers(t *testing.T) {
 		fmt.Fprintf(w, `{"performed": %s, "terms": %s}`, raw, c.Terms)
 	})
 	token := r.signIn(t, r.agent, "ada", "orders:read", "orders:write")
-	send := func(body, approvalHeader string) *testkit.Response {
+	send := func(body, approvalHeader string) *peers.Response {
 		o := opts{token: token, header: []string{"Poppy-Extensions", declares}}
 		if approvalHeader != "" {
 			o.header = append(o.header, "Poppy-Approval", approvalHeader)
@@ -91,7 +91,7 @@ func TestOperationsHookDeclineLosesToClaim(t *testing.T) {
 	h := addHook(t, r, "hook-ops-race.test")
 	sending, release := make(chan struct{}), make(chan struct{})
 	r.origin.Handle(http.MethodPost, "/orders/o1/exchanges", func(w http.ResponseWriter, req *http.Request) {
-		if testkit.OriginClaims(req).OperationID != "" {
+		if peers.OriginClaims(req).OperationID != "" {
 			close(sending) // claimed, and being sent
 			<-release
 		}
@@ -100,7 +100,7 @@ func TestOperationsHookDeclineLosesToClaim(t *testing.T) {
 	exchange := exchanger(t, r)
 	op := requireOperation(t, exchange(""))
 
-	first := make(chan *testkit.Response, 1)
+	first := make(chan *peers.Response, 1)
 	go func() { first <- exchange(approval(op, "")) }()
 	<-sending
 	h.mode.Store("decline")
@@ -136,7 +136,7 @@ func TestOperationsOutcomeClasses(t *testing.T) {
 	var answer atomic.Value
 	answer.Store("")
 	r.origin.Handle(http.MethodPost, "/orders/o1/exchanges", func(w http.ResponseWriter, req *http.Request) {
-		if testkit.OriginClaims(req).OperationID != "" {
+		if peers.OriginClaims(req).OperationID != "" {
 			switch answer.Load() {
 			case "429":
 				w.Header().Set("Retry-After", "7")
@@ -189,7 +189,7 @@ func TestOperationsUnknownResolved(t *testing.T) {
 	r, x := newOperationsRig(t, "ops-unknown")
 	r.putAPI(t, gateway.API{Name: proxyAPI, Origin: r.origin.BaseURL(), TimeoutSeconds: 1})
 	r.origin.Handle(http.MethodPost, "/orders/o1/exchanges", func(w http.ResponseWriter, req *http.Request) {
-		if testkit.OriginClaims(req).OperationID != "" {
+		if peers.OriginClaims(req).OperationID != "" {
 			time.Sleep(1500 * time.Millisecond) // past the API's timeout
 		}
 		x.serve(w, req)
@@ -215,7 +215,7 @@ func TestOperationsUnknownResolved(t *testing.T) {
 	require.Equal(t, op.Operation.Revision, revisions[0].(map[string]any)["revision"])
 	require.NotNil(t, revisions[0].(map[string]any)["terms"], "every revision's terms")
 
-	resolve := func(body string) *testkit.Response {
+	resolve := func(body string) *peers.Response {
 		return r.env.Do(t, http.MethodPost, r.env.PublicURL("/company/v1/operations/"+op.Operation.OperationID+"/resolve"),
 			strings.NewReader(body), "Authorization", "Bearer "+key, "Content-Type", "application/json")
 	}

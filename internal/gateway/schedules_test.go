@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/gateway"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // Randomized schedules at the interfaces of the Operations extension, the
@@ -165,7 +165,7 @@ func TestInterfaceSchedulesMCPBatches(t *testing.T) {
 	origin := g.origins["stormline/exchange_item"]
 	var slow atomic.Bool
 	origin.Handle(http.MethodPost, "/", func(w http.ResponseWriter, req *http.Request) {
-		if slow.Load() && testkit.OriginClaims(req).OperationID != "" {
+		if slow.Load() && peers.OriginClaims(req).OperationID != "" {
 			time.Sleep(1500 * time.Millisecond) // past the tool's timeout: outcome unknown
 		}
 		xs["stormline"].serve(w, req)

@@ -12,6 +12,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/gateway"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // TestSlowUploads: an upload through the gateway streams to the origin as
@@ -36,24 +37,24 @@ func TestSlowUploads(t *testing.T) {
 		client *http.Client
 	}{{"HTTP/2", r.client}, {"HTTP/1.1", r.http1(t)}} {
 		t.Run(proto.name, func(t *testing.T) {
-			send := func(tr testkit.Trickle, declared int64) *testkit.Response {
+			send := func(tr peers.Trickle, declared int64) *peers.Response {
 				t.Helper()
 				req := r.request(t, http.MethodPost, "/api/uploads/upload", tr.Reader(t), opts{})
 				req.ContentLength = declared
 				start := time.Now()
-				resp := testkit.SendWithin(t, proto.client, req, 20*time.Second)
+				resp := peers.SendWithin(t, proto.client, req, 20*time.Second)
 				t.Logf("%d after %s", resp.Status, time.Since(start).Round(time.Millisecond))
 				return resp
 			}
 			r.origin.Reset()
 			// 3,000 bytes at 2,000 a second: 1.5 s, five times the grace.
-			resp := send(testkit.Trickle{Total: 3000, Size: 200, Every: 100 * time.Millisecond}, 3000)
+			resp := send(peers.Trickle{Total: 3000, Size: 200, Every: 100 * time.Millisecond}, 3000)
 			require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 			require.Len(t, r.origin.Last().Body, 3000)
 
 			// The same pace without a declared length (chunked, or an
 			// HTTP/2 stream of unknown length).
-			resp = send(testkit.Trickle{Total: 3000, Size: 200, Every: 100 * time.Millisecond}, -1)
+			resp = send(peers.Trickle{Total: 3000, Size: 200, Every: 100 * time.Millisecond}, -1)
 			require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 			require.Len(t, r.origin.Last().Body, 3000)
 
@@ -61,7 +62,7 @@ func TestSlowUploads(t *testing.T) {
 			r.origin.Reset()
 			var sessions, after int
 			require.NoError(t, env.Pool.QueryRow(context.Background(), `SELECT count(*) FROM sessions`).Scan(&sessions))
-			resp = send(testkit.Trickle{Total: 500, Size: 500, Every: time.Millisecond, Stall: true}, 60000)
+			resp = send(peers.Trickle{Total: 500, Size: 500, Every: time.Millisecond, Stall: true}, 60000)
 			requireError(t, resp, http.StatusRequestTimeout, "request_timeout")
 			require.Empty(t, r.origin.Received(), "the origin got a whole request")
 			require.NoError(t, env.Pool.QueryRow(context.Background(), `SELECT count(*) FROM sessions`).Scan(&after))

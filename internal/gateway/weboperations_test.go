@@ -20,7 +20,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/gateway"
 	"github.com/poppyhost/poppyhost/internal/operations"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
@@ -51,7 +51,7 @@ type webExchangeOrigin struct {
 func (x *webExchangeOrigin) serve(w http.ResponseWriter, r *http.Request) {
 	raw, _ := io.ReadAll(r.Body)
 	form, _ := url.ParseQuery(string(raw))
-	c := testkit.OriginClaims(r)
+	c := peers.OriginClaims(r)
 	if c.OperationID == "" {
 		w.Header().Set("Content-Type", operations.ProposalType)
 		fmt.Fprintf(w, `{"action_key": "exchange o1 itm_4Qa", "summary": "Exchange the jacket, $70.00 more.",
@@ -117,7 +117,7 @@ func (s *webOps) setOperations(t *testing.T, ops map[string]any) {
 }
 
 // exchange submits the exchange form from browser b.
-func (s *webOps) exchange(t *testing.T, b *webBrowser) *testkit.Response {
+func (s *webOps) exchange(t *testing.T, b *webBrowser) *peers.Response {
 	t.Helper()
 	return s.do(t, b.client, http.MethodPost, webExchangePath, webExchangeForm,
 		"Content-Type", webFormType, "Accept", "text/html,*/*;q=0.8")
@@ -126,16 +126,16 @@ func (s *webOps) exchange(t *testing.T, b *webBrowser) *testkit.Response {
 // endpoint sends {"ref"} (or raw body) to {issuer}/poppy/operations in
 // Session sid of sub, signed in with token unless empty, with approval in
 // Poppy-Approval unless empty, declaring the extension in Poppy-Extensions.
-func (s *webOps) endpoint(t *testing.T, sid, sub, token, body, approval string) *testkit.Response {
+func (s *webOps) endpoint(t *testing.T, sid, sub, token, body, approval string) *peers.Response {
 	t.Helper()
 	return s.endpointDeclaring(t, declares, sid, sub, token, body, approval)
 }
 
 // endpointDeclaring is endpoint with Poppy-Extensions extensions, none
 // when empty.
-func (s *webOps) endpointDeclaring(t *testing.T, extensions, sid, sub, token, body, approval string) *testkit.Response {
+func (s *webOps) endpointDeclaring(t *testing.T, extensions, sid, sub, token, body, approval string) *peers.Response {
 	t.Helper()
-	req := testkit.NewRequest(t, http.MethodPost, s.issuer+operations.EndpointPath, body)
+	req := peers.NewRequest(t, http.MethodPost, s.issuer+operations.EndpointPath, body)
 	req.Header.Set("Content-Type", "application/json")
 	if extensions != "" {
 		req.Header.Set("Poppy-Extensions", extensions)
@@ -143,14 +143,14 @@ func (s *webOps) endpointDeclaring(t *testing.T, extensions, sid, sub, token, bo
 	if approval != "" {
 		req.Header.Set("Poppy-Approval", approval)
 	}
-	s.agent.Sign(t, req, testkit.SessionClaims{Aud: s.issuer, SID: sid, Sub: sub, AccessToken: token}, testkit.SessionOptions{})
-	return testkit.Send(t, s.env.Client, req)
+	s.agent.Sign(t, req, peers.SessionClaims{Aud: s.issuer, SID: sid, Sub: sub, AccessToken: token}, peers.SessionOptions{})
+	return peers.Send(t, s.env.Client, req)
 }
 
 func refBody(ref string) string { return fmt.Sprintf(`{"ref": %q}`, ref) }
 
 // webRef reads the Poppy-Operation of a 403 and checks its sid.
-func webRef(t *testing.T, resp *testkit.Response, sid string) string {
+func webRef(t *testing.T, resp *peers.Response, sid string) string {
 	t.Helper()
 	require.Equal(t, http.StatusForbidden, resp.Status, "%s", resp.Body)
 	require.Equal(t, "no-store", resp.Header.Get("Cache-Control"))
@@ -175,13 +175,13 @@ func webRef(t *testing.T, resp *testkit.Response, sid string) string {
 	return got["ref"]
 }
 
-func requireWebStatus(t *testing.T, resp *testkit.Response, id, status string) {
+func requireWebStatus(t *testing.T, resp *peers.Response, id, status string) {
 	t.Helper()
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 	require.JSONEq(t, fmt.Sprintf(`{"operation_id": %q, "status": %q}`, id, status), string(resp.Body))
 }
 
-func requireInvalid(t *testing.T, resp *testkit.Response) {
+func requireInvalid(t *testing.T, resp *peers.Response) {
 	t.Helper()
 	require.Equal(t, http.StatusBadRequest, resp.Status, "%s", resp.Body)
 	require.Equal(t, "invalid_request", resp.JSON(t)["error"], "%s", resp.Body)
@@ -305,7 +305,7 @@ func TestWebOperationsWithoutSession(t *testing.T) {
 
 	// (An ordinary visitor's request never reaches the test origin's
 	// handlers: it refuses a request without Poppy-Verified.)
-	check := func(t *testing.T, resp *testkit.Response) {
+	check := func(t *testing.T, resp *peers.Response) {
 		t.Helper()
 		require.Equal(t, http.StatusForbidden, resp.Status, "%s", resp.Body)
 		require.Empty(t, resp.Header.Values("Poppy-Operation"))
@@ -470,10 +470,10 @@ func TestWebOperationsEndpointRefusals(t *testing.T) {
 			"web":          map[string]any{"browser_join": true, "origin": s.origin.BaseURL()},
 			"operations":   map[string]any{"enabled": true, "web": true}})
 		other := s.env.PublicURL("/t/shop2")
-		req := testkit.NewRequest(t, http.MethodPost, other+gateway.OperationsPath, refBody(ref))
+		req := peers.NewRequest(t, http.MethodPost, other+gateway.OperationsPath, refBody(ref))
 		req.Header.Set("Content-Type", "application/json")
-		s.agent.Sign(t, req, testkit.SessionClaims{Aud: other, SID: sid, Sub: webUser}, testkit.SessionOptions{})
-		requireInvalid(t, testkit.Send(t, s.env.Client, req))
+		s.agent.Sign(t, req, peers.SessionClaims{Aud: other, SID: sid, Sub: webUser}, peers.SessionOptions{})
+		requireInvalid(t, peers.Send(t, s.env.Client, req))
 	})
 	t.Run("expired", func(t *testing.T) {
 		_, err := s.env.Pool.Exec(context.Background(), `UPDATE operation_revisions SET expires_at = now() - interval '1 second'

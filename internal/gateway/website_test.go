@@ -21,6 +21,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/gateway"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
@@ -46,8 +47,8 @@ var webRules = []any{
 // a Personal Agent.
 type webSite struct {
 	env    *testkit.Env
-	agent  *testkit.Agent
-	origin *testkit.Origin
+	agent  *peers.Agent
+	origin *peers.Origin
 	slug   string
 	issuer string // also the Company's identifier
 	domain string
@@ -109,7 +110,7 @@ func (s *webSite) join(t *testing.T, sid, token string) *webBrowser {
 	t.Helper()
 	b := s.browser(t)
 	// Step 1: the page, its code and the join cookie.
-	page := testkit.Send(t, b.client, s.request(t, http.MethodGet, browserjoin.Path, nil))
+	page := peers.Send(t, b.client, s.request(t, http.MethodGet, browserjoin.Path, nil))
 	require.Equal(t, http.StatusOK, page.Status, "%s", page.Body)
 	m := regexpCode.FindSubmatch(page.Body)
 	require.NotNil(t, m, "no code in %s", page.Body)
@@ -118,15 +119,15 @@ func (s *webSite) join(t *testing.T, sid, token string) *webBrowser {
 	// Step 2: the Personal Agent authorizes it.
 	req := s.request(t, http.MethodPost, browserjoin.AuthorizePath, `{"code":"`+code+`"}`)
 	req.Header.Set("Content-Type", "application/json")
-	s.agent.Sign(t, req, testkit.SessionClaims{Aud: s.issuer, SID: sid, Sub: "usr_ada", AccessToken: token},
-		testkit.SessionOptions{})
-	resp := testkit.Send(t, s.env.Client, req)
+	s.agent.Sign(t, req, peers.SessionClaims{Aud: s.issuer, SID: sid, Sub: "usr_ada", AccessToken: token},
+		peers.SessionOptions{})
+	resp := peers.Send(t, s.env.Client, req)
 	require.Equal(t, http.StatusNoContent, resp.Status, "%s", resp.Body)
 
 	// Step 3: the browser submits it and gets the Session cookie.
 	req = s.request(t, http.MethodPost, browserjoin.Path, url.Values{"code": {code}}.Encode())
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp = testkit.Send(t, b.client, req)
+	resp = peers.Send(t, b.client, req)
 	require.Equal(t, http.StatusSeeOther, resp.Status, "%s", resp.Body)
 	require.NotEmpty(t, b.token(s), "no Session cookie after the join")
 	return b
@@ -164,12 +165,12 @@ func (s *webSite) request(t *testing.T, method, path string, body any, header ..
 
 // do sends a request for path with client (the platform's plain client,
 // without cookies, when nil).
-func (s *webSite) do(t *testing.T, client *http.Client, method, path string, body any, header ...string) *testkit.Response {
+func (s *webSite) do(t *testing.T, client *http.Client, method, path string, body any, header ...string) *peers.Response {
 	t.Helper()
 	if client == nil {
 		client = s.env.Client
 	}
-	return testkit.Send(t, client, s.request(t, method, path, body, header...))
+	return peers.Send(t, client, s.request(t, method, path, body, header...))
 }
 
 // webHostile are headers a browser might send that must not reach the
@@ -192,7 +193,7 @@ var webHostile = []string{
 
 // requireForwarded checks what the website got of webHostile and the
 // browser's cookies.
-func requireForwarded(t *testing.T, s *webSite, got testkit.Received, cookie string) {
+func requireForwarded(t *testing.T, s *webSite, got peers.Received, cookie string) {
 	t.Helper()
 	for _, h := range []string{"Poppy-Session", "X-Forwarded-Prefix", "X-Real-Ip", "Forwarded", "Idempotency-Key",
 		"Poppy-Approval"} {
@@ -214,7 +215,7 @@ func requireForwarded(t *testing.T, s *webSite, got testkit.Received, cookie str
 
 // requirePage checks a website error page: HTML, never stored, with each
 // of texts.
-func requirePage(t *testing.T, resp *testkit.Response, status int, texts ...string) {
+func requirePage(t *testing.T, resp *peers.Response, status int, texts ...string) {
 	t.Helper()
 	require.Equal(t, status, resp.Status, "%s", resp.Body)
 	require.Equal(t, "text/html; charset=utf-8", resp.Header.Get("Content-Type"))
@@ -462,7 +463,7 @@ func TestWebsiteOriginCookies(t *testing.T) {
 			early = append(early, h)
 			return nil
 		}}))
-	resp := testkit.Send(t, b.client, req)
+	resp := peers.Send(t, b.client, req)
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 	require.Equal(t, "welcome", string(resp.Body))
 	require.Equal(t, []string{"shop_login=abc; Path=/; Secure; HttpOnly", "theme=dark"}, resp.Header.Values("Set-Cookie"))
@@ -517,10 +518,10 @@ func TestWebsitePlatformPaths(t *testing.T) {
 
 	// A Company without a website.
 	s.env.CreateCompany(t, map[string]any{"slug": "plain", "organization": map[string]any{"name": "Plain", "domain": "plain.example"}})
-	resp = testkit.Send(t, s.env.Client, mustRequest(t, http.MethodGet, s.env.URL("plain.example", "/about")))
+	resp = peers.Send(t, s.env.Client, mustRequest(t, http.MethodGet, s.env.URL("plain.example", "/about")))
 	require.Equal(t, http.StatusNotFound, resp.Status, "%s", resp.Body)
 	require.Equal(t, "not_found", resp.JSON(t)["error"])
-	resp = testkit.Send(t, s.env.Client, mustRequest(t, http.MethodGet, s.env.URL("plain.example", "/.well-known/poppy.json")))
+	resp = peers.Send(t, s.env.Client, mustRequest(t, http.MethodGet, s.env.URL("plain.example", "/.well-known/poppy.json")))
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 	require.Equal(t, 1, s.origin.Calls("", "/about"))
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/platform"
 	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // Tests of Direct Sign-In's authorization endpoint, one rule each (spec
@@ -301,7 +302,7 @@ func TestAuthorizeBadClientOrRedirectShowsPage(t *testing.T) {
 func TestAuthorizeUnfetchableClient(t *testing.T) {
 	t.Parallel()
 	s := setup(t)
-	logs := &testkit.SyncBuffer{}
+	logs := &peers.SyncBuffer{}
 	p, err := platform.New(context.Background(), platform.Options{
 		Pool:   s.env.Pool,
 		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),

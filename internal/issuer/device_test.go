@@ -12,6 +12,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // Helpers of the device tests carry a dev prefix.
@@ -27,7 +28,7 @@ func (s *stormline) devStart(t *testing.T, scope string) map[string]any {
 }
 
 // devPoll polls the token endpoint for deviceCode as the test agent.
-func (s *stormline) devPoll(t *testing.T, deviceCode string) *testkit.Response {
+func (s *stormline) devPoll(t *testing.T, deviceCode string) *peers.Response {
 	t.Helper()
 	return s.tokPost(t, s.issuer, "/oauth/token", s.tokAuthed(t, url.Values{"grant_type": {devGrant}, "device_code": {deviceCode}}))
 }
@@ -203,7 +204,7 @@ func TestDeviceConcurrentPolls(t *testing.T) {
 		for range 2 {
 			forms = append(forms, s.tokAuthed(t, url.Values{"grant_type": {devGrant}, "device_code": {device}}))
 		}
-		resps := make([]*testkit.Response, 2)
+		resps := make([]*peers.Response, 2)
 		var wg sync.WaitGroup
 		for i := range forms {
 			wg.Go(func() { resps[i] = s.tokPost(t, s.issuer, "/oauth/token", forms[i]) })

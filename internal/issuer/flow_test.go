@@ -11,13 +11,14 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // stormline is the Company most tests use: Direct and Device Sign-In,
 // three scopes, one account.
 type stormline struct {
 	env    *testkit.Env
-	agent  *testkit.Agent
+	agent  *peers.Agent
 	issuer string
 	conf   *oauth2.Config
 	ctx    context.Context

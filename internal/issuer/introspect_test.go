@@ -20,7 +20,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/signing"
 	"github.com/poppyhost/poppyhost/internal/tenant"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // apiKey creates a Company API key for slug and returns its secret.
@@ -38,7 +38,7 @@ func (s *tokenRig) apiKey(t *testing.T, slug string) string {
 
 // introspectAt asks the introspection endpoint at iss about token with an
 // API key (RFC 7662).
-func (s *tokenRig) introspectAt(t *testing.T, iss, key, token string) *testkit.Response {
+func (s *tokenRig) introspectAt(t *testing.T, iss, key, token string) *peers.Response {
 	t.Helper()
 	return s.postForm(t, iss+"/oauth/introspect", url.Values{"token": {token}}, "Authorization", "Bearer "+key)
 }

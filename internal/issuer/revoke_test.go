@@ -12,6 +12,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // tokenRig is stormline with the helpers of the revocation,
@@ -76,14 +77,14 @@ func (s *tokenRig) assertion(t *testing.T, iss string) url.Values {
 }
 
 // postForm posts form to rawURL.
-func (s *tokenRig) postForm(t *testing.T, rawURL string, form url.Values, headers ...string) *testkit.Response {
+func (s *tokenRig) postForm(t *testing.T, rawURL string, form url.Values, headers ...string) *peers.Response {
 	t.Helper()
 	headers = append([]string{"Content-Type", "application/x-www-form-urlencoded"}, headers...)
 	return s.env.Do(t, http.MethodPost, rawURL, form.Encode(), headers...)
 }
 
 // revoke revokes token at s's issuer as s's agent (spec 4.6).
-func (s *tokenRig) revoke(t *testing.T, token string) *testkit.Response {
+func (s *tokenRig) revoke(t *testing.T, token string) *peers.Response {
 	t.Helper()
 	form := s.assertion(t, s.issuer)
 	form.Set("token", token)
@@ -107,7 +108,7 @@ func addCompanyLike(t *testing.T, env *testkit.Env, slug string) string {
 }
 
 // requireOAuthError checks an RFC 6749 §5.2 error response.
-func requireOAuthErrorBody(t *testing.T, resp *testkit.Response, status int, code string) {
+func requireOAuthErrorBody(t *testing.T, resp *peers.Response, status int, code string) {
 	t.Helper()
 	require.Equal(t, status, resp.Status, "%s", resp.Body)
 	var body struct {

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/issuer"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 // TestSweepDeletesLongExpiredRows: the sweep deletes codes, tokens,
@@ -49,7 +49,7 @@ func TestSweepDeletesLongExpiredRows(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	testkit.RunSweeps(t, pool, time.Now, issuer.Sweeps(issuer.NewStore(pool))...)
+	testdb.RunSweeps(t, pool, time.Now, issuer.Sweeps(issuer.NewStore(pool))...)
 
 	for table, q := range map[string]string{
 		"oauth_tokens":  `SELECT request_id, count(*) FROM oauth_tokens GROUP BY request_id`,

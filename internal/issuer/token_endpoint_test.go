@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/oauth2"
 
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // Helpers of the token endpoint tests carry a tok prefix: other test
@@ -29,7 +29,7 @@ import (
 const tokAssertionType = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 
 // tokPost posts form to the issuer endpoint path (such as /oauth/token).
-func (s *stormline) tokPost(t *testing.T, issuer, path string, form url.Values) *testkit.Response {
+func (s *stormline) tokPost(t *testing.T, issuer, path string, form url.Values) *peers.Response {
 	t.Helper()
 	return s.env.Do(t, http.MethodPost, issuer+path, form.Encode(), "Content-Type", "application/x-www-form-urlencoded")
 }
@@ -50,7 +50,7 @@ func tokWithAssertion(form url.Values, assertion string) url.Values {
 }
 
 // tokError checks an OAuth error response (RFC 6749 §5.2).
-func tokError(t *testing.T, resp *testkit.Response, status int, code string) {
+func tokError(t *testing.T, resp *peers.Response, status int, code string) {
 	t.Helper()
 	require.Equal(t, status, resp.Status, "%s", resp.Body)
 	require.Equal(t, code, resp.JSON(t)["error"], "%s", resp.Body)
@@ -119,7 +119,7 @@ func (s *stormline) tokSignIn(t *testing.T) map[string]any {
 }
 
 // tokRefresh refreshes with extra parameters (scope, resource).
-func (s *stormline) tokRefresh(t *testing.T, refresh string, extra url.Values) *testkit.Response {
+func (s *stormline) tokRefresh(t *testing.T, refresh string, extra url.Values) *peers.Response {
 	t.Helper()
 	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh}}
 	for k, v := range extra {
@@ -271,7 +271,7 @@ func TestTokenClientAssertion(t *testing.T) {
 
 	// spec 4.1: Companies SHOULD accept PS384.
 	key, kid := s.agent.Key("PS384")
-	ps384 := testkit.SignJWT(t, "PS384", key, map[string]any{"alg": "PS384", "kid": kid, "typ": "JWT"},
+	ps384 := peers.SignJWT(t, "PS384", key, map[string]any{"alg": "PS384", "kid": kid, "typ": "JWT"},
 		s.agent.AssertionClaims(s.issuer))
 	resp := s.tokPost(t, s.issuer, "/oauth/token", tokWithAssertion(form, ps384))
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
@@ -338,7 +338,7 @@ func TestTokenCodeConcurrentExchange(t *testing.T) {
 	for range 20 {
 		code, verifier := s.tokCode(t, s.conf.Scopes)
 		forms := []url.Values{s.tokAuthed(t, s.tokCodeForm(code, verifier)), s.tokAuthed(t, s.tokCodeForm(code, verifier))}
-		resps := make([]*testkit.Response, 2)
+		resps := make([]*peers.Response, 2)
 		var wg sync.WaitGroup
 		for i := range forms {
 			wg.Go(func() { resps[i] = s.tokPost(t, s.issuer, "/oauth/token", forms[i]) })
@@ -620,7 +620,7 @@ func TestTokenRefreshConcurrent(t *testing.T) {
 		refresh := s.tokSignIn(t)["refresh_token"].(string)
 		form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh}}
 		forms := []url.Values{s.tokAuthed(t, form), s.tokAuthed(t, form)}
-		resps := make([]*testkit.Response, 2)
+		resps := make([]*peers.Response, 2)
 		var wg sync.WaitGroup
 		for i := range forms {
 			wg.Go(func() { resps[i] = s.tokPost(t, s.issuer, "/oauth/token", forms[i]) })

@@ -12,7 +12,8 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/accounts"
 	"github.com/poppyhost/poppyhost/internal/jobs"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 // legacyArgs is a sweep's job as a package declared it before the sweeps
@@ -27,8 +28,8 @@ func (legacyArgs) Kind() string { return "legacy_sweep" }
 func TestSweepsRunOnStart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := testkit.NewPool(t)
-	_, err := testkit.Inserter(t, pool).Insert(ctx, legacyArgs{}, nil)
+	pool := testdb.NewPool(t)
+	_, err := testdb.Inserter(t, pool).Insert(ctx, legacyArgs{}, nil)
 	require.NoError(t, err)
 
 	clock := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -42,7 +43,7 @@ func TestSweepsRunOnStart(t *testing.T) {
 			return n, nil
 		}}
 	}
-	var logs testkit.SyncBuffer
+	var logs peers.SyncBuffer
 	q, err := jobs.New(pool, jobs.Options{Now: func() time.Time { return clock },
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	require.NoError(t, err)
@@ -81,7 +82,7 @@ func TestSweepsRunOnStart(t *testing.T) {
 func TestSweepsLoginFailures(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := testkit.NewPool(t)
+	pool := testdb.NewPool(t)
 	var companyID int64
 	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO companies (slug, settings) VALUES ('k', '{}') RETURNING id`).Scan(&companyID))
 	_, err := pool.Exec(ctx, `INSERT INTO login_failures (company_id, username, failures, last_failure_at, locked_until) VALUES
@@ -89,7 +90,7 @@ func TestSweepsLoginFailures(t *testing.T) {
 		($1, 'recent', 3, now() - interval '1 hour', now() - interval '1 hour')`, companyID)
 	require.NoError(t, err)
 
-	testkit.RunSweeps(t, pool, time.Now, accounts.Sweeps(accounts.NewStore(pool))...)
+	testdb.RunSweeps(t, pool, time.Now, accounts.Sweeps(accounts.NewStore(pool))...)
 	var left []string
 	rows, err := pool.Query(ctx, `SELECT username FROM login_failures ORDER BY username`)
 	require.NoError(t, err)

@@ -24,7 +24,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/operations"
 	"github.com/poppyhost/poppyhost/internal/tenant"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
@@ -184,7 +184,7 @@ type world struct {
 func newWorld(t *testing.T, i int) *world {
 	t.Helper()
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(testkit.NewDatabase(t))
+	cfg, err := pgxpool.ParseConfig(testdb.NewDatabase(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func newWorld(t *testing.T, i int) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	w := &world{pool: pool, jobs: testkit.Inserter(t, pool), store: operations.NewStore(pool), clock: &fakeClock{}}
+	w := &world{pool: pool, jobs: testdb.Inserter(t, pool), store: operations.NewStore(pool), clock: &fakeClock{}}
 	if err := pool.QueryRow(ctx, `INSERT INTO companies (slug, settings) VALUES ($1, '{}') RETURNING id`,
 		fmt.Sprintf("harness-%d", i)).Scan(&w.companyID); err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/operations"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
@@ -31,7 +31,7 @@ type recordRig struct {
 
 func newRecordRig(t *testing.T) *recordRig {
 	t.Helper()
-	pool := testkit.NewPool(t)
+	pool := testdb.NewPool(t)
 	r := &recordRig{store: operations.NewStore(pool),
 		owner: operations.Owner{ClientID: "https://agent.test/client", UserID: "usr_test", AccountID: 7},
 		req: &operations.Request{Method: "POST", Path: "/orders/o1/exchange", ContentType: "application/json",

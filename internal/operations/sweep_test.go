@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/operations"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
@@ -27,7 +27,7 @@ type sweepRig struct {
 
 func newSweepRig(t *testing.T) *sweepRig {
 	t.Helper()
-	pool := testkit.NewPool(t)
+	pool := testdb.NewPool(t)
 	r := &sweepRig{pool: pool, store: operations.NewStore(pool),
 		owner: operations.Owner{ClientID: "https://agent.test/client", UserID: "usr_test"},
 		t0:    time.Date(2026, 10, 8, 19, 0, 0, 0, time.UTC)}

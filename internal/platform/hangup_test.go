@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // TestClientHangUpIsNotAServerError: a client that cancels its request
@@ -20,7 +21,7 @@ import (
 // hang-up is the client's doing (issue 25, item 4).
 func TestClientHangUpIsNotAServerError(t *testing.T) {
 	t.Parallel()
-	logs := &testkit.SyncBuffer{}
+	logs := &peers.SyncBuffer{}
 	env := testkit.SetupWith(t, testkit.Options{Logs: logs, LogLevel: slog.LevelDebug})
 	env.CreateCompany(t, map[string]any{"slug": "shop", "organization": map[string]any{"name": "Shop", "domain": "shop.example"},
 		"feedback": map[string]any{"enabled": true}})
@@ -33,7 +34,7 @@ func TestClientHangUpIsNotAServerError(t *testing.T) {
 	require.NoError(t, err)
 
 	reqCtx, cancel := context.WithCancel(ctx)
-	req := testkit.NewRequest(t, http.MethodGet, env.PublicURL("/admin/v1/companies/shop/feedback"), nil).WithContext(reqCtx)
+	req := peers.NewRequest(t, http.MethodGet, env.PublicURL("/admin/v1/companies/shop/feedback"), nil).WithContext(reqCtx)
 	req.Header.Set("Authorization", "Bearer "+testkit.AdminToken)
 	done := make(chan error, 1)
 	go func() {
@@ -71,7 +72,7 @@ func TestClientHangUpIsNotAServerError(t *testing.T) {
 // unreachable.
 func TestReadyzCancelledIsNotDatabaseDown(t *testing.T) {
 	t.Parallel()
-	logs := &testkit.SyncBuffer{}
+	logs := &peers.SyncBuffer{}
 	env := testkit.SetupWith(t, testkit.Options{Logs: logs, LogLevel: slog.LevelDebug})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // slowBodies are the body timeouts of these tests: short, so that they
@@ -23,10 +24,10 @@ const slowBound = 10 * time.Second
 
 // sendSlow sends req, whose body is a Trickle, and fails the test unless
 // the server answers within slowBound.
-func sendSlow(t *testing.T, env *testkit.Env, req *http.Request) *testkit.Response {
+func sendSlow(t *testing.T, env *testkit.Env, req *http.Request) *peers.Response {
 	t.Helper()
 	start := time.Now()
-	resp := testkit.SendWithin(t, env.Client, req, slowBound)
+	resp := peers.SendWithin(t, env.Client, req, slowBound)
 	t.Logf("%s %s: %d after %s", req.Method, req.URL.Path, resp.Status, time.Since(start).Round(time.Millisecond))
 	return resp
 }
@@ -53,7 +54,7 @@ func TestSlowBodiesTimeOut(t *testing.T) {
 	}
 	feedbackURL := env.PublicURL("/t/shop/poppy/feedback")
 	stalled := func(method, url string, declared int64, headers ...string) *http.Request {
-		req := testkit.NewRequest(t, method, url, testkit.Trickle{Data: []byte(`{"description":"`), Size: 16, Every: time.Millisecond, Stall: true}.Reader(t))
+		req := peers.NewRequest(t, method, url, peers.Trickle{Data: []byte(`{"description":"`), Size: 16, Every: time.Millisecond, Stall: true}.Reader(t))
 		req.ContentLength = declared
 		for i := 0; i+1 < len(headers); i += 2 {
 			req.Header.Set(headers[i], headers[i+1])
@@ -63,7 +64,7 @@ func TestSlowBodiesTimeOut(t *testing.T) {
 
 	t.Run("feedback", func(t *testing.T) {
 		req := stalled(http.MethodPost, feedbackURL, 10000)
-		agent.Sign(t, req, testkit.SessionClaims{Aud: env.PublicURL("/t/shop")}, testkit.SessionOptions{})
+		agent.Sign(t, req, peers.SessionClaims{Aud: env.PublicURL("/t/shop")}, peers.SessionOptions{})
 		resp := sendSlow(t, env, req)
 		require.Equal(t, http.StatusRequestTimeout, resp.Status, "%s", resp.Body)
 		require.Equal(t, "request_timeout", resp.JSON(t)["error"])
@@ -73,7 +74,7 @@ func TestSlowBodiesTimeOut(t *testing.T) {
 		// Declaring more than a report may hold is refused at once,
 		// also before the Session is touched (spec 9.3: invalid_request).
 		req = stalled(http.MethodPost, feedbackURL, 60000)
-		agent.Sign(t, req, testkit.SessionClaims{Aud: env.PublicURL("/t/shop")}, testkit.SessionOptions{})
+		agent.Sign(t, req, peers.SessionClaims{Aud: env.PublicURL("/t/shop")}, peers.SessionOptions{})
 		resp = sendSlow(t, env, req)
 		require.Equal(t, http.StatusBadRequest, resp.Status, "%s", resp.Body)
 		require.Equal(t, "invalid_request", resp.JSON(t)["error"])
@@ -84,7 +85,7 @@ func TestSlowBodiesTimeOut(t *testing.T) {
 		// Every protocol route reads its body (up to 64 KiB) before it
 		// verifies the Session header.
 		req := stalled(http.MethodPost, env.PublicURL("/t/shop/poppy/conversations"), 10000)
-		agent.Sign(t, req, testkit.SessionClaims{Aud: env.PublicURL("/t/shop")}, testkit.SessionOptions{})
+		agent.Sign(t, req, peers.SessionClaims{Aud: env.PublicURL("/t/shop")}, peers.SessionOptions{})
 		resp := sendSlow(t, env, req)
 		require.Equal(t, http.StatusRequestTimeout, resp.Status, "%s", resp.Body)
 		require.Zero(t, count("sessions"), "no Session row for a message that never arrived")
@@ -119,10 +120,10 @@ func TestSlowBodiesTimeOut(t *testing.T) {
 		// 1,200 bytes at 2,000 bytes a second: 0.6 s, twice the grace,
 		// at twice the minimum rate.
 		report := `{"task":"Pay with a gift card","description":"` + strings.Repeat("a", 1140) + `"}`
-		req := testkit.NewRequest(t, http.MethodPost, feedbackURL,
-			testkit.Trickle{Data: []byte(report), Size: 100, Every: 50 * time.Millisecond}.Reader(t))
+		req := peers.NewRequest(t, http.MethodPost, feedbackURL,
+			peers.Trickle{Data: []byte(report), Size: 100, Every: 50 * time.Millisecond}.Reader(t))
 		req.ContentLength = int64(len(report))
-		agent.Sign(t, req, testkit.SessionClaims{Aud: env.PublicURL("/t/shop")}, testkit.SessionOptions{})
+		agent.Sign(t, req, peers.SessionClaims{Aud: env.PublicURL("/t/shop")}, peers.SessionOptions{})
 		resp := sendSlow(t, env, req)
 		require.Equal(t, http.StatusAccepted, resp.Status, "%s", resp.Body)
 		require.Equal(t, 1, count("feedback"))

@@ -18,6 +18,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/sessions"
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // BenchmarkVerifyWarm is Verify on a warm delegation cache with an
@@ -78,16 +79,16 @@ func BenchmarkES256Verify(b *testing.B) {
 // as a Personal Agent does between delegations, so the server's
 // delegation cache stays warm.
 type sessionSigner struct {
-	agent  *testkit.Agent
+	agent  *peers.Agent
 	c      *company
-	cl     testkit.SessionClaims
+	cl     peers.SessionClaims
 	header map[string]any
 	n      atomic.Int64
 }
 
-func newSessionSigner(b *testing.B, a *testkit.Agent, c *company) *sessionSigner {
+func newSessionSigner(b *testing.B, a *peers.Agent, c *company) *sessionSigner {
 	cl := c.claims(newSID())
-	tok := a.SessionJWT(b, cl, testkit.SessionOptions{})
+	tok := a.SessionJWT(b, cl, peers.SessionOptions{})
 	raw, err := base64.RawURLEncoding.DecodeString(strings.Split(tok, ".")[0])
 	require.NoError(b, err)
 	var header map[string]any
@@ -99,7 +100,7 @@ func (s *sessionSigner) sign(b *testing.B) string {
 	claims := map[string]any{"iss": s.agent.ClientID, "aud": s.cl.Aud, "sid": s.cl.SID, "sub": s.cl.Sub,
 		"htm": http.MethodPost, "htu": s.c.FeedbackURL, "iat": time.Now().Unix(),
 		"jti": "bench-" + strconv.FormatInt(s.n.Add(1), 10) + "-" + randHex(4)}
-	return testkit.SignJWT(b, "ES256", s.agent.DelegatedKey(s.cl.Sub), s.header, claims)
+	return peers.SignJWT(b, "ES256", s.agent.DelegatedKey(s.cl.Sub), s.header, claims)
 }
 
 // BenchmarkFeedbackHTTP posts feedback reports in one known Session end to

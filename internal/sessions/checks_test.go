@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // checkRow breaks one check of spec 5.2, 5.3 or 5.6 on a request to the
@@ -28,10 +29,10 @@ type checkRow struct {
 	// settings are the row's Company settings; settingsFor may name the
 	// row's agent.
 	settings    map[string]any
-	settingsFor func(a *testkit.Agent) map[string]any
+	settingsFor func(a *peers.Agent) map[string]any
 	// agent, when set, gives the row a fresh Personal Agent of its own
 	// (resolved metadata is cached by client_id) and prepares it.
-	agent func(t *testing.T, a *testkit.Agent)
+	agent func(t *testing.T, a *peers.Agent)
 	// sign edits the claims and options before signing; send edits the
 	// request's URL and headers after.
 	sign func(r *rowCtx)
@@ -50,10 +51,10 @@ type checkRow struct {
 type rowCtx struct {
 	t      *testing.T
 	env    *testkit.Env
-	agent  *testkit.Agent
+	agent  *peers.Agent
 	c      *company
-	claims testkit.SessionClaims
-	opts   testkit.SessionOptions
+	claims peers.SessionClaims
+	opts   peers.SessionOptions
 	jwt    string
 	url    string
 	header http.Header
@@ -105,8 +106,8 @@ func setSessionHeader(v string) func(*rowCtx) {
 	return func(r *rowCtx) { r.header.Set("Poppy-Session", v) }
 }
 
-func setMetadata(patch map[string]any) func(*testing.T, *testkit.Agent) {
-	return func(_ *testing.T, a *testkit.Agent) {
+func setMetadata(patch map[string]any) func(*testing.T, *peers.Agent) {
+	return func(_ *testing.T, a *peers.Agent) {
 		m := a.Metadata()
 		for k, v := range patch {
 			if v == nil {
@@ -120,8 +121,8 @@ func setMetadata(patch map[string]any) func(*testing.T, *testkit.Agent) {
 }
 
 // editES256Key changes the ES256 key in the agent's key set.
-func editES256Key(edit func(t *testing.T, a *testkit.Agent, k map[string]any)) func(*testing.T, *testkit.Agent) {
-	return func(t *testing.T, a *testkit.Agent) {
+func editES256Key(edit func(t *testing.T, a *peers.Agent, k map[string]any)) func(*testing.T, *peers.Agent) {
+	return func(t *testing.T, a *peers.Agent) {
 		set := a.JWKS()
 		found := false
 		for _, k := range set["keys"].([]any) {
@@ -182,7 +183,7 @@ func checkRows() []checkRow {
 		{name: "iat 50s old", status: ok, sign: iatAfter(-50 * time.Second)},
 		{name: "iat 3s ahead", status: ok, sign: iatAfter(3 * time.Second)},
 		{name: "sid of 256 characters", status: ok, sign: func(r *rowCtx) { r.claims.SID = strings.Repeat("S", 256) }},
-		{name: "listed agent", settingsFor: func(a *testkit.Agent) map[string]any {
+		{name: "listed agent", settingsFor: func(a *peers.Agent) map[string]any {
 			return map[string]any{"agents": map[string]any{"accept": "listed", "client_ids": []string{a.ClientID}}}
 		}, status: ok},
 
@@ -238,7 +239,7 @@ func checkRows() []checkRow {
 			r.opts.DelegationSignedByUnknownKey = true
 			r.opts.MutateDelegationHeader = func(h map[string]any) { h["kid"] = kid }
 		}, status: invalid, desc: "delegation's signature does not verify"},
-		{name: "delegation kid names an enc key", agent: editES256Key(func(_ *testing.T, _ *testkit.Agent, k map[string]any) { k["use"] = "enc" }),
+		{name: "delegation kid names an enc key", agent: editES256Key(func(_ *testing.T, _ *peers.Agent, k map[string]any) { k["use"] = "enc" }),
 			status: invalid, desc: "kid names no signing key"},
 		{name: "delegation kid missing", sign: mutateDelegationHeader(func(h map[string]any) { delete(h, "kid") }), status: invalid, desc: "delegation's kid must name"},
 		{name: "delegation typ poppy-session+jwt", sign: mutateDelegationHeader(func(h map[string]any) { h["typ"] = "poppy-session+jwt" }), status: invalid, desc: "delegation's typ must be"},
@@ -354,56 +355,56 @@ func checkRows() []checkRow {
 			send: func(r *rowCtx) { r.header.Set("Authorization", "Bearer tok-2") }, status: invalid, desc: "ath must be the base64url"},
 
 		// Client metadata and keys (5.3 step 1, 4.1).
-		{name: "metadata client_id mismatch", agent: func(t *testing.T, a *testkit.Agent) {
+		{name: "metadata client_id mismatch", agent: func(t *testing.T, a *peers.Agent) {
 			setMetadata(map[string]any{"client_id": a.URL("/other.json")})(t, a)
 		}, status: invalid, desc: "client_id must equal the URL"},
-		{name: "metadata jwks_uri http", agent: func(t *testing.T, a *testkit.Agent) {
+		{name: "metadata jwks_uri http", agent: func(t *testing.T, a *peers.Agent) {
 			setMetadata(map[string]any{"jwks_uri": strings.Replace(a.JWKSURI, "https:", "http:", 1)})(t, a)
 		}, status: invalid, desc: "jwks_uri must be an https URL"},
-		{name: "metadata jwks_uri on another domain", agent: func(t *testing.T, a *testkit.Agent) {
+		{name: "metadata jwks_uri on another domain", agent: func(t *testing.T, a *peers.Agent) {
 			setMetadata(map[string]any{"jwks_uri": strings.Replace(a.JWKSURI, a.Host, "keys.elsewhere.test", 1)})(t, a)
 		}, status: invalid, desc: "same domain"},
 		{name: "metadata without jwks_uri", agent: setMetadata(map[string]any{"jwks_uri": nil}), status: invalid, desc: "no jwks_uri"},
-		{name: "metadata not JSON", agent: func(_ *testing.T, a *testkit.Agent) {
+		{name: "metadata not JSON", agent: func(_ *testing.T, a *peers.Agent) {
 			a.Serve("/agent.json", func(w http.ResponseWriter, _ *http.Request) {
 				w.Header().Set("Content-Type", "application/json")
 				_, _ = w.Write([]byte("not json"))
 			})
 		}, status: invalid, desc: "not a JSON object"},
-		{name: "metadata redirect is not followed", agent: func(_ *testing.T, a *testkit.Agent) {
+		{name: "metadata redirect is not followed", agent: func(_ *testing.T, a *peers.Agent) {
 			a.Serve("/agent.json", func(w http.ResponseWriter, r *http.Request) {
 				http.Redirect(w, r, "/moved.json", http.StatusFound)
 			})
 		}, status: invalid, desc: "could not be fetched", after: func(r *rowCtx) {
 			require.Zero(r.t, r.agent.Hits("/moved.json"))
 		}},
-		{name: "metadata 404", agent: func(_ *testing.T, a *testkit.Agent) { a.Serve("/agent.json", http.NotFound) },
+		{name: "metadata 404", agent: func(_ *testing.T, a *peers.Agent) { a.Serve("/agent.json", http.NotFound) },
 			status: invalid, desc: "could not be fetched"},
-		{name: "metadata over 64 KiB", agent: func(t *testing.T, a *testkit.Agent) {
+		{name: "metadata over 64 KiB", agent: func(t *testing.T, a *peers.Agent) {
 			setMetadata(map[string]any{"client_name": strings.Repeat("n", 64<<10)})(t, a)
 		}, status: invalid, desc: "could not be fetched"},
-		{name: "metadata content type text/html", agent: func(_ *testing.T, a *testkit.Agent) {
+		{name: "metadata content type text/html", agent: func(_ *testing.T, a *peers.Agent) {
 			a.SetHeader("/agent.json", "Content-Type", "text/html")
 		}, status: invalid, desc: "could not be fetched"},
-		{name: "jwks with private key members", agent: editES256Key(func(t *testing.T, a *testkit.Agent, k map[string]any) {
+		{name: "jwks with private key members", agent: editES256Key(func(t *testing.T, a *peers.Agent, k map[string]any) {
 			priv, _ := a.Key("ES256")
 			d, err := priv.(*ecdsa.PrivateKey).Bytes()
 			require.NoError(t, err)
 			k["d"] = base64.RawURLEncoding.EncodeToString(d)
 		}), status: invalid},
-		{name: "jwks 404", agent: func(_ *testing.T, a *testkit.Agent) { a.Serve("/jwks.json", http.NotFound) },
+		{name: "jwks 404", agent: func(_ *testing.T, a *peers.Agent) { a.Serve("/jwks.json", http.NotFound) },
 			status: invalid, desc: "could not be fetched"},
-		{name: "jwks not a key set", agent: func(_ *testing.T, a *testkit.Agent) { a.SetJWKS(`{"keys":"no"}`) },
+		{name: "jwks not a key set", agent: func(_ *testing.T, a *peers.Agent) { a.SetJWKS(`{"keys":"no"}`) },
 			status: invalid, desc: "did not return a JWK Set"},
 
 		// The Company refuses the Personal Agent (4.1, 5.3).
 		{name: "listed without it", settings: map[string]any{"agents": map[string]any{
 			"accept": "listed", "client_ids": []string{"https://other-agent.test/agent.json"}}},
 			status: invalid, desc: "does not accept"},
-		{name: "unlisted with it", settingsFor: func(a *testkit.Agent) map[string]any {
+		{name: "unlisted with it", settingsFor: func(a *peers.Agent) map[string]any {
 			return map[string]any{"agents": map[string]any{"accept": "unlisted", "client_ids": []string{a.ClientID}}}
 		}, status: invalid, desc: "does not accept"},
-		{name: "listed: same origin, another path", settingsFor: func(a *testkit.Agent) map[string]any {
+		{name: "listed: same origin, another path", settingsFor: func(a *peers.Agent) map[string]any {
 			return map[string]any{"agents": map[string]any{"accept": "listed", "client_ids": []string{a.URL("/agents/other.json")}}}
 		}, status: invalid, desc: "does not accept"},
 
@@ -451,7 +452,7 @@ func TestSessionChecks(t *testing.T) {
 			r := &rowCtx{t: t, env: env, agent: a, c: c, claims: c.claims(newSID()), url: c.FeedbackURL}
 
 			if tc.prime {
-				requireStatus(t, send(t, env, a, c, r.claims, testkit.SessionOptions{}), http.StatusAccepted)
+				requireStatus(t, send(t, env, a, c, r.claims, peers.SessionOptions{}), http.StatusAccepted)
 			}
 			if tc.sign != nil {
 				tc.sign(r)

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // feedbackBody is a valid feedback report (spec 9.3).
@@ -57,8 +58,8 @@ func newCompany(t testing.TB, env *testkit.Env, settings map[string]any) *compan
 
 // claims returns valid Session JWT claims for a POST to c's feedback
 // endpoint in Session sid.
-func (c *company) claims(sid string) testkit.SessionClaims {
-	return testkit.SessionClaims{Aud: c.Aud, URL: c.FeedbackURL, Method: http.MethodPost, SID: sid, Sub: "usr_" + sid[:8]}
+func (c *company) claims(sid string) peers.SessionClaims {
+	return peers.SessionClaims{Aud: c.Aud, URL: c.FeedbackURL, Method: http.MethodPost, SID: sid, Sub: "usr_" + sid[:8]}
 }
 
 // newSID returns a fresh Session ID in the 8.2 alphabet.
@@ -66,7 +67,7 @@ func newSID() string { return randHex(16) }
 
 // sessionHeader returns the headers of a request signed with cl and o:
 // Poppy-Session, and Authorization when cl carries an access token.
-func sessionHeader(t testing.TB, a *testkit.Agent, cl testkit.SessionClaims, o testkit.SessionOptions) http.Header {
+func sessionHeader(t testing.TB, a *peers.Agent, cl peers.SessionClaims, o peers.SessionOptions) http.Header {
 	t.Helper()
 	h := http.Header{}
 	h.Set("Poppy-Session", a.SessionJWT(t, cl, o))
@@ -77,7 +78,7 @@ func sessionHeader(t testing.TB, a *testkit.Agent, cl testkit.SessionClaims, o t
 }
 
 // post sends a feedback report to u with header.
-func post(t testing.TB, env *testkit.Env, u string, header http.Header) *testkit.Response {
+func post(t testing.TB, env *testkit.Env, u string, header http.Header) *peers.Response {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, u, strings.NewReader(feedbackBody))
 	require.NoError(t, err)
@@ -88,31 +89,31 @@ func post(t testing.TB, env *testkit.Env, u string, header http.Header) *testkit
 	return do(t, env, req)
 }
 
-func do(t testing.TB, env *testkit.Env, req *http.Request) *testkit.Response {
+func do(t testing.TB, env *testkit.Env, req *http.Request) *peers.Response {
 	t.Helper()
 	resp, err := env.Client.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	return &testkit.Response{Status: resp.StatusCode, Header: resp.Header, Body: raw}
+	return &peers.Response{Status: resp.StatusCode, Header: resp.Header, Body: raw}
 }
 
 // send signs a feedback report for c with cl and o and sends it.
-func send(t testing.TB, env *testkit.Env, a *testkit.Agent, c *company, cl testkit.SessionClaims, o testkit.SessionOptions) *testkit.Response {
+func send(t testing.TB, env *testkit.Env, a *peers.Agent, c *company, cl peers.SessionClaims, o peers.SessionOptions) *peers.Response {
 	t.Helper()
 	return post(t, env, c.FeedbackURL, sessionHeader(t, a, cl, o))
 }
 
 // requireStatus checks a response's status, showing its body otherwise.
-func requireStatus(t testing.TB, resp *testkit.Response, status int) {
+func requireStatus(t testing.TB, resp *peers.Response, status int) {
 	t.Helper()
 	require.Equal(t, status, resp.Status, "body: %s", resp.Body)
 }
 
 // requireError checks for a JSON error body with status and code and
 // returns its error_description.
-func requireError(t testing.TB, resp *testkit.Response, status int, code string) string {
+func requireError(t testing.TB, resp *peers.Response, status int, code string) string {
 	t.Helper()
 	require.Equal(t, status, resp.Status, "body: %s", resp.Body)
 	require.Equal(t, "application/json", resp.Header.Get("Content-Type"), "body: %s", resp.Body)
@@ -178,7 +179,7 @@ func apiKey(t testing.TB, env *testkit.Env, c *company) string {
 }
 
 // endWithKey ends a Session through POST /company/v1/sessions/end.
-func endWithKey(t testing.TB, env *testkit.Env, key, clientID, sid string) *testkit.Response {
+func endWithKey(t testing.TB, env *testkit.Env, key, clientID, sid string) *peers.Response {
 	t.Helper()
 	raw, err := json.Marshal(map[string]string{"client_id": clientID, "sid": sid})
 	require.NoError(t, err)

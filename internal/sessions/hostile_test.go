@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // Hostile input at the Session boundary: a NUL in a Session JWT's claims,
@@ -44,8 +45,8 @@ func TestHostileSessionClaims(t *testing.T) {
 		for _, claim := range []string{"sub", "agent_id", "jti", "iss"} {
 			t.Run(e.name+" "+claim, func(t *testing.T) {
 				t.Parallel()
-				req := testkit.NewRequest(t, e.method, e.url, `{}`)
-				a.Sign(t, req, testkit.SessionClaims{Aud: c.Aud}, testkit.SessionOptions{MutateClaims: func(m map[string]any) {
+				req := peers.NewRequest(t, e.method, e.url, `{}`)
+				a.Sign(t, req, peers.SessionClaims{Aud: c.Aud}, peers.SessionOptions{MutateClaims: func(m map[string]any) {
 					if s, _ := m[claim].(string); s != "" {
 						m[claim] = s[:len(s)/2] + "\x00" + s[len(s)/2:]
 					} else {
@@ -65,17 +66,17 @@ func TestHostileSessionsEnd(t *testing.T) {
 	a := env.StartAgent(t, "")
 	c := newCompany(t, env, nil)
 	sid := newSID()
-	requireStatus(t, send(t, env, a, c, c.claims(sid), testkit.SessionOptions{}), http.StatusAccepted)
+	requireStatus(t, send(t, env, a, c, c.claims(sid), peers.SessionOptions{}), http.StatusAccepted)
 	key := apiKey(t, env, c)
 	for _, body := range []string{
 		`{"client_id":"a\u0000b","sid":"` + sid + `"}`,
 		`{"client_id":"` + strings.Replace(a.ClientID, "/", `\u0000/`, 1) + `","sid":"` + sid + `"}`,
 	} {
-		for name, send := range map[string]func() *testkit.Response{
-			"company": func() *testkit.Response {
+		for name, send := range map[string]func() *peers.Response{
+			"company": func() *peers.Response {
 				return env.Do(t, http.MethodPost, env.PublicURL("/company/v1/sessions/end"), body, "Authorization", "Bearer "+key)
 			},
-			"admin": func() *testkit.Response {
+			"admin": func() *peers.Response {
 				return env.Admin(t, http.MethodPost, "/admin/v1/companies/"+c.Slug+"/sessions/end", body)
 			},
 		} {
@@ -104,7 +105,7 @@ func TestStallingMetadata(t *testing.T) {
 	})
 	c := newCompany(t, env, nil)
 	start := time.Now()
-	desc := requireError(t, send(t, env, a, c, c.claims(newSID()), testkit.SessionOptions{}), http.StatusBadRequest, "invalid_session")
+	desc := requireError(t, send(t, env, a, c, c.claims(newSID()), peers.SessionOptions{}), http.StatusBadRequest, "invalid_session")
 	took := time.Since(start)
 	require.Contains(t, desc, "could not be fetched")
 	// Bounds generous for a loaded machine: the deadline, well under the
@@ -114,7 +115,7 @@ func TestStallingMetadata(t *testing.T) {
 
 	for range 3 {
 		start = time.Now()
-		requireError(t, send(t, env, a, c, c.claims(newSID()), testkit.SessionOptions{}), http.StatusBadRequest, "invalid_session")
+		requireError(t, send(t, env, a, c, c.claims(newSID()), peers.SessionOptions{}), http.StatusBadRequest, "invalid_session")
 		require.Less(t, time.Since(start), 2*time.Second, "refused from the remembered failure")
 	}
 	require.Equal(t, 1, a.Hits("/agent.json"))

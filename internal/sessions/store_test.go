@@ -17,6 +17,8 @@ import (
 	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/sessions"
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 // TestSessionStore covers spec 5.3 step 4 and 5.5 through HTTP: starting
@@ -26,7 +28,7 @@ func TestSessionStore(t *testing.T) {
 	t.Parallel()
 	env := testkit.Setup(t)
 	a := env.StartAgent(t, "")
-	none := testkit.SessionOptions{}
+	none := peers.SessionOptions{}
 
 	t.Run("unknown sid starts a Session", func(t *testing.T) {
 		t.Parallel()
@@ -58,12 +60,12 @@ func TestSessionStore(t *testing.T) {
 		t.Parallel()
 		for _, tc := range []struct {
 			name          string
-			first, second func(*testkit.SessionClaims)
+			first, second func(*peers.SessionClaims)
 		}{
-			{"other sub", nil, func(cl *testkit.SessionClaims) { cl.Sub = "usr_someone_else" }},
-			{"other agent_id", func(cl *testkit.SessionClaims) { cl.AgentID = "agt_a" }, func(cl *testkit.SessionClaims) { cl.AgentID = "agt_b" }},
-			{"agent_id dropped", func(cl *testkit.SessionClaims) { cl.AgentID = "agt_a" }, nil},
-			{"agent_id added", nil, func(cl *testkit.SessionClaims) { cl.AgentID = "agt_a" }},
+			{"other sub", nil, func(cl *peers.SessionClaims) { cl.Sub = "usr_someone_else" }},
+			{"other agent_id", func(cl *peers.SessionClaims) { cl.AgentID = "agt_a" }, func(cl *peers.SessionClaims) { cl.AgentID = "agt_b" }},
+			{"agent_id dropped", func(cl *peers.SessionClaims) { cl.AgentID = "agt_a" }, nil},
+			{"agent_id added", nil, func(cl *peers.SessionClaims) { cl.AgentID = "agt_a" }},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
@@ -320,7 +322,7 @@ func replica(t testing.TB, env *testkit.Env) http.Handler {
 }
 
 // serve sends a feedback report to h in process.
-func serve(h http.Handler, u string, header http.Header) *testkit.Response {
+func serve(h http.Handler, u string, header http.Header) *peers.Response {
 	req := httptest.NewRequest(http.MethodPost, u, strings.NewReader(feedbackBody))
 	for k, vs := range header {
 		req.Header[k] = vs
@@ -328,7 +330,7 @@ func serve(h http.Handler, u string, header http.Header) *testkit.Response {
 	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
-	return &testkit.Response{Status: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}
+	return &peers.Response{Status: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}
 }
 
 // TestReplayAcrossReplicas sends one Session JWT to two platforms on the
@@ -342,12 +344,12 @@ func TestReplayAcrossReplicas(t *testing.T) {
 	c := newCompany(t, env, nil)
 	sid := newSID()
 
-	h := sessionHeader(t, a, c.claims(sid), testkit.SessionOptions{})
+	h := sessionHeader(t, a, c.claims(sid), peers.SessionOptions{})
 	requireStatus(t, post(t, env, c.FeedbackURL, h), http.StatusAccepted)
 	desc := requireError(t, serve(second, c.FeedbackURL, h), http.StatusBadRequest, "invalid_session")
 	require.Contains(t, desc, "already used")
 
-	h = sessionHeader(t, a, c.claims(sid), testkit.SessionOptions{})
+	h = sessionHeader(t, a, c.claims(sid), peers.SessionOptions{})
 	requireStatus(t, serve(second, c.FeedbackURL, h), http.StatusAccepted)
 	desc = requireError(t, post(t, env, c.FeedbackURL, h), http.StatusBadRequest, "invalid_session")
 	require.Contains(t, desc, "already used")
@@ -359,7 +361,7 @@ func TestReplayAcrossReplicas(t *testing.T) {
 
 // requireRateLimited checks for 429 with Retry-After and rate_limited
 // (spec 5.6).
-func requireRateLimited(t testing.TB, resp *testkit.Response) {
+func requireRateLimited(t testing.TB, resp *peers.Response) {
 	t.Helper()
 	requireError(t, resp, http.StatusTooManyRequests, "rate_limited")
 	after, err := strconv.Atoi(resp.Header.Get("Retry-After"))
@@ -373,7 +375,7 @@ func TestRateLimits(t *testing.T) {
 	t.Parallel()
 	env := testkit.Setup(t)
 	a := env.StartAgent(t, "")
-	none := testkit.SessionOptions{}
+	none := peers.SessionOptions{}
 
 	t.Run("per address, on every Company route", func(t *testing.T) {
 		t.Parallel()
@@ -466,7 +468,7 @@ func TestSweepJTIs(t *testing.T) {
 	// minutes ahead: live-1 is now past its window too.
 	insert("expired-3", -time.Minute)
 	sweeps := sessions.Sweeps(store)
-	testkit.RunSweeps(t, env.Pool, func() time.Time { return time.Now().Add(2 * time.Minute) }, sweeps...)
+	testdb.RunSweeps(t, env.Pool, func() time.Time { return time.Now().Add(2 * time.Minute) }, sweeps...)
 	require.Equal(t, []string{"live-2"}, left())
 
 	// One sweep a minute, under the kind queued rows carry.

@@ -17,7 +17,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/agentid"
 	"github.com/poppyhost/poppyhost/internal/sessions"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // Unit-level Verifier tests run without HTTP or a database: a stub
@@ -81,7 +81,7 @@ func (r *stubResolver) addKey(tb testing.TB, k *ecdsa.PrivateKey) {
 	tb.Helper()
 	pub, err := jwk.PublicKeyOf(&k.PublicKey)
 	require.NoError(tb, err)
-	kid := testkit.JWKThumbprint(tb, &k.PublicKey)
+	kid := peers.JWKThumbprint(tb, &k.PublicKey)
 	require.NoError(tb, pub.Set(jwk.KeyIDKey, kid))
 	require.NoError(tb, pub.Set(jwk.KeyUsageKey, "sig"))
 	r.mu.Lock()
@@ -163,7 +163,7 @@ func delegationFor(tb testing.TB, s tokenSpec) string {
 	require.NoError(tb, err)
 	var cnf map[string]any
 	require.NoError(tb, json.Unmarshal(raw, &cnf))
-	header := map[string]any{"typ": "pap-delegation+jwt", "alg": "ES256", "kid": testkit.JWKThumbprint(tb, &jwksKey.PublicKey)}
+	header := map[string]any{"typ": "pap-delegation+jwt", "alg": "ES256", "kid": peers.JWKThumbprint(tb, &jwksKey.PublicKey)}
 	claims := map[string]any{"iss": unitClientID, "cnf": map[string]any{"jwk": cnf},
 		"iat": iat.Unix(), "exp": iat.Add(life).Unix(), "jti": "dlg-" + hex.EncodeToString(raw[:8])}
 	if s.mutateDlgHeader != nil {
@@ -172,7 +172,7 @@ func delegationFor(tb testing.TB, s tokenSpec) string {
 	if s.mutateDlgClaims != nil {
 		s.mutateDlgClaims(claims)
 	}
-	return testkit.SignJWT(tb, "ES256", jwksKey, header, claims)
+	return peers.SignJWT(tb, "ES256", jwksKey, header, claims)
 }
 
 // unitToken returns the Session JWT s describes.
@@ -194,7 +194,7 @@ func unitToken(tb testing.TB, s tokenSpec) string {
 	if jti == "" {
 		jti = "jti-" + hex.EncodeToString([]byte(iat.String()))[:16]
 	}
-	header := map[string]any{"typ": "poppy-session+jwt", "alg": "ES256", "kid": testkit.JWKThumbprint(tb, &dk.PublicKey), "pap_dlg": dlg}
+	header := map[string]any{"typ": "poppy-session+jwt", "alg": "ES256", "kid": peers.JWKThumbprint(tb, &dk.PublicKey), "pap_dlg": dlg}
 	claims := map[string]any{"iss": unitClientID, "aud": unitAud, "sid": "Yx2b7Qd_Kp8mR3vT1nWc4A", "sub": "usr_Q7c1vK",
 		"htm": "POST", "htu": unitURL, "iat": iat.Unix(), "jti": jti}
 	if s.accessToken != "" {
@@ -206,7 +206,7 @@ func unitToken(tb testing.TB, s tokenSpec) string {
 	if s.mutateClaims != nil {
 		s.mutateClaims(claims)
 	}
-	return testkit.SignJWT(tb, "ES256", dk, header, claims)
+	return peers.SignJWT(tb, "ES256", dk, header, claims)
 }
 
 // newUnitVerifier returns a Verifier on a fresh stub resolver and clock.

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/signing"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 // clock is a settable clock shared by the Keys of one test.
@@ -49,7 +49,7 @@ func setup(t testing.TB) *bundle {
 	t.Helper()
 	b := &bundle{
 		ctx:   context.Background(),
-		pool:  testkit.NewPool(t),
+		pool:  testdb.NewPool(t),
 		clock: &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)},
 	}
 	b.keys = b.replica()

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/signing"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 // TestJobRotatesAndDeletes runs the periodic job through River: a current
@@ -30,7 +30,7 @@ func TestJobRotatesAndDeletes(t *testing.T) {
 	bothCurrent := b.kid(t, keys, both)
 	b.clock.Add(day) // day 90
 
-	testkit.RunSweeps(t, b.pool, b.clock.Now, signing.Sweeps(keys)...)
+	testdb.RunSweeps(t, b.pool, b.clock.Now, signing.Sweeps(keys)...)
 
 	// old: rotated; its old key is retired now and still published.
 	oldNew := b.kid(t, b.replica(), old)

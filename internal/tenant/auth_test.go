@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // adminRoutes are every route under /admin/v1, with a body where one is
@@ -111,7 +112,7 @@ func TestOperatorTokens(t *testing.T) {
 	require.NotContains(t, string(resp2.Body), created.Token)
 
 	// The new token works on the admin API, and not as a Company API key.
-	asOperator := func(method, path string, body any) *testkit.Response {
+	asOperator := func(method, path string, body any) *peers.Response {
 		return env.Do(t, method, env.PublicURL(path), body, bearer(created.Token)...)
 	}
 	require.Equal(t, http.StatusOK, asOperator(http.MethodGet, "/admin/v1/companies", nil).Status)
@@ -216,11 +217,11 @@ func TestTwoAuthorizationHeaders(t *testing.T) {
 
 	// send sends the request and checks it was refused for its two fields.
 	send := func(t *testing.T, method, url string, body any, values ...string) {
-		req := testkit.NewRequest(t, method, url, body)
+		req := peers.NewRequest(t, method, url, body)
 		for _, v := range values {
 			req.Header.Add("Authorization", v)
 		}
-		e := requireError(t, testkit.Send(t, env.Client, req), http.StatusBadRequest, "invalid_request")
+		e := requireError(t, peers.Send(t, env.Client, req), http.StatusBadRequest, "invalid_request")
 		require.Contains(t, e.Description, "more than one Authorization header")
 	}
 	pairs := map[string][]string{

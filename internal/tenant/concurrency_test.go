@@ -11,20 +11,21 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // patchAll sends every patch to slug at once (all wait on one gate, then
 // go) and returns the responses in the order of patches, failing unless
 // each is 200. The goroutines only record what happened; the checks run
 // after all are back.
-func patchAll(t *testing.T, env *testkit.Env, slug string, patches []string) []*testkit.Response {
+func patchAll(t *testing.T, env *testkit.Env, slug string, patches []string) []*peers.Response {
 	t.Helper()
-	out := make([]*testkit.Response, len(patches))
+	out := make([]*peers.Response, len(patches))
 	errs := make([]error, len(patches))
 	gate := make(chan struct{})
 	var wg sync.WaitGroup
 	for i, p := range patches {
-		req := testkit.NewRequest(t, http.MethodPatch, env.PublicURL("/admin/v1/companies/"+slug), p)
+		req := peers.NewRequest(t, http.MethodPatch, env.PublicURL("/admin/v1/companies/"+slug), p)
 		req.Header.Set("Authorization", "Bearer "+testkit.AdminToken)
 		req.Header.Set("Content-Type", "application/merge-patch+json")
 		wg.Add(1)
@@ -39,7 +40,7 @@ func patchAll(t *testing.T, env *testkit.Env, slug string, patches []string) []*
 			defer resp.Body.Close()
 			var body json.RawMessage
 			errs[i] = json.NewDecoder(resp.Body).Decode(&body)
-			out[i] = &testkit.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}
+			out[i] = &peers.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}
 		}()
 	}
 	close(gate)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // apiError is the JSON error body every admin and Company API error has.
@@ -25,7 +26,7 @@ type apiError struct {
 }
 
 // requireError checks that resp is a JSON error with status and code.
-func requireError(t *testing.T, resp *testkit.Response, status int, code string) apiError {
+func requireError(t *testing.T, resp *peers.Response, status int, code string) apiError {
 	t.Helper()
 	require.Equal(t, status, resp.Status, "body: %s", resp.Body)
 	require.Equal(t, "application/json", resp.Header.Get("Content-Type"))
@@ -38,7 +39,7 @@ func requireError(t *testing.T, resp *testkit.Response, status int, code string)
 
 // requireInvalid checks for a 400 invalid_request naming exactly fields,
 // each with a message.
-func requireInvalid(t *testing.T, resp *testkit.Response, fields ...string) apiError {
+func requireInvalid(t *testing.T, resp *peers.Response, fields ...string) apiError {
 	t.Helper()
 	e := requireError(t, resp, http.StatusBadRequest, "invalid_request")
 	got := make([]string, 0, len(e.Fields))
@@ -133,19 +134,19 @@ func createAPIKey(t *testing.T, env *testkit.Env, slug string) (int64, string) {
 func bearer(token string) []string { return []string{"Authorization", "Bearer " + token} }
 
 // companyAPI calls /company/v1 path with an API key.
-func companyAPI(t *testing.T, env *testkit.Env, method, path, key string) *testkit.Response {
+func companyAPI(t *testing.T, env *testkit.Env, method, path, key string) *peers.Response {
 	t.Helper()
 	return env.Do(t, method, env.PublicURL("/company/v1"+path), nil, bearer(key)...)
 }
 
 // poppyJSON fetches poppy.json from a domain.
-func poppyJSON(t *testing.T, env *testkit.Env, domain string) *testkit.Response {
+func poppyJSON(t *testing.T, env *testkit.Env, domain string) *peers.Response {
 	t.Helper()
 	return env.Do(t, http.MethodGet, env.URL(domain, "/.well-known/poppy.json"), nil)
 }
 
 // orgName returns organization.name of a poppy.json or Company body.
-func orgName(t *testing.T, resp *testkit.Response) string {
+func orgName(t *testing.T, resp *peers.Response) string {
 	t.Helper()
 	var doc struct {
 		Organization struct {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // TestOutboundURLsRefuseUnreachableHosts: the URLs the platform calls (the
@@ -26,13 +27,13 @@ func TestOutboundURLsRefuseUnreachableHosts(t *testing.T) {
 	env := testkit.Setup(t)
 	strict := chi.NewRouter()
 	tenant.NewAdmin(env.Platform.Tenants, env.Platform.Accounts, env.URLs, false).MountAdmin(strict)
-	create := func(body string) *testkit.Response {
+	create := func(body string) *peers.Response {
 		req := httptest.NewRequest(http.MethodPost, "/admin/v1/companies", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer "+testkit.AdminToken)
 		rec := httptest.NewRecorder()
 		strict.ServeHTTP(rec, req)
-		return &testkit.Response{Status: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}
+		return &peers.Response{Status: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}
 	}
 	fields := []struct {
 		name  string

@@ -1,18 +1,14 @@
 package testkit
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -23,6 +19,8 @@ import (
 	"github.com/poppyhost/poppyhost/internal/platform"
 	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/tenant"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 // PublicHost is the platform's host name in tests.
@@ -44,40 +42,14 @@ type Env struct {
 	URLs tenant.URLs
 	// Hosts resolves the test's host names (its Personal Agents) for the
 	// platform's outbound fetches.
-	Hosts *Hosts
-}
-
-// Hosts is a static resolver: every name registered resolves to loopback.
-type Hosts struct {
-	mu    sync.Mutex
-	names map[string]bool
-}
-
-// Add registers a host name.
-func (h *Hosts) Add(name string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.names == nil {
-		h.names = map[string]bool{}
-	}
-	h.names[strings.ToLower(name)] = true
-}
-
-// LookupNetIP resolves registered names to 127.0.0.1.
-func (h *Hosts) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.names[strings.ToLower(host)] {
-		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
-	}
-	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	Hosts *peers.Hosts
 }
 
 // StartAgent starts a test Personal Agent on host (default agent.test)
 // that the platform can fetch.
-func (e *Env) StartAgent(t testing.TB, host string) *Agent {
+func (e *Env) StartAgent(t testing.TB, host string) *peers.Agent {
 	t.Helper()
-	a := StartAgent(t, e.CA, AgentOptions{Host: host})
+	a := peers.StartAgent(t, e.CA, peers.AgentOptions{Host: host})
 	e.Hosts.Add(a.Host)
 	return a
 }
@@ -104,7 +76,7 @@ type Options struct {
 // SetupWith is Setup with options.
 func SetupWith(t testing.TB, o Options) *Env {
 	t.Helper()
-	pool := NewPool(t)
+	pool := testdb.NewPool(t)
 	ca, err := devca.New()
 	require.NoError(t, err)
 
@@ -114,7 +86,7 @@ func SetupWith(t testing.TB, o Options) *Env {
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	urls := tenant.URLs{Public: &url.URL{Scheme: "https", Host: PublicHost + ":" + port}}
 
-	hosts := &Hosts{}
+	hosts := &peers.Hosts{}
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if o.Logs != nil {
 		logger = slog.New(slog.NewJSONHandler(o.Logs, &slog.HandlerOptions{Level: o.LogLevel}))
@@ -146,7 +118,7 @@ func SetupWith(t testing.TB, o Options) *Env {
 
 	return &Env{
 		Pool: pool, Platform: p, CA: ca, Port: port, URLs: urls, Hosts: hosts,
-		Client: peerClient(t, ca, ln.Addr().String()),
+		Client: peers.Client(t, ca, ln.Addr().String()),
 	}
 }
 
@@ -166,54 +138,11 @@ func (e *Env) URL(host, path string) string {
 // PublicURL returns the https URL of path on the platform's own host.
 func (e *Env) PublicURL(path string) string { return e.URL(PublicHost, path) }
 
-// Response is a finished HTTP exchange.
-type Response struct {
-	Status int
-	Header http.Header
-	Body   []byte
-}
-
-// JSON decodes the body as a JSON object.
-func (r *Response) JSON(t testing.TB) map[string]any {
-	t.Helper()
-	var m map[string]any
-	require.NoError(t, json.Unmarshal(r.Body, &m), "body: %s", r.Body)
-	return m
-}
-
-// NewRequest builds a request with body: nil, a string or []byte (sent
-// as is, with a Content-Length), another io.Reader (sent as is, without
-// one unless net/http can tell its length), or any other value (sent as
-// JSON). A request with a body has Content-Type application/json.
-func NewRequest(t testing.TB, method, rawURL string, body any) *http.Request {
-	t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	case []byte:
-		rd = bytes.NewReader(b)
-	case io.Reader:
-		rd = b
-	default:
-		raw, err := json.Marshal(b)
-		require.NoError(t, err)
-		rd = bytes.NewReader(raw)
-	}
-	req, err := http.NewRequest(method, rawURL, rd)
-	require.NoError(t, err)
-	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	return req
-}
-
-// Do sends a request. body is as for NewRequest. headers are name, value
+// Do sends a request. body is as for [peers.NewRequest]. headers are name, value
 // pairs; "Host" sets the Host header the server sees.
-func (e *Env) Do(t testing.TB, method, rawURL string, body any, headers ...string) *Response {
+func (e *Env) Do(t testing.TB, method, rawURL string, body any, headers ...string) *peers.Response {
 	t.Helper()
-	req := NewRequest(t, method, rawURL, body)
+	req := peers.NewRequest(t, method, rawURL, body)
 	for i := 0; i+1 < len(headers); i += 2 {
 		if strings.EqualFold(headers[i], "Host") {
 			req.Host = headers[i+1]
@@ -221,22 +150,11 @@ func (e *Env) Do(t testing.TB, method, rawURL string, body any, headers ...strin
 		}
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	return Send(t, e.Client, req)
-}
-
-// Send sends req with client and reads the whole response.
-func Send(t testing.TB, client *http.Client, req *http.Request) *Response {
-	t.Helper()
-	resp, err := client.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: raw}
+	return peers.Send(t, e.Client, req)
 }
 
 // Admin sends a request to the admin API with the bootstrap token.
-func (e *Env) Admin(t testing.TB, method, path string, body any) *Response {
+func (e *Env) Admin(t testing.TB, method, path string, body any) *peers.Response {
 	t.Helper()
 	return e.Do(t, method, e.PublicURL(path), body, "Authorization", "Bearer "+AdminToken)
 }
@@ -248,4 +166,20 @@ func (e *Env) CreateCompany(t testing.TB, body any) map[string]any {
 	resp := e.Admin(t, http.MethodPost, "/admin/v1/companies", body)
 	require.Equal(t, http.StatusCreated, resp.Status, "create company: %s", resp.Body)
 	return resp.JSON(t)
+}
+
+// StartOrigin starts a Company origin on host (default origin.test) that
+// the platform can reach. base is the Company's {PUBLIC_URL}/t/{slug},
+// whose /oauth/jwks.json it fetches through e.Client; identifier is the iss
+// to expect.
+func (e *Env) StartOrigin(t testing.TB, host, base, identifier string) *peers.Origin {
+	t.Helper()
+	o := peers.StartOrigin(t, e.CA, peers.OriginOptions{
+		Host:    host,
+		Issuer:  identifier,
+		JWKSURL: strings.TrimSuffix(base, "/") + "/oauth/jwks.json",
+		Client:  e.Client,
+	})
+	e.Hosts.Add(o.Host)
+	return o
 }

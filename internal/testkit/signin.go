@@ -8,12 +8,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/oauth2"
+
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // SignIn has user (with password) sign agent in at issuer through Direct
 // Sign-In, approving scopes on the consent page, and returns the tokens.
 // resource, when set, asks for a token for that service (RFC 8707).
-func (e *Env) SignIn(t testing.TB, agent *Agent, issuer, user, password string, scopes []string, resource string) *oauth2.Token {
+func (e *Env) SignIn(t testing.TB, agent *peers.Agent, issuer, user, password string, scopes []string, resource string) *oauth2.Token {
 	t.Helper()
 	conf := &oauth2.Config{
 		ClientID: agent.ClientID,
@@ -45,7 +47,7 @@ func (e *Env) SignIn(t testing.TB, agent *Agent, issuer, user, password string, 
 
 // Revoke has agent revoke refreshToken at issuer (RFC 7009): signing out
 // when it is the agent's last one for the account (spec 4.6, 5.5).
-func (e *Env) Revoke(t testing.TB, agent *Agent, issuer, refreshToken string) {
+func (e *Env) Revoke(t testing.TB, agent *peers.Agent, issuer, refreshToken string) {
 	t.Helper()
 	form := url.Values{"token": {refreshToken}, "token_type_hint": {"refresh_token"},
 		"client_assertion_type": {"urn:ietf:params:oauth:client-assertion-type:jwt-bearer"},

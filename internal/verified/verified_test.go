@@ -12,7 +12,7 @@ import (
 	"github.com/lestrrat-go/jwx/v2/jwk"
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
@@ -38,13 +38,13 @@ func (k key) Sign(_ context.Context, _ int64, typ string, payload []byte) (strin
 	if k.typ != "" {
 		typ = k.typ
 	}
-	return testkit.SignJWT(k.t, "ES256", k.priv, map[string]any{"alg": "ES256", "typ": typ, "kid": k.kid}, claims), nil
+	return peers.SignJWT(k.t, "ES256", k.priv, map[string]any{"alg": "ES256", "typ": typ, "kid": k.kid}, claims), nil
 }
 
 func newKey(t testing.TB) key {
 	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
-	return key{t: t, priv: priv, kid: testkit.JWKThumbprint(t, priv.Public())}
+	return key{t: t, priv: priv, kid: peers.JWKThumbprint(t, priv.Public())}
 }
 
 // setOf is the key set publishing k.

@@ -1,4 +1,4 @@
-package testkit
+package peers
 
 import (
 	"bytes"
@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -95,30 +94,14 @@ func StartOrigin(t testing.TB, ca *devca.CA, opts OriginOptions) *Origin {
 		handlers: map[string]http.HandlerFunc{},
 	}
 
-	o.srv = startPeer(t, ca, http.HandlerFunc(o.serve))
+	o.srv = Start(t, ca, http.HandlerFunc(o.serve))
 	t.Cleanup(o.Close)
 	o.Addr = o.srv.Listener.Addr().String()
 	if o.audience == "" {
 		o.audience = o.BaseURL()
 	}
 
-	o.client = peerClient(t, ca, o.Addr)
-	return o
-}
-
-// StartOrigin starts a Company origin on host (default origin.test) that
-// the platform can reach. base is the Company's {PUBLIC_URL}/t/{slug},
-// whose /oauth/jwks.json it fetches through e.Client; identifier is the iss
-// to expect.
-func (e *Env) StartOrigin(t testing.TB, host, base, identifier string) *Origin {
-	t.Helper()
-	o := StartOrigin(t, e.CA, OriginOptions{
-		Host:    host,
-		Issuer:  identifier,
-		JWKSURL: strings.TrimSuffix(base, "/") + "/oauth/jwks.json",
-		Client:  e.Client,
-	})
-	e.Hosts.Add(o.Host)
+	o.client = Client(t, ca, o.Addr)
 	return o
 }
 

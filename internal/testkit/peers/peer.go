@@ -1,4 +1,4 @@
-package testkit
+package peers
 
 import (
 	"context"
@@ -11,9 +11,9 @@ import (
 	"github.com/poppyhost/poppyhost/internal/devca"
 )
 
-// startPeer starts h over HTTPS (HTTP/2 enabled) on 127.0.0.1 with
+// Start starts h over HTTPS (HTTP/2 enabled) on 127.0.0.1 with
 // certificates from ca, closed when the test ends.
-func startPeer(t testing.TB, ca *devca.CA, h http.Handler) *httptest.Server {
+func Start(t testing.TB, ca *devca.CA, h http.Handler) *httptest.Server {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(h)
 	srv.TLS = ca.ServerTLSConfig()
@@ -23,10 +23,10 @@ func startPeer(t testing.TB, ca *devca.CA, h http.Handler) *httptest.Server {
 	return srv
 }
 
-// peerClient returns an HTTPS client that sends every request to addr
+// Client returns an HTTPS client that sends every request to addr
 // whatever host its URL names, trusts ca and does not follow redirects.
 // Its idle connections are closed when the test ends.
-func peerClient(t testing.TB, ca *devca.CA, addr string) *http.Client {
+func Client(t testing.TB, ca *devca.CA, addr string) *http.Client {
 	tr := &http.Transport{
 		TLSClientConfig:   &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12},
 		ForceAttemptHTTP2: true,

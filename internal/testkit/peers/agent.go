@@ -1,4 +1,4 @@
-package testkit
+package peers
 
 import (
 	"crypto"
@@ -83,7 +83,7 @@ func StartAgent(t testing.TB, ca *devca.CA, opts AgentOptions) *Agent {
 	}
 	require.NoError(t, a.rotateKeys())
 
-	srv := startPeer(t, ca, http.HandlerFunc(a.serve))
+	srv := Start(t, ca, http.HandlerFunc(a.serve))
 	a.Addr = srv.Listener.Addr().String()
 	_, port, _ := net.SplitHostPort(a.Addr)
 	origin := "https://" + net.JoinHostPort(a.Host, port)
@@ -98,7 +98,7 @@ func StartAgent(t testing.TB, ca *devca.CA, opts AgentOptions) *Agent {
 		"extensions":                 map[string]any{},
 	})
 
-	a.client = peerClient(t, ca, a.Addr)
+	a.client = Client(t, ca, a.Addr)
 	return a
 }
 

@@ -1,0 +1,66 @@
+package peers
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Response is a finished HTTP exchange.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// JSON decodes the body as a JSON object.
+func (r *Response) JSON(t testing.TB) map[string]any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(r.Body, &m), "body: %s", r.Body)
+	return m
+}
+
+// NewRequest builds a request with body: nil, a string or []byte (sent
+// as is, with a Content-Length), another io.Reader (sent as is, without
+// one unless net/http can tell its length), or any other value (sent as
+// JSON). A request with a body has Content-Type application/json.
+func NewRequest(t testing.TB, method, rawURL string, body any) *http.Request {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	case io.Reader:
+		rd = b
+	default:
+		raw, err := json.Marshal(b)
+		require.NoError(t, err)
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, rawURL, rd)
+	require.NoError(t, err)
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req
+}
+
+// Send sends req with client and reads the whole response.
+func Send(t testing.TB, client *http.Client, req *http.Request) *Response {
+	t.Helper()
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: raw}
+}
