@@ -1,0 +1,71 @@
+package crosstenant_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/poppyhost/poppyhost/internal/tenant"
+)
+
+func TestTenant(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	store := w.companies
+	key, secret, err := store.CreateAPIKey(w.ctx, w.a.ID, "deploy")
+	require.NoError(t, err)
+
+	// keptA checks, as A, that A's key is listed unrevoked and still
+	// resolves to A.
+	keptA := func(t *testing.T) {
+		t.Helper()
+		keys, err := store.ListAPIKeys(w.ctx, w.a.ID)
+		require.NoError(t, err)
+		require.Len(t, keys, 1)
+		require.Equal(t, key.ID, keys[0].ID)
+		require.Nil(t, keys[0].RevokedAt)
+		c, err := store.CompanyForAPIKey(w.ctx, secret)
+		require.NoError(t, err)
+		require.Equal(t, w.a.ID, c.ID)
+	}
+
+	t.Run("tenant.Store/ListAPIKeys", func(t *testing.T) {
+		keys, err := store.ListAPIKeys(w.ctx, w.b.ID)
+		require.NoError(t, err)
+		require.Empty(t, keys)
+		keptA(t)
+	})
+	t.Run("tenant.Store/RevokeAPIKey", func(t *testing.T) {
+		require.ErrorIs(t, store.RevokeAPIKey(w.ctx, w.b.ID, key.ID), tenant.ErrNotFound)
+		keptA(t)
+	})
+	t.Run("tenant.Store/CreateAPIKey", func(t *testing.T) {
+		_, secretB, err := store.CreateAPIKey(w.ctx, w.b.ID, "deploy")
+		require.NoError(t, err)
+		c, err := store.CompanyForAPIKey(w.ctx, secretB)
+		require.NoError(t, err)
+		require.Equal(t, w.b.ID, c.ID)
+		keptA(t)
+	})
+	t.Run("tenant.Store/CompanyForAPIKey", func(t *testing.T) {
+		c, err := store.CompanyForAPIKey(w.ctx, secret)
+		require.NoError(t, err)
+		require.NotEqual(t, w.b.ID, c.ID)
+		keptA(t)
+	})
+	t.Run("tenant.Store/Modify", func(t *testing.T) {
+		_, err := store.Modify(w.ctx, w.b.ID, func(c *tenant.Company) (tenant.Settings, error) {
+			s := c.Settings
+			s.Domains = append(s.Domains, w.a.Settings.Organization.Domain)
+			return s, nil
+		})
+		var conflict *tenant.ConflictError
+		require.ErrorAs(t, err, &conflict, "B cannot take A's domain")
+		c, err := store.GetByDomain(w.ctx, w.a.Settings.Organization.Domain)
+		require.NoError(t, err)
+		require.Equal(t, w.a.ID, c.ID)
+		a, err := store.GetByID(w.ctx, w.a.ID)
+		require.NoError(t, err)
+		require.Equal(t, w.a.Settings, a.Settings)
+	})
+}
