@@ -1,0 +1,56 @@
+package crosstenant_test
+
+import (
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/poppyhost/poppyhost/internal/accounts"
+	"github.com/poppyhost/poppyhost/internal/browserjoin"
+)
+
+func TestBrowserJoin(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	store := browserjoin.NewStore(w.pool)
+	h := browserjoin.New(browserjoin.Options{Store: store})
+	accts := accounts.NewStore(w.pool)
+	alice, err := accts.Create(w.ctx, w.a.ID, "alice", "alpha's password")
+	require.NoError(t, err)
+	const client, sid, token = "https://agent.test/client", "sid_a", "ws_token_a"
+	w.session(t, w.a.ID, client, sid)
+	w.webSession(t, w.a.ID, token, client, sid, alice.ID)
+
+	// keptA checks, as A, that A's web session is active and acts for
+	// alice.
+	keptA := func(t *testing.T) {
+		t.Helper()
+		account, ended := w.webSessionAccount(t, w.a.ID, token)
+		require.False(t, ended)
+		require.Equal(t, alice.ID, account)
+		ws, err := h.LookupToken(w.ctx, w.a, token)
+		require.NoError(t, err)
+		require.NotNil(t, ws)
+		require.Equal(t, sid, ws.SID)
+	}
+
+	t.Run("browserjoin.Handler/LookupToken", func(t *testing.T) {
+		ws, err := h.LookupToken(w.ctx, w.b, token)
+		require.NoError(t, err)
+		require.Nil(t, ws)
+		keptA(t)
+	})
+	t.Run("browserjoin.Handler/End", func(t *testing.T) {
+		ended, err := h.End(w.ctx, w.b, token)
+		require.NoError(t, err)
+		require.False(t, ended)
+		keptA(t)
+	})
+	t.Run("browserjoin.Store/SignedOut", func(t *testing.T) {
+		require.NoError(t, pgx.BeginFunc(w.ctx, w.pool, func(tx pgx.Tx) error {
+			return store.SignedOut(w.ctx, tx, w.b.ID, alice.ID, client)
+		}))
+		keptA(t)
+	})
+}
