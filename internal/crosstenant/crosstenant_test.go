@@ -72,7 +72,7 @@ package crosstenant_test
 //	conversations.Store      Get                             yes      nil
 //	                         Events                          yes      none
 //	                         Send, Handoff, Close            yes      conversation_not_found; A's unchanged
-//	                         CompanyGet, CompanyList         yes      conversation_not_found / none
+//	                         CompanyGet, CompanyList         yes      nil / none
 //	                         CompanyPost, CompanyStatus,     yes      conversation_not_found; A's events and
 //	                         CompanyJoin, CompanyHandoff-             status unchanged
 //	                         Unavailable, CompanyUser-
@@ -100,8 +100,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 	"github.com/poppyhost/poppyhost/internal/tenant"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 // world is one test's database with two Companies: A owns the data, B
@@ -127,6 +127,7 @@ func (w *world) company(t *testing.T, slug, domain string) *tenant.Company {
 	s := tenant.DefaultSettings()
 	s.Organization.Name = slug
 	s.Organization.Domain = domain
+	s.Auth.Scopes = map[string]string{"orders": "Your orders"}
 	c, err := w.companies.Create(w.ctx, slug, s)
 	require.NoError(t, err)
 	return c

@@ -1,0 +1,150 @@
+package crosstenant_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/poppyhost/poppyhost/internal/conversations"
+	"github.com/poppyhost/poppyhost/internal/httpx"
+)
+
+// notFound reports whether err is the conversation_not_found refusal.
+func notFound(err error) bool {
+	var he *httpx.Error
+	return errors.As(err, &he) && he.Code == httpx.CodeConversationNotFound
+}
+
+func TestConversations(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	store := conversations.NewStore(w.pool, nil, nil)
+	ctx, a, b := w.ctx, w.a.ID, w.b.ID
+	owner := conversations.Owner{ClientID: "https://agent.test/client", UserID: "usr_1"}
+	text := func(s string) *string { return &s }
+	message := func(id string) *conversations.Message {
+		return &conversations.Message{ID: id, Author: conversations.Author{Type: conversations.ResponderHuman},
+			Text: text("where is my order?")}
+	}
+	conv, err := store.Start(ctx, a, owner, conversations.StartRequest{Message: message("m1")}, conversations.Policy{})
+	require.NoError(t, err)
+	id := conv.ID
+	eventsA, _, err := store.Events(ctx, a, id, 0, 100)
+	require.NoError(t, err)
+	require.NotEmpty(t, eventsA)
+
+	// keptA checks, as A, that the conversation has A's events only and
+	// its status.
+	keptA := func(t *testing.T) {
+		t.Helper()
+		got, err := store.Get(ctx, a, id)
+		require.NoError(t, err)
+		require.NotNil(t, got)
+		require.Equal(t, conv.Status, got.Status)
+		require.Equal(t, conv.Responder, got.Responder)
+		require.Equal(t, conv.LastSeq, got.LastSeq)
+		events, _, err := store.Events(ctx, a, id, 0, 100)
+		require.NoError(t, err)
+		require.Len(t, events, len(eventsA))
+		view, err := store.CompanyGet(ctx, a, id)
+		require.NoError(t, err)
+		require.Equal(t, id, view.ID)
+	}
+
+	for _, c := range []struct {
+		method string
+		call   func() error
+	}{
+		{"Send", func() error {
+			_, err := store.Send(ctx, b, owner, id, message("m2"), conversations.Policy{})
+			return err
+		}},
+		{"Handoff", func() error { _, err := store.Handoff(ctx, b, owner, id); return err }},
+		{"Close", func() error { _, err := store.Close(ctx, b, owner, id); return err }},
+		{"Start/parent", func() error {
+			_, err := store.Start(ctx, b, owner, conversations.StartRequest{ParentID: id, Message: message("m3")},
+				conversations.Policy{})
+			return err
+		}},
+		{"CompanyPost", func() error {
+			_, err := store.CompanyPost(ctx, w.b, id, &conversations.CompanyMessage{
+				Author: conversations.Author{Type: conversations.ResponderAgent}, Text: text("it left")}, "")
+			return err
+		}},
+		{"CompanyStatus", func() error {
+			_, err := store.CompanyStatus(ctx, b, id, conversations.StatusQueued)
+			return err
+		}},
+		{"CompanyJoin", func() error {
+			_, err := store.CompanyJoin(ctx, b, id, &conversations.Author{Type: conversations.ResponderHuman, Name: "Bea"},
+				text("hello"))
+			return err
+		}},
+		{"CompanyHandoffUnavailable", func() error {
+			_, err := store.CompanyHandoffUnavailable(ctx, w.b, id, "nobody is here")
+			return err
+		}},
+		{"CompanyUserRequested", func() error {
+			_, err := store.CompanyUserRequested(ctx, b, id, "to choose a size")
+			return err
+		}},
+		{"CompanyAuthorization", func() error {
+			_, err := store.CompanyAuthorization(ctx, w.b, id, "orders")
+			return err
+		}},
+		{"CompanyClose", func() error { _, err := store.CompanyClose(ctx, b, id); return err }},
+		{"CompanyDelta", func() error { return store.CompanyDelta(ctx, b, id, "msg_1", "it le") }},
+	} {
+		t.Run("conversations.Store/"+c.method, func(t *testing.T) {
+			err := c.call()
+			require.True(t, notFound(err), "want conversation_not_found, got %v", err)
+			keptA(t)
+		})
+	}
+
+	t.Run("conversations.Store/Get", func(t *testing.T) {
+		got, err := store.Get(ctx, b, id)
+		require.NoError(t, err)
+		require.Nil(t, got)
+		keptA(t)
+	})
+	t.Run("conversations.Store/CompanyGet", func(t *testing.T) {
+		got, err := store.CompanyGet(ctx, b, id)
+		require.NoError(t, err)
+		require.Nil(t, got)
+		keptA(t)
+	})
+	t.Run("conversations.Store/Events", func(t *testing.T) {
+		events, more, err := store.Events(ctx, b, id, 0, 100)
+		require.NoError(t, err)
+		require.Empty(t, events)
+		require.False(t, more)
+		keptA(t)
+	})
+	t.Run("conversations.Store/CompanyList", func(t *testing.T) {
+		list, err := store.CompanyList(ctx, b, conversations.ListFilter{Limit: 100})
+		require.NoError(t, err)
+		require.Empty(t, list)
+		keptA(t)
+	})
+	t.Run("conversations.Store/Start", func(t *testing.T) {
+		// The same Personal Agent's message ID at B starts B's own
+		// conversation, not a retry of A's.
+		got, err := store.Start(ctx, b, owner, conversations.StartRequest{Message: message("m1")}, conversations.Policy{})
+		require.NoError(t, err)
+		require.NotEqual(t, id, got.ID)
+		keptA(t)
+	})
+	t.Run("conversations.Delivery/RotateSecret", func(t *testing.T) {
+		d := conversations.NewDelivery(conversations.DeliveryOptions{Pool: w.pool})
+		_, _, err := d.RotateSecret(ctx, a)
+		require.NoError(t, err)
+		secretA := w.webhookSecret(t, a)
+		_, _, err = d.RotateSecret(ctx, b)
+		require.NoError(t, err)
+		require.Equal(t, secretA, w.webhookSecret(t, a))
+		require.NotEqual(t, secretA, w.webhookSecret(t, b))
+		keptA(t)
+	})
+}
