@@ -56,8 +56,12 @@ package crosstenant_test
 //	browserjoin.Store        LookupToken (Handler)           yes      nil: A's web session not found as B
 //	                         End (Handler)                   yes      false, A's web session still active
 //	                         SignedOut                       yes      A's web session keeps its account
-//	                         (newCode, authorize, submit)    no       unexported, reached through the join
-//	                                                                  pages over HTTP with a Session
+//	                         (submit) step 3 over HTTP       yes      400 at B's router; A's code not used up
+//	                                                                  and still joins A's browser
+//	                         (newCode) step 1                no       makes a new code of the Company in the
+//	                                                                  context only: nothing of A's to reach
+//	                         (authorize) step 2              no       needs a verified Session in the context,
+//	                                                                  which only sessions.Manager puts there
 //	feedback.Store           List                            yes      A's reports not listed
 //	                         (add)                           no       unexported, reached through the
 //	                                                                  feedback endpoint

@@ -87,3 +87,23 @@ func (w *world) webhookSecret(t *testing.T, companyID int64) []byte {
 		companyID).Scan(&secret))
 	return secret
 }
+
+// joinCode inserts a join code of the Company for domain, tied to
+// browser and authorized for a Session that must exist.
+func (w *world) joinCode(t *testing.T, companyID int64, code, domain, browser, clientID, sid string) {
+	t.Helper()
+	_, err := w.pool.Exec(w.ctx, `INSERT INTO browser_join_codes (company_id, code, domain, browser, created_at, expires_at,
+			authorized_at, client_id, sid, scopes, extensions)
+		VALUES ($1, $2, $3, $4, now(), now() + interval '2 minutes', now(), $5, $6, '{}', '{}')`,
+		companyID, hashOf(code), domain, hashOf(browser), clientID, sid)
+	require.NoError(t, err)
+}
+
+// joinCodeSubmitted reports whether a join code of the Company was used.
+func (w *world) joinCodeSubmitted(t *testing.T, companyID int64, code string) bool {
+	t.Helper()
+	var submitted bool
+	require.NoError(t, w.pool.QueryRow(w.ctx, `SELECT submitted_at IS NOT NULL FROM browser_join_codes
+		WHERE company_id = $1 AND code = $2`, companyID, hashOf(code)).Scan(&submitted))
+	return submitted
+}
