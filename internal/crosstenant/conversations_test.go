@@ -3,6 +3,7 @@ package crosstenant_test
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -145,6 +146,45 @@ func TestConversations(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, secretA, w.webhookSecret(t, a))
 		require.NotEqual(t, secretA, w.webhookSecret(t, b))
+		keptA(t)
+	})
+	// Readers wait on a hub keyed by Company and conversation: what
+	// happens at B under A's conversation ID reaches no reader of A's.
+	t.Run("conversations.Hub/Watch", func(t *testing.T) {
+		hub := conversations.NewHub(w.pool, nil)
+		readerA, readerB := hub.Watch(a, id), hub.Watch(b, id)
+		defer readerA.Stop()
+		defer readerB.Stop()
+		stop := hub.Start(ctx)
+		defer stop()
+		// Each reader is woken once when the hub starts listening.
+		for _, r := range []*conversations.Waiter{readerA, readerB} {
+			select {
+			case <-r.C:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the hub did not start listening")
+			}
+		}
+		require.NoError(t, conversations.PublishDelta(ctx, w.pool,
+			conversations.Delta{CompanyID: b, ConversationID: id, MessageID: "msg_b", Text: "B's"}))
+		select {
+		case d := <-readerB.Deltas:
+			require.Equal(t, "B's", d.Text)
+		case <-time.After(10 * time.Second):
+			t.Fatal("B's reader got no delta")
+		}
+		require.Empty(t, readerA.Deltas, "B's delta reached A's reader")
+		require.NoError(t, conversations.PublishDelta(ctx, w.pool,
+			conversations.Delta{CompanyID: a, ConversationID: id, MessageID: "msg_a", Text: "A's"}))
+		select {
+		case d := <-readerA.Deltas:
+			// The hub handles notifications in order: B's delta, had it
+			// reached A's reader, would come first.
+			require.Equal(t, "A's", d.Text, "B's delta reached A's reader")
+		case <-time.After(10 * time.Second):
+			t.Fatal("A's reader got no delta")
+		}
+		require.Empty(t, readerB.Deltas, "A's delta reached B's reader")
 		keptA(t)
 	})
 }

@@ -84,6 +84,8 @@ package crosstenant_test
 //	                         CompanyClose, CompanyDelta
 //	                         Start                           yes      a parent of A's is not found
 //	conversations.Delivery   RotateSecret                    yes      A's webhook secret unchanged
+//	conversations.Hub        Watch, PublishDelta             yes      B's delta under A's conversation ID
+//	                                                                  reaches no reader of A's
 //	operations.Store         Get, List, Lookup, RevisionOf,  yes      not found / none / Stale
 //	                         State, Check
 //	                         Propose                         yes      B's own operation, never A's
