@@ -95,6 +95,8 @@ package crosstenant_test
 //	                         Release, GiveUp                          given up of A's claim
 //	                         Resolve                         yes      ErrNotFound, A's unknown operation kept
 //	                         Stalled, Sweep                  no       sweeps over every Company
+//	                         (conversation operation         no       written by the operations collaborator's
+//	                         outcomes)                                jobs, reached through the engine
 //	clientauth.PGReplays     Use                             yes      keyed by the Company's issuer: A's jti
 //	                                                                  does not count at B, nor B's at A
 //	                         Sweep                           no       a sweep over every Company
