@@ -82,7 +82,8 @@ package crosstenant_test
 //	                         Unavailable, CompanyUser-
 //	                         Requested, CompanyAuthorization,
 //	                         CompanyClose, CompanyDelta
-//	                         Start                           yes      a parent of A's is not found
+//	                         Start                           yes      a parent of A's is not found; A's
+//	                                                                  message ID starts B's own conversation
 //	conversations.Delivery   RotateSecret                    yes      A's webhook secret unchanged
 //	conversations.Hub        Watch, PublishDelta             yes      B's delta under A's conversation ID
 //	                                                                  reaches no reader of A's
@@ -94,11 +95,12 @@ package crosstenant_test
 //	                         Lease, Performing, Performed,   yes      nothing leased, performed, released or
 //	                         Release, GiveUp                          given up of A's claim
 //	                         Resolve                         yes      ErrNotFound, A's unknown operation kept
-//	                         Stalled, Sweep                  no       sweeps over every Company
+//	                         Stalled, Sweep                  no       the rescue's and the sweep's scans over
+//	                                                                  every Company
 //	                         (conversation operation         no       written by the operations collaborator's
 //	                         outcomes)                                jobs, reached through the engine
 //	clientauth.PGReplays     Use                             yes      keyed by the Company's issuer: A's jti
-//	                                                                  does not count at B, nor B's at A
+//	                                                                  does not count at B, and stays seen at A
 //	                         Sweep                           no       a sweep over every Company
 
 import (
