@@ -3,6 +3,7 @@ package accounts_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -18,7 +19,10 @@ func TestLookupAndSetPassword(t *testing.T) {
 	t.Parallel()
 	pool := testdb.NewPool(t)
 	ctx := context.Background()
-	store := accounts.NewStore(pool)
+	// A fixed clock: the lock below must not lapse while slow hashes run
+	// on a loaded machine.
+	at := time.Now()
+	store := accounts.NewStore(pool, accounts.WithClock(func() time.Time { return at }))
 	company := func(slug string) int64 {
 		var id int64
 		require.NoError(t, pool.QueryRow(ctx, `INSERT INTO companies (slug, settings) VALUES ($1, '{}') RETURNING id`, slug).Scan(&id))
