@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/tenant"
-	"github.com/poppyhost/poppyhost/internal/testkit"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
@@ -24,13 +23,13 @@ import (
 // its own without AllowPrivate.
 func TestOutboundURLsRefuseUnreachableHosts(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := setup(t)
 	strict := chi.NewRouter()
-	tenant.NewAdmin(env.Platform.Tenants, env.Platform.Accounts, env.URLs, false).MountAdmin(strict)
+	tenant.NewAdmin(env.Tenants, env.Accounts, env.URLs, false).MountAdmin(strict)
 	create := func(body string) *peers.Response {
 		req := httptest.NewRequest(http.MethodPost, "/admin/v1/companies", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+testkit.AdminToken)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
 		rec := httptest.NewRecorder()
 		strict.ServeHTTP(rec, req)
 		return &peers.Response{Status: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}

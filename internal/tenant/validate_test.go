@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/testkit"
 )
 
 const (
@@ -146,8 +145,8 @@ const fullBody = `{
 // subtests share one server and use distinct slugs and domains.
 func TestCreateCompanyAccepted(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
-	for name, f := range map[string]func(*testing.T, *testkit.Env){
+	env := setup(t)
+	for name, f := range map[string]func(*testing.T, *kit){
 		"full body":      testCreateFullBody,
 		"defaults":       testCreateDefaults,
 		"edge cases":     testCreateEdgeCases,
@@ -173,7 +172,7 @@ func manyN(n int, format string) string {
 	return strings.Join(items, ",")
 }
 
-func testCreateFullBody(t *testing.T, env *testkit.Env) {
+func testCreateFullBody(t *testing.T, env *kit) {
 	resp := env.Admin(t, http.MethodPost, "/admin/v1/companies", fullBody)
 	require.Equal(t, http.StatusCreated, resp.Status, "body: %s", resp.Body)
 	require.Equal(t, "/admin/v1/companies/stormline", resp.Header.Get("Location"))
@@ -213,7 +212,7 @@ func testCreateFullBody(t *testing.T, env *testkit.Env) {
 // token lifetimes (0), Sessions ending after 30 idle days, and the default
 // rate limits. grant_types is left out of the view while it is empty,
 // which means both sign-in types.
-func testCreateDefaults(t *testing.T, env *testkit.Env) {
+func testCreateDefaults(t *testing.T, env *kit) {
 	tests := []struct {
 		name  string
 		patch string
@@ -310,7 +309,7 @@ func testCreateDefaults(t *testing.T, env *testkit.Env) {
 // testCreateSignInLimits covers auth.token_lifetimes and
 // agents.sign_in_refused: values at the edge of each rule are stored and
 // returned as sent, by POST and by GET.
-func testCreateSignInLimits(t *testing.T, env *testkit.Env) {
+func testCreateSignInLimits(t *testing.T, env *kit) {
 	const device = "urn:ietf:params:oauth:grant-type:device_code"
 	longID := "https://agent.example/" + strings.Repeat("a", 2048-len("https://agent.example/"))
 	tests := []struct {
@@ -385,7 +384,7 @@ func requireMemberJSON(t *testing.T, want string, doc map[string]any, path ...st
 
 // testCreateEdgeCases covers values at the edge of each rule that must
 // still be accepted.
-func testCreateEdgeCases(t *testing.T, env *testkit.Env) {
+func testCreateEdgeCases(t *testing.T, env *kit) {
 	tests := []struct {
 		name  string
 		patch string
@@ -497,7 +496,7 @@ func testCreateEdgeCases(t *testing.T, env *testkit.Env) {
 // Afterwards the database holds no Company and no domain.
 func TestCreateCompanyRefused(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := setup(t)
 	t.Run("validation", func(t *testing.T) { testCreateValidation(t, env) })
 	t.Run("bad bodies", func(t *testing.T) { testCreateBadBodies(t, env) })
 	requireNoCompanies(t, env)
@@ -505,7 +504,7 @@ func TestCreateCompanyRefused(t *testing.T) {
 
 // testCreateValidation breaks one rule of Validate per row: each gets a
 // 400 naming exactly that field.
-func testCreateValidation(t *testing.T, env *testkit.Env) {
+func testCreateValidation(t *testing.T, env *kit) {
 	const (
 		openapiURL = "https://api.acme.example/openapi.json"
 		mcpURL     = "https://mcp.acme.example/mcp"
@@ -593,7 +592,7 @@ func testCreateValidation(t *testing.T, env *testkit.Env) {
 		{"domain trailing dot", `{"organization": {"domain": "acme.example."}}`, "organization.domain"},
 		{"domain underscore", `{"organization": {"domain": "ac_me.example"}}`, "organization.domain"},
 		{"domain with space", `{"organization": {"domain": "acme .example"}}`, "organization.domain"},
-		{"domain is the platform host", `{"organization": {"domain": "` + testkit.PublicHost + `"}}`, "organization.domain"},
+		{"domain is the platform host", `{"organization": {"domain": "` + publicHost + `"}}`, "organization.domain"},
 
 		// organization.logo_uri
 		{"logo http", `{"organization": {"logo_uri": "http://acme.example/logo.png"}}`, "organization.logo_uri"},
@@ -610,7 +609,7 @@ func testCreateValidation(t *testing.T, env *testkit.Env) {
 		{"domains with port", `{"domains": ["a.example", "acme.org:8443"]}`, "domains[1]"},
 		{"domains IP", `{"domains": ["10.0.0.1"]}`, "domains[0]"},
 		{"domains empty string", `{"domains": [""]}`, "domains[0]"},
-		{"domains platform host", `{"domains": ["` + testkit.PublicHost + `"]}`, "domains[0]"},
+		{"domains platform host", `{"domains": ["` + publicHost + `"]}`, "domains[0]"},
 
 		// auth without an issuer
 		{"disabled without issuer", `{"auth": {"issuer": false, "disabled": true}}`, "auth.disabled"},
