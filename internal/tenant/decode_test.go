@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
 )
 
 // maxAdminBody mirrors the admin API's body limit (256 KiB).
