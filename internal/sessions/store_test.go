@@ -439,3 +439,61 @@ func TestSweepJTIs(t *testing.T) {
 	require.Equal(t, "sessions_sweep_jtis", sweeps[0].Name)
 	require.Equal(t, time.Minute, sweeps[0].Every)
 }
+
+// TestBindAccountConcurrent races first requests of one Session for two
+// accounts: exactly one account wins (spec 5.4).
+func TestBindAccountConcurrent(t *testing.T) {
+	t.Parallel()
+	env := setup(t)
+	a := env.StartAgent(t, "")
+	c := newCompany(t, env, nil)
+	store := sessions.NewStore(env.Pool)
+	ctx := context.Background()
+	accountID := func(user string) int64 {
+		resp := env.Admin(t, http.MethodPost, "/admin/v1/companies/"+c.Slug+"/accounts",
+			map[string]any{"username": user, "password": "correct horse battery staple"})
+		requireStatus(t, resp, http.StatusCreated)
+		var id int64
+		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT id FROM accounts WHERE company_id = $1 AND username = $2`,
+			c.ID, user).Scan(&id))
+		return id
+	}
+	ada, bob := accountID("ada"), accountID("bob")
+	bound := func(sid string) *int64 {
+		var id *int64
+		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT account_id FROM sessions WHERE company_id = $1
+			AND client_id = $2 AND sid = $3`, c.ID, a.ClientID, sid).Scan(&id))
+		return id
+	}
+	// A Session row, started by a signed-out request.
+	sid := newSID()
+	requireStatus(t, send(t, env, a, c, c.claims(sid), peers.SessionOptions{}), http.StatusAccepted)
+	require.Nil(t, bound(sid))
+
+	results := make(chan bool, 20)
+	for i := range 20 {
+		go func() {
+			acct := ada
+			if i%2 == 1 {
+				acct = bob
+			}
+			ok, err := store.BindAccount(ctx, c.ID, a.ClientID, sid, acct)
+			if err != nil {
+				t.Error(err)
+			}
+			results <- ok
+		}()
+	}
+	wins := 0
+	for range 20 {
+		if <-results {
+			wins++
+		}
+	}
+	require.Equal(t, 10, wins, "every request for the first account bound wins, every other loses")
+	require.Contains(t, []int64{ada, bob}, *bound(sid))
+
+	ok, err := store.BindAccount(ctx, c.ID, a.ClientID, "no-such-sid", ada)
+	require.ErrorIs(t, err, sessions.ErrNotFound)
+	require.False(t, ok)
+}
