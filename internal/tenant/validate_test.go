@@ -9,6 +9,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/poppyhost/poppyhost/internal/httpx"
+	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
 const (
@@ -496,14 +499,36 @@ func testCreateEdgeCases(t *testing.T, env *kit) {
 func TestCreateCompanyRefused(t *testing.T) {
 	t.Parallel()
 	env := setup(t)
-	t.Run("validation", func(t *testing.T) { testCreateValidation(t, env) })
+	t.Run("validation", func(t *testing.T) {
+		// One broken rule (TestValidate has them all) is a 400 naming
+		// its field.
+		requireInvalid(t, env.Admin(t, http.MethodPost, "/admin/v1/companies",
+			merge(t, minimalBody("acme", "acme.example"), `{"domains": ["`+publicHost+`"]}`)), "domains[0]")
+	})
 	t.Run("bad bodies", func(t *testing.T) { testCreateBadBodies(t, env) })
 	requireNoCompanies(t, env)
 }
 
-// testCreateValidation breaks one rule of Validate per row: each gets a
-// 400 naming exactly that field.
-func testCreateValidation(t *testing.T, env *kit) {
+// requireInvalidError checks that err is invalid_request naming exactly
+// fields, each with a message.
+func requireInvalidError(t *testing.T, err error, fields ...string) {
+	t.Helper()
+	var e *httpx.Error
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, httpx.CodeInvalidRequest, e.Code, "%v", err)
+	require.NotEmpty(t, e.Description)
+	got := make([]string, 0, len(e.Fields))
+	for _, f := range e.Fields {
+		require.NotEmpty(t, f.Message, "field %s has no message", f.Field)
+		got = append(got, f.Field)
+	}
+	require.Equal(t, fields, got, "%v", err)
+}
+
+// TestValidate breaks one rule of Validate per row, on a body read as
+// the admin API reads it: each is refused naming exactly that field.
+func TestValidate(t *testing.T) {
+	t.Parallel()
 	const (
 		openapiURL = "https://api.acme.example/openapi.json"
 		mcpURL     = "https://mcp.acme.example/mcp"
@@ -930,9 +955,6 @@ func testCreateValidation(t *testing.T, env *kit) {
 		{"201 skills", skills(many(201, func(i int) string { return skill(fmt.Sprintf(`{"name": "s%d"}`, i)) })), "skill_index.skills"},
 		{"extension nested too deeply", ext(`{"version": "1", "x": ` + deep + `}`), "extensions.acme.example/gift-wrap.x" + strings.Repeat(".a", 9)},
 	}
-	// Rows run in parallel on one server, each with its own slug and
-	// domain unless it breaks them, so that one row storing a Company
-	// cannot make another fail.
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -942,11 +964,11 @@ func testCreateValidation(t *testing.T, env *kit) {
 			if !isRaw {
 				body = merge(t, minimalBody(slug, domain), patch)
 			}
-			resp := env.Admin(t, http.MethodPost, "/admin/v1/companies", body)
-			requireInvalid(t, resp, tt.field)
-			require.Zero(t, count(t, env, `SELECT count(*) FROM companies c WHERE c.slug = $1 OR EXISTS
-				(SELECT 1 FROM company_domains d WHERE d.company_id = c.id AND d.domain = $2)`, slug, domain),
-				"the invalid Company was stored")
+			slug, settings, err := tenant.DecodeCompany([]byte(body))
+			if err == nil {
+				err = tenant.Validate(slug, &settings, publicHost, true)
+			}
+			requireInvalidError(t, err, tt.field)
 		})
 	}
 }
