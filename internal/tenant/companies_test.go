@@ -1,6 +1,7 @@
 package tenant_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
 func TestCreateCompanyConflicts(t *testing.T) {
@@ -34,13 +37,21 @@ func TestCreateCompanyConflicts(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				t.Parallel()
-				resp := env.Admin(t, http.MethodPost, "/admin/v1/companies", tt.body)
-				e := requireError(t, resp, http.StatusConflict, "conflict")
-				require.Len(t, e.Fields, 1, "body: %s", resp.Body)
-				require.Equal(t, tt.field, e.Fields[0].Field)
+				slug, settings, err := tenant.DecodeCompany([]byte(tt.body))
+				require.NoError(t, err)
+				_, err = env.Tenants.Create(context.Background(), slug, settings)
+				var ce *tenant.ConflictError
+				require.ErrorAs(t, err, &ce)
+				require.Equal(t, tt.field, ce.Field)
+				require.NotEmpty(t, ce.Message)
 			})
 		}
 	})
+	// The admin API answers a conflict 409, naming the field.
+	resp := env.Admin(t, http.MethodPost, "/admin/v1/companies", tests[0].body)
+	e := requireError(t, resp, http.StatusConflict, "conflict")
+	require.Len(t, e.Fields, 1, "body: %s", resp.Body)
+	require.Equal(t, tests[0].field, e.Fields[0].Field)
 
 	// Nothing was written, and alpha still owns its domains.
 	require.Equal(t, 1, count(t, env, `SELECT count(*) FROM companies`))
@@ -598,14 +609,22 @@ func TestRetiredSlugs(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				t.Parallel()
-				resp := env.Admin(t, http.MethodPost, "/admin/v1/companies", tt.body)
-				e := requireError(t, resp, http.StatusConflict, "conflict")
-				require.Len(t, e.Fields, 1, "body: %s", resp.Body)
-				require.Equal(t, "slug", e.Fields[0].Field)
-				require.Contains(t, e.Fields[0].Message, "deleted Company")
+				slug, settings, err := tenant.DecodeCompany([]byte(tt.body))
+				require.NoError(t, err)
+				_, err = env.Tenants.Create(context.Background(), slug, settings)
+				var ce *tenant.ConflictError
+				require.ErrorAs(t, err, &ce)
+				require.Equal(t, "slug", ce.Field)
+				require.Contains(t, ce.Message, "deleted Company")
 			})
 		}
 	})
+	// The admin API answers it 409, naming the slug.
+	resp := env.Admin(t, http.MethodPost, "/admin/v1/companies", tests[0].body)
+	e := requireError(t, resp, http.StatusConflict, "conflict")
+	require.Len(t, e.Fields, 1, "body: %s", resp.Body)
+	require.Equal(t, "slug", e.Fields[0].Field)
+	require.Contains(t, e.Fields[0].Message, "deleted Company")
 	require.Equal(t, []string{"kept"}, slugs(t, env))
 	require.Equal(t, 1, count(t, env, `SELECT count(*) FROM company_domains`))
 	for _, d := range []string{"gone.example", "new.example", "plain.example"} {
