@@ -103,11 +103,12 @@ func (s *sessionSigner) sign(b *testing.B) string {
 }
 
 // BenchmarkFeedbackHTTP posts feedback reports in one known Session end to
-// end: HTTPS (HTTP/2, one connection), the Company lookup, the address,
-// agent and Session rate limits, Verify with a warm delegation, the jti
-// insert pipelined with the Session lookup, and the report's insert. The
-// client signs each Session JWT in the same process, so its ES256 signing
-// is in the figures too.
+// end, on the kit's routes (the platform's, without its request logging
+// and metrics): HTTPS (HTTP/2, one connection), the Company lookup, the
+// address, agent and Session rate limits, Verify with a warm delegation,
+// the jti insert pipelined with the Session lookup, and the report's
+// insert. The client signs each Session JWT in the same process, so its
+// ES256 signing is in the figures too.
 func BenchmarkFeedbackHTTP(b *testing.B) {
 	env := setup(b)
 	a := env.StartAgent(b, "")
