@@ -277,7 +277,7 @@ func testPatchMerge(t *testing.T, env *kit) {
 		{
 			// The start has a list of its own, which needs an issuer; with
 			// the default grant types the issuer goes with less (see
-			// TestSignInRoundTrips).
+			// TestSignInRoundTrips in internal/platform).
 			name:  "turn the issuer off",
 			patch: `{"auth": {"issuer": false, "grant_types": null, "scopes": null, "token_lifetimes": null}, "domains": null, "conversations": {"access": "session"}}`,
 			want: `{"auth": {"issuer": false, "grant_types": null, "scopes": {"orders": null}, "token_lifetimes": {"access_seconds": 0, "refresh_seconds": 0}}, "domains": [], "conversations": {"access": "session"},
