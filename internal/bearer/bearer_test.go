@@ -21,8 +21,8 @@ import (
 )
 
 // These tests run Validate and Authorize on fake keys and token store, so
-// every branch is reached without a database; bearer_db_test.go runs them
-// on real tokens.
+// every branch is reached without a database; TestBearerWithRealTokens in
+// internal/platform runs them on tokens the issuer grants.
 
 var unitNow = time.Unix(1_800_000_000, 0)
 

@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/sessions"
-	"github.com/poppyhost/poppyhost/internal/testkit"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
@@ -104,13 +103,14 @@ func (s *sessionSigner) sign(b *testing.B) string {
 }
 
 // BenchmarkFeedbackHTTP posts feedback reports in one known Session end to
-// end: HTTPS (HTTP/2, one connection), the Company lookup, the address,
-// agent and Session rate limits, Verify with a warm delegation, the jti
-// insert pipelined with the Session lookup, and the report's insert. The
-// client signs each Session JWT in the same process, so its ES256 signing
-// is in the figures too.
+// end, on the kit's routes (the platform's, without its request logging
+// and metrics): HTTPS (HTTP/2, one connection), the Company lookup, the
+// address, agent and Session rate limits, Verify with a warm delegation,
+// the jti insert pipelined with the Session lookup, and the report's
+// insert. The client signs each Session JWT in the same process, so its
+// ES256 signing is in the figures too.
 func BenchmarkFeedbackHTTP(b *testing.B) {
-	env := testkit.Setup(b)
+	env := setup(b)
 	a := env.StartAgent(b, "")
 	c := newCompany(b, env, map[string]any{"rate_limits": map[string]any{
 		"per_address": 1_000_000, "per_agent": 1_000_000, "per_session": 1_000_000}})
@@ -148,7 +148,7 @@ func BenchmarkFeedbackHTTP(b *testing.B) {
 // BenchmarkReplayInsert is the database half of a verified request: the
 // jti insert and the Session lookup in one pipelined round trip.
 func BenchmarkReplayInsert(b *testing.B) {
-	env := testkit.Setup(b)
+	env := setup(b)
 	c := newCompany(b, env, nil)
 	store := sessions.NewStore(env.Pool)
 	ctx := context.Background()

@@ -17,7 +17,6 @@ import (
 	"github.com/lestrrat-go/jwx/v2/jwk"
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/testkit"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
@@ -50,7 +49,7 @@ type checkRow struct {
 
 type rowCtx struct {
 	t      *testing.T
-	env    *testkit.Env
+	env    *kit
 	agent  *peers.Agent
 	c      *company
 	claims peers.SessionClaims
@@ -167,7 +166,7 @@ func checkRows() []checkRow {
 			require.Nil(r.t, s.EndedAt)
 		}},
 		{name: "htu with scheme and host in another case", status: ok, sign: func(r *rowCtx) {
-			r.claims.URL = strings.Replace(strings.Replace(r.c.FeedbackURL, "https://", "HTTPS://", 1), testkit.PublicHost, "PoppyHost.TEST", 1)
+			r.claims.URL = strings.Replace(strings.Replace(r.c.FeedbackURL, "https://", "HTTPS://", 1), publicHost, "PoppyHost.TEST", 1)
 			r.claims.Raw = true
 		}},
 		{name: "PS384 delegation", status: ok, sign: func(r *rowCtx) { r.opts.DelegationAlg = "PS384" }},
@@ -304,14 +303,14 @@ func checkRows() []checkRow {
 		}, status: invalid, desc: "aud must be a single string"},
 		{name: "aud with a trailing slash", sign: func(r *rowCtx) { r.claims.Aud = r.c.Aud + "/" }, status: invalid, desc: "aud must be this Company's identifier"},
 		{name: "aud in another case", sign: func(r *rowCtx) {
-			r.claims.Aud = strings.Replace(r.c.Aud, testkit.PublicHost, strings.ToUpper(testkit.PublicHost), 1)
+			r.claims.Aud = strings.Replace(r.c.Aud, publicHost, strings.ToUpper(publicHost), 1)
 		}, status: invalid, desc: "aud must be this Company's identifier"},
 		{name: "aud missing", sign: dropClaim("aud"), status: invalid, desc: "aud must be a single string"},
 		{name: "htm GET", sign: func(r *rowCtx) { r.claims.Method = http.MethodGet }, status: invalid, desc: "htm must be"},
 		{name: "htm lowercase", sign: func(r *rowCtx) { r.claims.Method = "post" }, status: invalid, desc: "htm must be"},
 		{name: "htm missing", sign: dropClaim("htm"), status: invalid, desc: "htm must be"},
 		{name: "htu wrong host", sign: func(r *rowCtx) {
-			r.claims.URL = strings.Replace(r.c.FeedbackURL, testkit.PublicHost, r.c.Domain, 1)
+			r.claims.URL = strings.Replace(r.c.FeedbackURL, publicHost, r.c.Domain, 1)
 		}, status: invalid, desc: "htu must be"},
 		{name: "htu wrong port", sign: func(r *rowCtx) {
 			r.claims.URL = strings.Replace(r.c.FeedbackURL, ":"+r.env.Port, "", 1)
@@ -431,7 +430,7 @@ func checkRows() []checkRow {
 // report behind. The rows share one platform; each has its own Company.
 func TestSessionChecks(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := setup(t)
 	shared := env.StartAgent(t, "")
 	for _, tc := range checkRows() {
 		t.Run(tc.name, func(t *testing.T) {

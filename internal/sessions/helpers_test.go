@@ -8,16 +8,135 @@ import (
 	"encoding/json"
 	"io"
 	"maps"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/accounts"
+	"github.com/poppyhost/poppyhost/internal/agentid"
+	"github.com/poppyhost/poppyhost/internal/devca"
+	"github.com/poppyhost/poppyhost/internal/feedback"
+	"github.com/poppyhost/poppyhost/internal/httpx"
+	"github.com/poppyhost/poppyhost/internal/safehttp"
+	"github.com/poppyhost/poppyhost/internal/sessions"
+	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
+
+// publicHost is the platform's host name in these tests.
+const publicHost = "poppyhost.test"
+
+// adminToken is the bootstrap operator token in these tests.
+const adminToken = "test-admin-token-0123456789"
+
+// kit serves the Session middleware over HTTPS on a database of the
+// test's own, as the platform mounts it in front of the feedback
+// endpoint (spec 9.3), with the routes that end Sessions (spec 5.5) and
+// the admin API that makes Companies. Test Personal Agents it starts are
+// fetched as strangers, through safehttp.
+type kit struct {
+	Pool *pgxpool.Pool
+	CA   *devca.CA
+	// Hosts resolves the test's Personal Agents for the kit's fetches.
+	Hosts *peers.Hosts
+	// Client reaches every host name on the test server over HTTPS.
+	Client *http.Client
+	// Port is the server's TCP port; every host is served on it.
+	Port string
+	URLs tenant.URLs
+}
+
+// setup starts the kit.
+func setup(t testing.TB) *kit {
+	t.Helper()
+	pool := testdb.NewPool(t)
+	ca, err := devca.New()
+	require.NoError(t, err)
+	ln := peers.Listen(t)
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	k := &kit{Pool: pool, CA: ca, Hosts: &peers.Hosts{}, Port: port,
+		URLs: tenant.URLs{Public: &url.URL{Scheme: "https", Host: publicHost + ":" + port}}}
+	require.NoError(t, tenant.NewStore(pool).EnsureOperatorToken(context.Background(), "bootstrap", adminToken))
+	peers.StartOn(t, ca, ln, k.handler())
+	k.Client = peers.Client(t, ca, ln.Addr().String())
+	return k
+}
+
+// handler builds the routes on the kit's database, with caches, limits
+// and a delegation cache of their own: another replica on the same
+// PostgreSQL each time it is called.
+func (k *kit) handler() http.Handler {
+	tenants := tenant.NewStore(k.Pool)
+	resolver := agentid.NewResolver(safehttp.New(safehttp.Options{AllowPrivate: true, RootCAs: k.CA.Pool(),
+		Resolver: k.Hosts}), agentid.Options{})
+	sess := sessions.NewManager(sessions.NewVerifier(resolver, sessions.VerifierOptions{}), sessions.NewStore(k.Pool), k.URLs)
+	reports := feedback.NewHandler(feedback.NewStore(k.Pool))
+	limits := httpx.NewLimiter()
+	admin := tenant.NewAdmin(tenants, accounts.NewStore(k.Pool), k.URLs, true)
+
+	platform := newRouter()
+	admin.MountAdmin(platform.With(httpx.RequireText), sess.MountEnd)
+	platform.Route("/company/v1", func(r chi.Router) {
+		r.Use(httpx.RequireText, tenant.RequireAPIKey(tenants))
+		sess.MountEnd(r)
+	})
+	platform.Route("/t/{slug}", func(r chi.Router) {
+		r.Use(tenant.BySlug(tenants), tenant.LimitByAddress(limits))
+		r.With(reports.BufferReport, sess.Require(limits)).Post("/poppy/feedback", reports.ServeFeedback)
+	})
+	return tenant.HostRouter(tenants, publicHost, platform, newRouter(), newRouter())
+}
+
+// newRouter is a router with the platform's common middleware and error
+// answers.
+func newRouter() *chi.Mux {
+	r := chi.NewRouter()
+	r.Use(httpx.OneAuthorization, middleware.GetHead)
+	r.NotFound(httpx.NotFound)
+	r.MethodNotAllowed(httpx.MethodNotAllowed(r))
+	return r
+}
+
+// StartAgent starts a test Personal Agent on host (default agent.test)
+// that the kit can fetch.
+func (k *kit) StartAgent(t testing.TB, host string) *peers.Agent {
+	t.Helper()
+	a := peers.StartAgent(t, k.CA, peers.AgentOptions{Host: host})
+	k.Hosts.Add(a.Host)
+	return a
+}
+
+// URL returns the https URL of path on host as the test server serves it.
+func (k *kit) URL(host, path string) string { return "https://" + host + ":" + k.Port + path }
+
+// PublicURL returns the https URL of path on the platform's own host.
+func (k *kit) PublicURL(path string) string { return k.URL(publicHost, path) }
+
+// Do sends a request; body is as for [peers.NewRequest], headers are
+// name, value pairs.
+func (k *kit) Do(t testing.TB, method, rawURL string, body any, headers ...string) *peers.Response {
+	t.Helper()
+	req := peers.NewRequest(t, method, rawURL, body)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	return peers.Send(t, k.Client, req)
+}
+
+// Admin sends a request to the admin API with the bootstrap token.
+func (k *kit) Admin(t testing.TB, method, path string, body any) *peers.Response {
+	t.Helper()
+	return k.Do(t, method, k.PublicURL(path), body, "Authorization", "Bearer "+adminToken)
+}
 
 // feedbackBody is a valid feedback report (spec 9.3).
 const feedbackBody = `{"task":"Pay with a gift card","description":"There is no field for a gift card."}`
@@ -43,12 +162,14 @@ func randHex(n int) string {
 
 // newCompany creates a Company with a fresh slug and domain; settings are
 // merged over the minimal body at the top level.
-func newCompany(t testing.TB, env *testkit.Env, settings map[string]any) *company {
+func newCompany(t testing.TB, env *kit, settings map[string]any) *company {
 	t.Helper()
 	slug := "c" + randHex(6)
 	body := map[string]any{"slug": slug, "organization": map[string]any{"name": "Company " + slug, "domain": slug + ".example"}}
 	maps.Copy(body, settings)
-	view := env.CreateCompany(t, body)
+	resp := env.Admin(t, http.MethodPost, "/admin/v1/companies", body)
+	require.Equal(t, http.StatusCreated, resp.Status, "create company: %s", resp.Body)
+	view := resp.JSON(t)
 	c := &company{Slug: slug, Domain: slug + ".example", FeedbackURL: env.PublicURL("/t/" + slug + "/poppy/feedback")}
 	c.Aud, _ = view["identifier"].(string)
 	require.NotEmpty(t, c.Aud)
@@ -78,7 +199,7 @@ func sessionHeader(t testing.TB, a *peers.Agent, cl peers.SessionClaims, o peers
 }
 
 // post sends a feedback report to u with header.
-func post(t testing.TB, env *testkit.Env, u string, header http.Header) *peers.Response {
+func post(t testing.TB, env *kit, u string, header http.Header) *peers.Response {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, u, strings.NewReader(feedbackBody))
 	require.NoError(t, err)
@@ -89,7 +210,7 @@ func post(t testing.TB, env *testkit.Env, u string, header http.Header) *peers.R
 	return do(t, env, req)
 }
 
-func do(t testing.TB, env *testkit.Env, req *http.Request) *peers.Response {
+func do(t testing.TB, env *kit, req *http.Request) *peers.Response {
 	t.Helper()
 	resp, err := env.Client.Do(req)
 	require.NoError(t, err)
@@ -100,7 +221,7 @@ func do(t testing.TB, env *testkit.Env, req *http.Request) *peers.Response {
 }
 
 // send signs a feedback report for c with cl and o and sends it.
-func send(t testing.TB, env *testkit.Env, a *peers.Agent, c *company, cl peers.SessionClaims, o peers.SessionOptions) *peers.Response {
+func send(t testing.TB, env *kit, a *peers.Agent, c *company, cl peers.SessionClaims, o peers.SessionOptions) *peers.Response {
 	t.Helper()
 	return post(t, env, c.FeedbackURL, sessionHeader(t, a, cl, o))
 }
@@ -127,7 +248,7 @@ func requireError(t testing.TB, resp *peers.Response, status int, code string) s
 }
 
 // count runs a count(*) query.
-func count(t testing.TB, env *testkit.Env, query string, args ...any) int {
+func count(t testing.TB, env *kit, query string, args ...any) int {
 	t.Helper()
 	var n int
 	require.NoError(t, env.Pool.QueryRow(context.Background(), query, args...).Scan(&n))
@@ -135,7 +256,7 @@ func count(t testing.TB, env *testkit.Env, query string, args ...any) int {
 }
 
 // rows returns how many sessions and feedback rows c has.
-func rows(t testing.TB, env *testkit.Env, c *company) (sessions, feedback int) {
+func rows(t testing.TB, env *kit, c *company) (sessions, feedback int) {
 	t.Helper()
 	return count(t, env, `SELECT count(*) FROM sessions WHERE company_id = $1`, c.ID),
 		count(t, env, `SELECT count(*) FROM feedback WHERE company_id = $1`, c.ID)
@@ -149,7 +270,7 @@ type sessionRow struct {
 }
 
 // getSession reads c's Session (clientID, sid); it must exist.
-func getSession(t testing.TB, env *testkit.Env, c *company, clientID, sid string) sessionRow {
+func getSession(t testing.TB, env *kit, c *company, clientID, sid string) sessionRow {
 	t.Helper()
 	var s sessionRow
 	require.NoError(t, env.Pool.QueryRow(context.Background(), `SELECT client_id, sid, user_id, agent_id, created_at, last_seen_at, ended_at
@@ -159,14 +280,14 @@ func getSession(t testing.TB, env *testkit.Env, c *company, clientID, sid string
 }
 
 // exec runs a statement on the test database.
-func exec(t testing.TB, env *testkit.Env, sql string, args ...any) {
+func exec(t testing.TB, env *kit, sql string, args ...any) {
 	t.Helper()
 	_, err := env.Pool.Exec(context.Background(), sql, args...)
 	require.NoError(t, err)
 }
 
 // apiKey creates a Company API key for c and returns its secret.
-func apiKey(t testing.TB, env *testkit.Env, c *company) string {
+func apiKey(t testing.TB, env *kit, c *company) string {
 	t.Helper()
 	resp := env.Admin(t, http.MethodPost, "/admin/v1/companies/"+c.Slug+"/api-keys", nil)
 	requireStatus(t, resp, http.StatusCreated)
@@ -179,7 +300,7 @@ func apiKey(t testing.TB, env *testkit.Env, c *company) string {
 }
 
 // endWithKey ends a Session through POST /company/v1/sessions/end.
-func endWithKey(t testing.TB, env *testkit.Env, key, clientID, sid string) *peers.Response {
+func endWithKey(t testing.TB, env *kit, key, clientID, sid string) *peers.Response {
 	t.Helper()
 	raw, err := json.Marshal(map[string]string{"client_id": clientID, "sid": sid})
 	require.NoError(t, err)

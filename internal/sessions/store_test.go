@@ -3,7 +3,6 @@ package sessions_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -13,10 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/platform"
-	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/sessions"
-	"github.com/poppyhost/poppyhost/internal/testkit"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
@@ -26,7 +22,7 @@ import (
 // The subtests share one platform; each has its own Company.
 func TestSessionStore(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := setup(t)
 	a := env.StartAgent(t, "")
 	none := peers.SessionOptions{}
 
@@ -306,21 +302,6 @@ func TestSessionStore(t *testing.T) {
 	})
 }
 
-// replica builds a second platform on env's database, as another replica
-// behind the same load balancer would be: its own caches, limiter and
-// delegation cache, the same PostgreSQL.
-func replica(t testing.TB, env *testkit.Env) http.Handler {
-	t.Helper()
-	p, err := platform.New(context.Background(), platform.Options{
-		Pool:   env.Pool,
-		Logger: slog.New(slog.DiscardHandler),
-		URLs:   env.URLs,
-		Fetch:  safehttp.Options{AllowPrivate: true, RootCAs: env.CA.Pool(), Resolver: env.Hosts},
-	})
-	require.NoError(t, err)
-	return p.Handler()
-}
-
 // serve sends a feedback report to h in process.
 func serve(h http.Handler, u string, header http.Header) *peers.Response {
 	req := httptest.NewRequest(http.MethodPost, u, strings.NewReader(feedbackBody))
@@ -333,13 +314,13 @@ func serve(h http.Handler, u string, header http.Header) *peers.Response {
 	return &peers.Response{Status: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}
 }
 
-// TestReplayAcrossReplicas sends one Session JWT to two platforms on the
+// TestReplayAcrossReplicas sends one Session JWT to two replicas on the
 // same database: the jti is remembered in PostgreSQL, so the second is
 // refused whichever replica sees it first (spec 5.3 "Replayed JWTs").
 func TestReplayAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
-	second := replica(t, env)
+	env := setup(t)
+	second := env.handler()
 	a := env.StartAgent(t, "")
 	c := newCompany(t, env, nil)
 	sid := newSID()
@@ -369,33 +350,15 @@ func requireRateLimited(t testing.TB, resp *peers.Response) {
 	require.Positive(t, after)
 }
 
-// TestRateLimits covers the three budgets of spec 5.6. Each subtest has its
-// own Company, so its own counters.
+// TestRateLimits covers the Session's two budgets of spec 5.6; the one per
+// address, on every Company route, is TestRateLimitPerAddress in
+// internal/platform. Each subtest has its own Company, so its own
+// counters.
 func TestRateLimits(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := setup(t)
 	a := env.StartAgent(t, "")
 	none := peers.SessionOptions{}
-
-	t.Run("per address, on every Company route", func(t *testing.T) {
-		t.Parallel()
-		c := newCompany(t, env, map[string]any{"rate_limits": map[string]any{"per_address": 3}})
-		poppyJSON := env.URL(c.Domain, "/.well-known/poppy.json")
-		requireStatus(t, env.Do(t, http.MethodGet, poppyJSON, nil), http.StatusOK)
-		requireStatus(t, env.Do(t, http.MethodGet, env.PublicURL("/t/"+c.Slug+"/poppy/excluded-tasks.json"), nil), http.StatusNotFound)
-		requireStatus(t, send(t, env, a, c, c.claims(newSID()), none), http.StatusAccepted)
-
-		requireRateLimited(t, env.Do(t, http.MethodGet, poppyJSON, nil))
-		requireRateLimited(t, send(t, env, a, c, c.claims(newSID()), none))
-		// Refused before the Session header is looked at.
-		requireRateLimited(t, post(t, env, c.FeedbackURL, nil))
-		sessions, feedback := rows(t, env, c)
-		require.Equal(t, []int{1, 1}, []int{sessions, feedback})
-
-		// Another Company's budget is its own.
-		other := newCompany(t, env, nil)
-		requireStatus(t, env.Do(t, http.MethodGet, env.URL(other.Domain, "/.well-known/poppy.json"), nil), http.StatusOK)
-	})
 
 	t.Run("per agent", func(t *testing.T) {
 		t.Parallel()
@@ -432,7 +395,7 @@ func TestRateLimits(t *testing.T) {
 // called directly and as River works the job.
 func TestSweepJTIs(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := setup(t)
 	c := newCompany(t, env, nil)
 	ctx := context.Background()
 	store := sessions.NewStore(env.Pool)
@@ -475,4 +438,62 @@ func TestSweepJTIs(t *testing.T) {
 	require.Len(t, sweeps, 1)
 	require.Equal(t, "sessions_sweep_jtis", sweeps[0].Name)
 	require.Equal(t, time.Minute, sweeps[0].Every)
+}
+
+// TestBindAccountConcurrent races first requests of one Session for two
+// accounts: exactly one account wins (spec 5.4).
+func TestBindAccountConcurrent(t *testing.T) {
+	t.Parallel()
+	env := setup(t)
+	a := env.StartAgent(t, "")
+	c := newCompany(t, env, nil)
+	store := sessions.NewStore(env.Pool)
+	ctx := context.Background()
+	accountID := func(user string) int64 {
+		resp := env.Admin(t, http.MethodPost, "/admin/v1/companies/"+c.Slug+"/accounts",
+			map[string]any{"username": user, "password": "correct horse battery staple"})
+		requireStatus(t, resp, http.StatusCreated)
+		var id int64
+		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT id FROM accounts WHERE company_id = $1 AND username = $2`,
+			c.ID, user).Scan(&id))
+		return id
+	}
+	ada, bob := accountID("ada"), accountID("bob")
+	bound := func(sid string) *int64 {
+		var id *int64
+		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT account_id FROM sessions WHERE company_id = $1
+			AND client_id = $2 AND sid = $3`, c.ID, a.ClientID, sid).Scan(&id))
+		return id
+	}
+	// A Session row, started by a signed-out request.
+	sid := newSID()
+	requireStatus(t, send(t, env, a, c, c.claims(sid), peers.SessionOptions{}), http.StatusAccepted)
+	require.Nil(t, bound(sid))
+
+	results := make(chan bool, 20)
+	for i := range 20 {
+		go func() {
+			acct := ada
+			if i%2 == 1 {
+				acct = bob
+			}
+			ok, err := store.BindAccount(ctx, c.ID, a.ClientID, sid, acct)
+			if err != nil {
+				t.Error(err)
+			}
+			results <- ok
+		}()
+	}
+	wins := 0
+	for range 20 {
+		if <-results {
+			wins++
+		}
+	}
+	require.Equal(t, 10, wins, "every request for the first account bound wins, every other loses")
+	require.Contains(t, []int64{ada, bob}, *bound(sid))
+
+	ok, err := store.BindAccount(ctx, c.ID, a.ClientID, "no-such-sid", ada)
+	require.ErrorIs(t, err, sessions.ErrNotFound)
+	require.False(t, ok)
 }

@@ -1,23 +1,23 @@
 package tenant_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
 func TestCreateCompanyConflicts(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := setup(t)
 	createCompany(t, env, "alpha", "alpha.example", `{"domains": ["alpha.example.org", "shop.alpha.example"]}`)
 	before := domainsOf(t, env, "alpha")
 
@@ -37,13 +37,21 @@ func TestCreateCompanyConflicts(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				t.Parallel()
-				resp := env.Admin(t, http.MethodPost, "/admin/v1/companies", tt.body)
-				e := requireError(t, resp, http.StatusConflict, "conflict")
-				require.Len(t, e.Fields, 1, "body: %s", resp.Body)
-				require.Equal(t, tt.field, e.Fields[0].Field)
+				slug, settings, err := tenant.DecodeCompany([]byte(tt.body))
+				require.NoError(t, err)
+				_, err = env.Tenants.Create(context.Background(), slug, settings)
+				var ce *tenant.ConflictError
+				require.ErrorAs(t, err, &ce)
+				require.Equal(t, tt.field, ce.Field)
+				require.NotEmpty(t, ce.Message)
 			})
 		}
 	})
+	// The admin API answers a conflict 409, naming the field.
+	resp := env.Admin(t, http.MethodPost, "/admin/v1/companies", tests[0].body)
+	e := requireError(t, resp, http.StatusConflict, "conflict")
+	require.Len(t, e.Fields, 1, "body: %s", resp.Body)
+	require.Equal(t, tests[0].field, e.Fields[0].Field)
 
 	// Nothing was written, and alpha still owns its domains.
 	require.Equal(t, 1, count(t, env, `SELECT count(*) FROM companies`))
@@ -61,7 +69,7 @@ func TestCreateCompanyConflicts(t *testing.T) {
 
 func TestGetAndListCompanies(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := setup(t)
 
 	// With no Company, the list is an empty array.
 	resp := env.Admin(t, http.MethodGet, "/admin/v1/companies", nil)
@@ -72,7 +80,7 @@ func TestGetAndListCompanies(t *testing.T) {
 	testListCompanies(t, env)
 }
 
-func testGetCompany(t *testing.T, env *testkit.Env) {
+func testGetCompany(t *testing.T, env *kit) {
 	created := createCompany(t, env, "acme", "acme.example", "")
 
 	resp := env.Admin(t, http.MethodGet, "/admin/v1/companies/acme", nil)
@@ -89,7 +97,7 @@ func testGetCompany(t *testing.T, env *testkit.Env) {
 	require.Equal(t, http.StatusNoContent, env.Admin(t, http.MethodDelete, "/admin/v1/companies/acme", nil).Status)
 }
 
-func testListCompanies(t *testing.T, env *testkit.Env) {
+func testListCompanies(t *testing.T, env *kit) {
 	// Created out of order; listed by slug.
 	slugs := []string{"delta", "alpha", "echo", "charlie", "bravo"}
 	for _, s := range slugs {
@@ -169,7 +177,7 @@ func testListCompanies(t *testing.T, env *testkit.Env) {
 
 func TestPatchCompany(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := setup(t)
 	t.Run("merge patch", func(t *testing.T) {
 		t.Parallel()
 		testPatchMerge(t, env)
@@ -184,7 +192,7 @@ func TestPatchCompany(t *testing.T) {
 	})
 }
 
-func testPatchMerge(t *testing.T, env *testkit.Env) {
+func testPatchMerge(t *testing.T, env *kit) {
 	const start = `{
 		"organization": {"logo_uri": "https://acme.example/logo.png"},
 		"domains": ["acme.example.org"],
@@ -269,7 +277,7 @@ func testPatchMerge(t *testing.T, env *testkit.Env) {
 		{
 			// The start has a list of its own, which needs an issuer; with
 			// the default grant types the issuer goes with less (see
-			// TestSignInRoundTrips).
+			// TestSignInRoundTrips in internal/platform).
 			name:  "turn the issuer off",
 			patch: `{"auth": {"issuer": false, "grant_types": null, "scopes": null, "token_lifetimes": null}, "domains": null, "conversations": {"access": "session"}}`,
 			want: `{"auth": {"issuer": false, "grant_types": null, "scopes": {"orders": null}, "token_lifetimes": {"access_seconds": 0, "refresh_seconds": 0}}, "domains": [], "conversations": {"access": "session"},
@@ -372,10 +380,10 @@ func timeOf(t *testing.T, v any) time.Time {
 	return ts
 }
 
-func testPatchMediaType(t *testing.T, env *testkit.Env) {
+func testPatchMediaType(t *testing.T, env *kit) {
 	createCompany(t, env, "mediatype", "mediatype.example", "")
 	resp := env.Do(t, http.MethodPatch, env.PublicURL("/admin/v1/companies/mediatype"), `{"organization": {"name": "Merged"}}`,
-		append(bearer(testkit.AdminToken), "Content-Type", "application/merge-patch+json")...)
+		append(bearer(adminToken), "Content-Type", "application/merge-patch+json")...)
 	require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
 	require.Equal(t, "Merged", orgName(t, resp))
 }
@@ -383,7 +391,7 @@ func testPatchMediaType(t *testing.T, env *testkit.Env) {
 // TestPatchCompanyRefused checks patches that must change nothing.
 func TestPatchCompanyRefused(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := setup(t)
 	createCompany(t, env, "acme", "acme.example", `{"domains": ["acme.example.org"], "auth": {"scopes": {"orders": "Your orders"}},
 		"apis": [{"type": "mcp", "url": "https://mcp.acme.example/mcp"}],
 		"feedback": {"alternatives": [{"task": "Track a parcel", "alternative": {"references": [{"type": "mcp", "url": "https://mcp.acme.example/mcp"}]}}]}}`)
@@ -459,7 +467,7 @@ func TestPatchCompanyRefused(t *testing.T) {
 					headers = []string{"Content-Type", tt.contentType}
 				}
 				resp := env.Do(t, http.MethodPatch, env.PublicURL("/admin/v1/companies/acme"), tt.patch,
-					append(headers, bearer(testkit.AdminToken)...)...)
+					append(headers, bearer(adminToken)...)...)
 				if tt.status == 400 && tt.field != "" {
 					requireInvalid(t, resp, tt.field)
 					return
@@ -485,7 +493,7 @@ func TestPatchCompanyRefused(t *testing.T) {
 	requireError(t, env.Admin(t, http.MethodPatch, "/admin/v1/companies/nosuch", `{}`), http.StatusNotFound, "not_found")
 }
 
-func testPatchDomains(t *testing.T, env *testkit.Env) {
+func testPatchDomains(t *testing.T, env *kit) {
 	createCompany(t, env, "acme", "acme.example", `{"domains": ["old.acme.example", "kept.acme.example"]}`)
 
 	// Replace an extra domain.
@@ -521,7 +529,7 @@ func testPatchDomains(t *testing.T, env *testkit.Env) {
 
 func TestDeleteCompany(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := setup(t)
 	createCompany(t, env, "acme", "acme.example", `{"domains": ["acme.example.org"]}`)
 	createCompany(t, env, "other", "other.example", "")
 	_, key := createAPIKey(t, env, "acme")
@@ -577,7 +585,7 @@ func TestDeleteCompany(t *testing.T) {
 // stores nothing; other slugs, however alike, are free.
 func TestRetiredSlugs(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := setup(t)
 	createCompany(t, env, "gone", "gone.example", "")
 	createCompany(t, env, "plain", "plain.example", `{"auth": {"issuer": false}}`)
 	createCompany(t, env, "kept", "kept.example", "")
@@ -601,14 +609,22 @@ func TestRetiredSlugs(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				t.Parallel()
-				resp := env.Admin(t, http.MethodPost, "/admin/v1/companies", tt.body)
-				e := requireError(t, resp, http.StatusConflict, "conflict")
-				require.Len(t, e.Fields, 1, "body: %s", resp.Body)
-				require.Equal(t, "slug", e.Fields[0].Field)
-				require.Contains(t, e.Fields[0].Message, "deleted Company")
+				slug, settings, err := tenant.DecodeCompany([]byte(tt.body))
+				require.NoError(t, err)
+				_, err = env.Tenants.Create(context.Background(), slug, settings)
+				var ce *tenant.ConflictError
+				require.ErrorAs(t, err, &ce)
+				require.Equal(t, "slug", ce.Field)
+				require.Contains(t, ce.Message, "deleted Company")
 			})
 		}
 	})
+	// The admin API answers it 409, naming the slug.
+	resp := env.Admin(t, http.MethodPost, "/admin/v1/companies", tests[0].body)
+	e := requireError(t, resp, http.StatusConflict, "conflict")
+	require.Len(t, e.Fields, 1, "body: %s", resp.Body)
+	require.Equal(t, "slug", e.Fields[0].Field)
+	require.Contains(t, e.Fields[0].Message, "deleted Company")
 	require.Equal(t, []string{"kept"}, slugs(t, env))
 	require.Equal(t, 1, count(t, env, `SELECT count(*) FROM company_domains`))
 	for _, d := range []string{"gone.example", "new.example", "plain.example"} {
@@ -640,7 +656,7 @@ func TestRetiredSlugs(t *testing.T) {
 }
 
 // slugs lists the stored Companies' slugs in order.
-func slugs(t *testing.T, env *testkit.Env) []string {
+func slugs(t *testing.T, env *kit) []string {
 	t.Helper()
 	rows, err := env.Pool.Query(t.Context(), `SELECT slug FROM companies ORDER BY slug`)
 	require.NoError(t, err)
@@ -653,112 +669,4 @@ func slugs(t *testing.T, env *testkit.Env) []string {
 	}
 	require.NoError(t, rows.Err())
 	return out
-}
-
-// TestSignInRoundTrips turns the issuer and sign-in off and on again with
-// the smallest patches: grant_types left empty means both sign-in types,
-// so nothing else has to be reset. The AS metadata follows each step.
-func TestSignInRoundTrips(t *testing.T) {
-	t.Parallel()
-	env := testkit.Setup(t)
-	const device = "urn:ietf:params:oauth:grant-type:device_code"
-	both := []any{"refresh_token", "authorization_code", device}
-
-	patch := func(t *testing.T, slug, body string) map[string]any {
-		t.Helper()
-		resp := env.Admin(t, http.MethodPatch, "/admin/v1/companies/"+slug, body)
-		require.Equal(t, http.StatusOK, resp.Status, "%s: %s", body, resp.Body)
-		m := resp.JSON(t)
-		require.Equal(t, m, env.Admin(t, http.MethodGet, "/admin/v1/companies/"+slug, nil).JSON(t), "stored as answered")
-		return m
-	}
-	authOf := func(m map[string]any) map[string]any { return m["auth"].(map[string]any) }
-	asURL := func(slug string) string { return env.PublicURL("/.well-known/oauth-authorization-server/t/" + slug) }
-	// grants returns grant_types_supported of slug's AS metadata, or nil
-	// when it answers 404 (no issuer).
-	grants := func(t *testing.T, slug string) []any {
-		t.Helper()
-		resp := env.Do(t, http.MethodGet, asURL(slug), nil)
-		if resp.Status == http.StatusNotFound {
-			requireError(t, resp, http.StatusNotFound, "not_found")
-			return nil
-		}
-		require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
-		as := resp.JSON(t)
-		g, _ := as["grant_types_supported"].([]any)
-		require.Equal(t, slices.Contains(g, "authorization_code"), as["authorization_endpoint"] != nil)
-		require.Equal(t, slices.Contains(g, device), as["device_authorization_endpoint"] != nil)
-		return g
-	}
-	prm := func(t *testing.T, domain string) int {
-		t.Helper()
-		return env.Do(t, http.MethodGet, env.URL(domain, "/.well-known/oauth-protected-resource"), nil).Status
-	}
-
-	t.Run("issuer off and on", func(t *testing.T) {
-		t.Parallel()
-		createCompany(t, env, "issuer", "issuer.example", "")
-		require.Equal(t, both, grants(t, "issuer"))
-
-		m := patch(t, "issuer", `{"auth": {"issuer": false}}`)
-		require.Equal(t, "https://issuer.example", m["identifier"])
-		require.NotContains(t, m, "issuer")
-		require.NotContains(t, authOf(m), "grant_types")
-		require.Nil(t, grants(t, "issuer"), "no issuer: no AS metadata")
-		require.Equal(t, http.StatusNotFound, prm(t, "issuer.example"))
-
-		m = patch(t, "issuer", `{"auth": {"issuer": true}}`)
-		require.Equal(t, env.PublicURL("/t/issuer"), m["identifier"])
-		require.NotContains(t, authOf(m), "grant_types")
-		require.Equal(t, both, grants(t, "issuer"), "back on: both sign-in types")
-		require.Equal(t, http.StatusOK, prm(t, "issuer.example"))
-	})
-
-	t.Run("sign-in off and on", func(t *testing.T) {
-		t.Parallel()
-		createCompany(t, env, "signin", "signin.example", "")
-		require.Equal(t, both, grants(t, "signin"))
-
-		m := patch(t, "signin", `{"auth": {"disabled": true}}`)
-		require.Equal(t, true, authOf(m)["disabled"])
-		require.NotContains(t, authOf(m), "grant_types")
-		require.Equal(t, []any{"refresh_token"}, grants(t, "signin"), "sign-in off: refresh only")
-		require.Equal(t, map[string]any{"disabled": true}, poppyJSON(t, env, "signin.example").JSON(t)["auth"])
-
-		m = patch(t, "signin", `{"auth": {"disabled": false}}`)
-		require.Equal(t, false, authOf(m)["disabled"])
-		require.Equal(t, both, grants(t, "signin"), "back on: both sign-in types")
-		require.NotContains(t, poppyJSON(t, env, "signin.example").JSON(t), "auth")
-	})
-
-	t.Run("a chosen sign-in type survives sign-in off and on", func(t *testing.T) {
-		t.Parallel()
-		createCompany(t, env, "device", "device.example", `{"auth": {"grant_types": ["`+device+`"]}}`)
-		require.Equal(t, []any{"refresh_token", device}, grants(t, "device"))
-		patch(t, "device", `{"auth": {"disabled": true}}`)
-		require.Equal(t, []any{"refresh_token"}, grants(t, "device"))
-		m := patch(t, "device", `{"auth": {"disabled": false}}`)
-		require.Equal(t, []any{device}, authOf(m)["grant_types"])
-		require.Equal(t, []any{"refresh_token", device}, grants(t, "device"))
-
-		// A list of its own needs an issuer, so the issuer goes only with
-		// it; back on, the default is both.
-		requireInvalid(t, env.Admin(t, http.MethodPatch, "/admin/v1/companies/device", `{"auth": {"issuer": false}}`), "auth.grant_types")
-		require.Equal(t, []any{"refresh_token", device}, grants(t, "device"), "the refused patch changed nothing")
-		patch(t, "device", `{"auth": {"issuer": false, "grant_types": null}}`)
-		require.Nil(t, grants(t, "device"))
-		patch(t, "device", `{"auth": {"issuer": true}}`)
-		require.Equal(t, both, grants(t, "device"))
-	})
-
-	t.Run("created without an issuer", func(t *testing.T) {
-		t.Parallel()
-		createCompany(t, env, "later", "later.example", `{"auth": {"issuer": false}}`)
-		require.Nil(t, grants(t, "later"))
-		m := patch(t, "later", `{"auth": {"issuer": true, "disabled": true}}`)
-		require.Equal(t, env.PublicURL("/t/later"), m["identifier"])
-		require.Equal(t, []any{"refresh_token"}, grants(t, "later"))
-		patch(t, "later", `{"auth": {"disabled": null}}`)
-		require.Equal(t, both, grants(t, "later"))
-	})
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/testkit"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
@@ -18,7 +17,7 @@ import (
 // go) and returns the responses in the order of patches, failing unless
 // each is 200. The goroutines only record what happened; the checks run
 // after all are back.
-func patchAll(t *testing.T, env *testkit.Env, slug string, patches []string) []*peers.Response {
+func patchAll(t *testing.T, env *kit, slug string, patches []string) []*peers.Response {
 	t.Helper()
 	out := make([]*peers.Response, len(patches))
 	errs := make([]error, len(patches))
@@ -26,7 +25,7 @@ func patchAll(t *testing.T, env *testkit.Env, slug string, patches []string) []*
 	var wg sync.WaitGroup
 	for i, p := range patches {
 		req := peers.NewRequest(t, http.MethodPatch, env.PublicURL("/admin/v1/companies/"+slug), p)
-		req.Header.Set("Authorization", "Bearer "+testkit.AdminToken)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
 		req.Header.Set("Content-Type", "application/merge-patch+json")
 		wg.Add(1)
 		go func() {
@@ -68,7 +67,7 @@ type companyDoc struct {
 	RateLimits map[string]int `json:"rate_limits"`
 }
 
-func getCompanyDoc(t *testing.T, env *testkit.Env, slug string) companyDoc {
+func getCompanyDoc(t *testing.T, env *kit, slug string) companyDoc {
 	t.Helper()
 	resp := env.Admin(t, http.MethodGet, "/admin/v1/companies/"+slug, nil)
 	require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
@@ -83,7 +82,7 @@ func getCompanyDoc(t *testing.T, env *testkit.Env, slug string) companyDoc {
 // copy read when its request came in, and most changes were lost.
 func TestConcurrentPatchesLoseNothing(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := setup(t)
 	createCompany(t, env, "acme", "acme.example", `{"auth": {"issuer": true}}`)
 
 	// 30 writers a round, each adding its own scope, and three more each
@@ -132,7 +131,7 @@ func TestConcurrentPatchesLoseNothing(t *testing.T) {
 // at the same time: the block must stay, in every trial.
 func TestConcurrentBlockAndRenames(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := setup(t)
 	createCompany(t, env, "acme", "acme.example", "")
 
 	const renames, trials = 20, 3
@@ -163,7 +162,7 @@ func TestConcurrentBlockAndRenames(t *testing.T) {
 // domain must stay the Company's, so another Company cannot take it.
 func TestConcurrentDomainAndRenames(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := setup(t)
 	createCompany(t, env, "acme", "acme.example", "")
 
 	const renames, trials = 20, 3

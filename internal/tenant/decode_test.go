@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/poppyhost/poppyhost/internal/testkit"
 )
 
 // maxAdminBody mirrors the admin API's body limit (256 KiB).
@@ -15,7 +13,7 @@ const maxAdminBody = 256 << 10
 
 // testCreateBadBodies sends bodies that cannot be read as a Company: each
 // gets its error.
-func testCreateBadBodies(t *testing.T, env *testkit.Env) {
+func testCreateBadBodies(t *testing.T, env *kit) {
 	valid := minimalBody("acme", "acme.example")
 	tests := []struct {
 		name        string
@@ -99,7 +97,7 @@ func testCreateBadBodies(t *testing.T, env *testkit.Env) {
 				headers = []string{"Content-Type", tt.contentType}
 			}
 			resp := env.Do(t, http.MethodPost, env.PublicURL("/admin/v1/companies"), tt.body,
-				append(headers, bearer(testkit.AdminToken)...)...)
+				append(headers, bearer(adminToken)...)...)
 			if tt.field != "" {
 				requireInvalid(t, resp, tt.field)
 				return
@@ -113,7 +111,7 @@ func testCreateBadBodies(t *testing.T, env *testkit.Env) {
 // testCreateBodyLimits checks the edges of what is accepted: a body of
 // exactly the limit, a JSON media type with parameters or a +json suffix,
 // and no Content-Type at all.
-func testCreateBodyLimits(t *testing.T, env *testkit.Env) {
+func testCreateBodyLimits(t *testing.T, env *kit) {
 	tests := []struct {
 		name        string
 		pad         bool
@@ -138,7 +136,7 @@ func testCreateBodyLimits(t *testing.T, env *testkit.Env) {
 				headers = []string{"Content-Type", tt.contentType}
 			}
 			resp := env.Do(t, http.MethodPost, env.PublicURL("/admin/v1/companies"), body,
-				append(headers, bearer(testkit.AdminToken)...)...)
+				append(headers, bearer(adminToken)...)...)
 			require.Equal(t, http.StatusCreated, resp.Status, "body: %s", resp.Body)
 		})
 	}
@@ -148,7 +146,7 @@ func testCreateBodyLimits(t *testing.T, env *testkit.Env) {
 		req, err := http.NewRequest(http.MethodPost, env.PublicURL("/admin/v1/companies"),
 			strings.NewReader(minimalBody("nocontenttype", "nocontenttype.example")))
 		require.NoError(t, err)
-		req.Header.Set("Authorization", "Bearer "+testkit.AdminToken)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
 		resp, err := env.Client.Do(req)
 		require.NoError(t, err)
 		require.NoError(t, resp.Body.Close())

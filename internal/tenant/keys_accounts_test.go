@@ -12,12 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/accounts"
-	"github.com/poppyhost/poppyhost/internal/testkit"
 )
 
 func TestAccounts(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := setup(t)
 	t.Run("create", func(t *testing.T) {
 		t.Parallel()
 		testCreateAccount(t, env)
@@ -28,7 +27,7 @@ func TestAccounts(t *testing.T) {
 	})
 }
 
-func testCreateAccount(t *testing.T, env *testkit.Env) {
+func testCreateAccount(t *testing.T, env *kit) {
 	createCompany(t, env, "acme", "acme.example", "")
 	const password = "correct horse battery"
 
@@ -58,7 +57,7 @@ func testCreateAccount(t *testing.T, env *testkit.Env) {
 	require.False(t, accounts.VerifyPassword(hash, password+"!"))
 
 	// The account signs in.
-	acct, err := env.Platform.Accounts.Authenticate(context.Background(), companyOf, "alice@example.com", password)
+	acct, err := env.Accounts.Authenticate(context.Background(), companyOf, "alice@example.com", password)
 	require.NoError(t, err)
 	require.Equal(t, "alice@example.com", acct.Username)
 
@@ -75,7 +74,7 @@ func testCreateAccount(t *testing.T, env *testkit.Env) {
 		`{"username": "bob", "password": "`+password+`"}`), http.StatusNotFound, "not_found")
 }
 
-func testCreateAccountRefused(t *testing.T, env *testkit.Env) {
+func testCreateAccountRefused(t *testing.T, env *kit) {
 	createCompany(t, env, "refuser", "refuser.example", "")
 	refuser := companyID(t, env, "refuser")
 
@@ -134,7 +133,7 @@ func testCreateAccountRefused(t *testing.T, env *testkit.Env) {
 
 func TestAPIKeys(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := setup(t)
 	t.Run("lifecycle", func(t *testing.T) {
 		t.Parallel()
 		testAPIKeyLifecycle(t, env)
@@ -145,7 +144,7 @@ func TestAPIKeys(t *testing.T) {
 	})
 }
 
-func testAPIKeyLifecycle(t *testing.T, env *testkit.Env) {
+func testAPIKeyLifecycle(t *testing.T, env *kit) {
 	createCompany(t, env, "acme", "acme.example", "")
 	acme := companyID(t, env, "acme")
 
@@ -234,7 +233,7 @@ func testAPIKeyLifecycle(t *testing.T, env *testkit.Env) {
 	require.Equal(t, 2, count(t, env, `SELECT count(*) FROM company_api_keys WHERE company_id = $1`, acme))
 }
 
-func testCompanyAPIRequiresKey(t *testing.T, env *testkit.Env) {
+func testCompanyAPIRequiresKey(t *testing.T, env *kit) {
 	createCompany(t, env, "keyed", "keyed.example", "")
 	_, key := createAPIKey(t, env, "keyed")
 
@@ -247,7 +246,7 @@ func testCompanyAPIRequiresKey(t *testing.T, env *testkit.Env) {
 		{"key with a character changed", bearer(key[:len(key)-1] + flip(key[len(key)-1]))},
 		{"key prefix only", bearer("phk_")},
 		{"key without prefix", bearer(strings.TrimPrefix(key, "phk_"))},
-		{"operator token", bearer(testkit.AdminToken)},
+		{"operator token", bearer(adminToken)},
 		{"key in basic scheme", []string{"Authorization", "Basic " + key}},
 	}
 	for _, tt := range tests {

@@ -12,12 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/accounts"
-	"github.com/poppyhost/poppyhost/internal/testkit"
 )
 
 // getWithHost sends a GET to url with r.Host set to host, so that the Host header
 // can differ from the TLS server name.
-func getWithHost(t *testing.T, env *testkit.Env, url, host string) (int, []byte) {
+func getWithHost(t *testing.T, env *kit, url, host string) (int, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	require.NoError(t, err)
@@ -32,7 +31,7 @@ func getWithHost(t *testing.T, env *testkit.Env, url, host string) (int, []byte)
 
 func TestHostRouting(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := setup(t)
 	createCompany(t, env, "acme", "acme.example", `{"domains": ["acme.example.org"]}`)
 	_, key := createAPIKey(t, env, "acme")
 
@@ -89,15 +88,15 @@ func TestHostRouting(t *testing.T) {
 		})
 	}
 
-	// A Company domain serves none of the platform's routes.
-	for _, path := range []string{"/admin/v1/companies", "/company/v1/company", "/t/acme/poppy/excluded-tasks.json",
-		"/.well-known/oauth-authorization-server/t/acme", "/healthz", "/metrics"} {
-		resp := env.Do(t, http.MethodGet, env.URL("acme.example", path), nil, bearer(testkit.AdminToken)...)
+	// A Company domain serves none of the platform's routes, and the
+	// platform's host no Company documents: TestTenantHostSplit in
+	// internal/platform, with every route mounted.
+	for _, path := range []string{"/admin/v1/companies", "/company/v1/company", "/t/acme/poppy/excluded-tasks.json"} {
+		resp := env.Do(t, http.MethodGet, env.URL("acme.example", path), nil, bearer(adminToken)...)
 		requireError(t, resp, http.StatusNotFound, "not_found")
 		resp = env.Do(t, http.MethodGet, env.URL("acme.example", path), nil, bearer(key)...)
 		requireError(t, resp, http.StatusNotFound, "not_found")
 	}
-	// And the platform's host serves no Company documents.
 	requireError(t, env.Do(t, http.MethodGet, env.PublicURL("/.well-known/poppy.json"), nil), http.StatusNotFound, "not_found")
 }
 
@@ -105,7 +104,7 @@ func TestHostRouting(t *testing.T) {
 // keys, admin routes, domains or accounts.
 func TestCrossCompany(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := setup(t)
 	createCompany(t, env, "alpha", "alpha.example", `{"organization": {"name": "Alpha Secret Name"}, "domains": ["alpha.example.org"]}`)
 	createCompany(t, env, "beta", "beta.example", `{"organization": {"name": "Beta Name"}}`)
 	alphaKeyID, alphaKey := createAPIKey(t, env, "alpha")
@@ -169,21 +168,21 @@ func TestCrossCompany(t *testing.T) {
 	require.Equal(t, 1, count(t, env, `SELECT count(*) FROM accounts WHERE company_id = $1`, betaID))
 
 	ctx := context.Background()
-	a, err := env.Platform.Accounts.Authenticate(ctx, alphaID, "alice", "alpha password")
+	a, err := env.Accounts.Authenticate(ctx, alphaID, "alice", "alpha password")
 	require.NoError(t, err)
-	b, err := env.Platform.Accounts.Authenticate(ctx, betaID, "alice", "beta password")
+	b, err := env.Accounts.Authenticate(ctx, betaID, "alice", "beta password")
 	require.NoError(t, err)
 	require.NotEqual(t, a.ID, b.ID)
-	_, err = env.Platform.Accounts.Authenticate(ctx, betaID, "alice", "alpha password")
+	_, err = env.Accounts.Authenticate(ctx, betaID, "alice", "alpha password")
 	require.ErrorIs(t, err, accounts.ErrNotFound)
-	_, err = env.Platform.Accounts.Authenticate(ctx, alphaID, "alice", "beta password")
+	_, err = env.Accounts.Authenticate(ctx, alphaID, "alice", "beta password")
 	require.ErrorIs(t, err, accounts.ErrNotFound)
 
 	// Deleting beta leaves alpha whole.
 	require.Equal(t, http.StatusNoContent, env.Admin(t, http.MethodDelete, "/admin/v1/companies/beta", nil).Status)
 	require.Equal(t, http.StatusOK, companyAPI(t, env, http.MethodGet, "/company", alphaKey).Status)
 	requireError(t, companyAPI(t, env, http.MethodGet, "/company", betaKey), http.StatusUnauthorized, "unauthorized")
-	_, err = env.Platform.Accounts.Authenticate(ctx, alphaID, "alice", "alpha password")
+	_, err = env.Accounts.Authenticate(ctx, alphaID, "alice", "alpha password")
 	require.NoError(t, err)
 	require.Equal(t, []string{"alpha.example*", "alpha.example.org"}, domainsOf(t, env, "alpha"))
 }

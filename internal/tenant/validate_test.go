@@ -10,7 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/httpx"
+	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
 const (
@@ -146,8 +147,8 @@ const fullBody = `{
 // subtests share one server and use distinct slugs and domains.
 func TestCreateCompanyAccepted(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
-	for name, f := range map[string]func(*testing.T, *testkit.Env){
+	env := setup(t)
+	for name, f := range map[string]func(*testing.T, *kit){
 		"full body":      testCreateFullBody,
 		"defaults":       testCreateDefaults,
 		"edge cases":     testCreateEdgeCases,
@@ -173,7 +174,7 @@ func manyN(n int, format string) string {
 	return strings.Join(items, ",")
 }
 
-func testCreateFullBody(t *testing.T, env *testkit.Env) {
+func testCreateFullBody(t *testing.T, env *kit) {
 	resp := env.Admin(t, http.MethodPost, "/admin/v1/companies", fullBody)
 	require.Equal(t, http.StatusCreated, resp.Status, "body: %s", resp.Body)
 	require.Equal(t, "/admin/v1/companies/stormline", resp.Header.Get("Location"))
@@ -213,7 +214,7 @@ func testCreateFullBody(t *testing.T, env *testkit.Env) {
 // token lifetimes (0), Sessions ending after 30 idle days, and the default
 // rate limits. grant_types is left out of the view while it is empty,
 // which means both sign-in types.
-func testCreateDefaults(t *testing.T, env *testkit.Env) {
+func testCreateDefaults(t *testing.T, env *kit) {
 	tests := []struct {
 		name  string
 		patch string
@@ -310,7 +311,7 @@ func testCreateDefaults(t *testing.T, env *testkit.Env) {
 // testCreateSignInLimits covers auth.token_lifetimes and
 // agents.sign_in_refused: values at the edge of each rule are stored and
 // returned as sent, by POST and by GET.
-func testCreateSignInLimits(t *testing.T, env *testkit.Env) {
+func testCreateSignInLimits(t *testing.T, env *kit) {
 	const device = "urn:ietf:params:oauth:grant-type:device_code"
 	longID := "https://agent.example/" + strings.Repeat("a", 2048-len("https://agent.example/"))
 	tests := []struct {
@@ -385,7 +386,7 @@ func requireMemberJSON(t *testing.T, want string, doc map[string]any, path ...st
 
 // testCreateEdgeCases covers values at the edge of each rule that must
 // still be accepted.
-func testCreateEdgeCases(t *testing.T, env *testkit.Env) {
+func testCreateEdgeCases(t *testing.T, env *kit) {
 	tests := []struct {
 		name  string
 		patch string
@@ -497,15 +498,37 @@ func testCreateEdgeCases(t *testing.T, env *testkit.Env) {
 // Afterwards the database holds no Company and no domain.
 func TestCreateCompanyRefused(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
-	t.Run("validation", func(t *testing.T) { testCreateValidation(t, env) })
+	env := setup(t)
+	t.Run("validation", func(t *testing.T) {
+		// One broken rule (TestValidate has them all) is a 400 naming
+		// its field.
+		requireInvalid(t, env.Admin(t, http.MethodPost, "/admin/v1/companies",
+			merge(t, minimalBody("acme", "acme.example"), `{"domains": ["`+publicHost+`"]}`)), "domains[0]")
+	})
 	t.Run("bad bodies", func(t *testing.T) { testCreateBadBodies(t, env) })
 	requireNoCompanies(t, env)
 }
 
-// testCreateValidation breaks one rule of Validate per row: each gets a
-// 400 naming exactly that field.
-func testCreateValidation(t *testing.T, env *testkit.Env) {
+// requireInvalidError checks that err is invalid_request naming exactly
+// fields, each with a message.
+func requireInvalidError(t *testing.T, err error, fields ...string) {
+	t.Helper()
+	var e *httpx.Error
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, httpx.CodeInvalidRequest, e.Code, "%v", err)
+	require.NotEmpty(t, e.Description)
+	got := make([]string, 0, len(e.Fields))
+	for _, f := range e.Fields {
+		require.NotEmpty(t, f.Message, "field %s has no message", f.Field)
+		got = append(got, f.Field)
+	}
+	require.Equal(t, fields, got, "%v", err)
+}
+
+// TestValidate breaks one rule of Validate per row, on a body read as
+// the admin API reads it: each is refused naming exactly that field.
+func TestValidate(t *testing.T) {
+	t.Parallel()
 	const (
 		openapiURL = "https://api.acme.example/openapi.json"
 		mcpURL     = "https://mcp.acme.example/mcp"
@@ -593,7 +616,7 @@ func testCreateValidation(t *testing.T, env *testkit.Env) {
 		{"domain trailing dot", `{"organization": {"domain": "acme.example."}}`, "organization.domain"},
 		{"domain underscore", `{"organization": {"domain": "ac_me.example"}}`, "organization.domain"},
 		{"domain with space", `{"organization": {"domain": "acme .example"}}`, "organization.domain"},
-		{"domain is the platform host", `{"organization": {"domain": "` + testkit.PublicHost + `"}}`, "organization.domain"},
+		{"domain is the platform host", `{"organization": {"domain": "` + publicHost + `"}}`, "organization.domain"},
 
 		// organization.logo_uri
 		{"logo http", `{"organization": {"logo_uri": "http://acme.example/logo.png"}}`, "organization.logo_uri"},
@@ -610,7 +633,7 @@ func testCreateValidation(t *testing.T, env *testkit.Env) {
 		{"domains with port", `{"domains": ["a.example", "acme.org:8443"]}`, "domains[1]"},
 		{"domains IP", `{"domains": ["10.0.0.1"]}`, "domains[0]"},
 		{"domains empty string", `{"domains": [""]}`, "domains[0]"},
-		{"domains platform host", `{"domains": ["` + testkit.PublicHost + `"]}`, "domains[0]"},
+		{"domains platform host", `{"domains": ["` + publicHost + `"]}`, "domains[0]"},
 
 		// auth without an issuer
 		{"disabled without issuer", `{"auth": {"issuer": false, "disabled": true}}`, "auth.disabled"},
@@ -932,9 +955,6 @@ func testCreateValidation(t *testing.T, env *testkit.Env) {
 		{"201 skills", skills(many(201, func(i int) string { return skill(fmt.Sprintf(`{"name": "s%d"}`, i)) })), "skill_index.skills"},
 		{"extension nested too deeply", ext(`{"version": "1", "x": ` + deep + `}`), "extensions.acme.example/gift-wrap.x" + strings.Repeat(".a", 9)},
 	}
-	// Rows run in parallel on one server, each with its own slug and
-	// domain unless it breaks them, so that one row storing a Company
-	// cannot make another fail.
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -944,11 +964,11 @@ func testCreateValidation(t *testing.T, env *testkit.Env) {
 			if !isRaw {
 				body = merge(t, minimalBody(slug, domain), patch)
 			}
-			resp := env.Admin(t, http.MethodPost, "/admin/v1/companies", body)
-			requireInvalid(t, resp, tt.field)
-			require.Zero(t, count(t, env, `SELECT count(*) FROM companies c WHERE c.slug = $1 OR EXISTS
-				(SELECT 1 FROM company_domains d WHERE d.company_id = c.id AND d.domain = $2)`, slug, domain),
-				"the invalid Company was stored")
+			slug, settings, err := tenant.DecodeCompany([]byte(body))
+			if err == nil {
+				err = tenant.Validate(slug, &settings, publicHost, true)
+			}
+			requireInvalidError(t, err, tt.field)
 		})
 	}
 }

@@ -15,7 +15,27 @@ import (
 // certificates from ca, closed when the test ends.
 func Start(t testing.TB, ca *devca.CA, h http.Handler) *httptest.Server {
 	t.Helper()
+	return StartOn(t, ca, Listen(t), h)
+}
+
+// Listen listens on a free port of 127.0.0.1, for a server started later
+// with StartOn: a handler that names its own URL can then be built knowing
+// the port.
+func Listen(t testing.TB) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
+// StartOn is Start on the listener ln.
+func StartOn(t testing.TB, ca *devca.CA, ln net.Listener, h http.Handler) *httptest.Server {
+	t.Helper()
 	srv := httptest.NewUnstartedServer(h)
+	srv.Listener.Close()
+	srv.Listener = ln
 	srv.TLS = ca.ServerTLSConfig()
 	srv.EnableHTTP2 = true
 	srv.StartTLS()

@@ -1,9 +1,7 @@
-package bearer_test
+package platform_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -28,17 +26,23 @@ import (
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
-const password = "correct horse battery staple"
+// The bearer package's Validator with tokens the issuer grants through
+// sign-in and revokes (spec 4.5, 4.6, 5.3, 5.4, 5.5): a flow across the
+// issuer, the Session middleware and the Validator. The Validator's rules
+// are tested in internal/bearer.
 
-// rig is a running platform with the Company stormline (accounts ada and
-// bob, three scopes), the Company harbor, a test Personal Agent, and
-// resource routes behind sessions.Manager.Require and Validator.Require:
+// bearerPassword is every test account's password.
+const bearerPassword = "correct horse battery staple"
+
+// bearerRig is a running platform with the Company stormline (accounts
+// ada and bob, three scopes), the Company harbor, a test Personal Agent,
+// and resource routes behind sessions.Manager.Require and Validator.Require:
 //
 //	GET /t/{slug}/browse        default resource, no scope
 //	GET /t/{slug}/orders        default resource, orders:read
 //	GET /t/{slug}/orders/edit   default resource, orders:write
 //	GET /t/{slug}/mcp           the Company's MCP resource, orders:read
-type rig struct {
+type bearerRig struct {
 	env    *testkit.Env
 	agent  *peers.Agent
 	issuer string
@@ -46,7 +50,7 @@ type rig struct {
 	skew   atomic.Int64 // added to the Validator's clock
 }
 
-func setupRig(t *testing.T) *rig {
+func setupBearerRig(t *testing.T) *bearerRig {
 	t.Helper()
 	env := testkit.Setup(t)
 	scopes := map[string]any{"orders:read": "See your orders", "orders:write": "Change your orders", "addresses": "Your addresses"}
@@ -59,10 +63,10 @@ func setupRig(t *testing.T) *rig {
 	}
 	for _, user := range []string{"ada", "bob"} {
 		resp := env.Admin(t, http.MethodPost, "/admin/v1/companies/stormline/accounts",
-			map[string]any{"username": user, "password": password})
+			map[string]any{"username": user, "password": bearerPassword})
 		require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
 	}
-	g := &rig{env: env, agent: env.StartAgent(t, "agent.test"), issuer: env.PublicURL("/t/stormline")}
+	g := &bearerRig{env: env, agent: env.StartAgent(t, "agent.test"), issuer: env.PublicURL("/t/stormline")}
 
 	resolver := agentid.NewResolver(safehttp.New(safehttp.Options{AllowPrivate: true, RootCAs: env.CA.Pool(),
 		Resolver: env.Hosts}), agentid.Options{})
@@ -96,26 +100,20 @@ func setupRig(t *testing.T) *rig {
 // signIn has user sign a in at stormline through Direct Sign-In with
 // scopes and returns the tokens. resource, when set, asks for a token for
 // that service (RFC 8707).
-func (g *rig) signIn(t *testing.T, a *peers.Agent, user string, scopes []string, resource string) *oauth2.Token {
+func (g *bearerRig) signIn(t *testing.T, a *peers.Agent, user string, scopes []string, resource string) *oauth2.Token {
 	t.Helper()
-	return g.env.SignIn(t, a, g.issuer, user, password, scopes, resource)
+	return g.env.SignIn(t, a, g.issuer, user, bearerPassword, scopes, resource)
 }
 
 // revoke revokes a refresh token at stormline (spec 4.6).
-func (g *rig) revoke(t *testing.T, a *peers.Agent, refreshToken string) {
+func (g *bearerRig) revoke(t *testing.T, a *peers.Agent, refreshToken string) {
 	t.Helper()
 	g.env.Revoke(t, a, g.issuer, refreshToken)
 }
 
-func newSID() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 // call sends GET /t/{slug}{path} signed by a in Session sid, with token
 // when not empty.
-func (g *rig) call(t *testing.T, a *peers.Agent, slug, path, sid, token string) *httptest.ResponseRecorder {
+func (g *bearerRig) call(t *testing.T, a *peers.Agent, slug, path, sid, token string) *httptest.ResponseRecorder {
 	t.Helper()
 	req := httptest.NewRequest(http.MethodGet, g.env.PublicURL("/t/"+slug+path), nil)
 	a.Sign(t, req, peers.SessionClaims{Aud: g.env.PublicURL("/t/" + slug), SID: sid, Sub: "usr_" + sid[:8],
@@ -126,20 +124,20 @@ func (g *rig) call(t *testing.T, a *peers.Agent, slug, path, sid, token string) 
 }
 
 // grant is the route's answer: the grant it saw.
-type grant struct {
+type bearerGrant struct {
 	Grant *bearer.Grant `json:"grant"`
 }
 
-func requireGrant(t *testing.T, w *httptest.ResponseRecorder) *bearer.Grant {
+func requireBearerGrant(t *testing.T, w *httptest.ResponseRecorder) *bearer.Grant {
 	t.Helper()
 	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
-	var got grant
+	var got bearerGrant
 	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &got))
 	return got.Grant
 }
 
-// requireRefused checks an error answer and returns its WWW-Authenticate.
-func requireRefused(t *testing.T, w *httptest.ResponseRecorder, status int, code string) string {
+// requireBearerRefused checks an error answer and returns its WWW-Authenticate.
+func requireBearerRefused(t *testing.T, w *httptest.ResponseRecorder, status int, code string) string {
 	t.Helper()
 	require.Equal(t, status, w.Code, w.Body.String())
 	var body struct {
@@ -150,7 +148,7 @@ func requireRefused(t *testing.T, w *httptest.ResponseRecorder, status int, code
 	return w.Header().Get("WWW-Authenticate")
 }
 
-func (g *rig) accountID(t *testing.T, user string) int64 {
+func (g *bearerRig) accountID(t *testing.T, user string) int64 {
 	t.Helper()
 	var id int64
 	require.NoError(t, g.env.Pool.QueryRow(context.Background(), `SELECT a.id FROM accounts a
@@ -158,7 +156,7 @@ func (g *rig) accountID(t *testing.T, user string) int64 {
 	return id
 }
 
-func (g *rig) sessionAccount(t *testing.T, a *peers.Agent, sid string) *int64 {
+func (g *bearerRig) sessionAccount(t *testing.T, a *peers.Agent, sid string) *int64 {
 	t.Helper()
 	var id *int64
 	require.NoError(t, g.env.Pool.QueryRow(context.Background(), `SELECT s.account_id FROM sessions s
@@ -169,14 +167,14 @@ func (g *rig) sessionAccount(t *testing.T, a *peers.Agent, sid string) *int64 {
 
 func TestBearerWithRealTokens(t *testing.T) {
 	t.Parallel()
-	g := setupRig(t)
+	g := setupBearerRig(t)
 	ada := g.signIn(t, g.agent, "ada", []string{"orders:read"}, "")
 	domainMeta := "https://stormline.test/.well-known/oauth-protected-resource"
 	mcpMeta := g.env.PublicURL("/.well-known/oauth-protected-resource/t/stormline/mcp")
 
 	t.Run("valid token", func(t *testing.T) {
-		sid := newSID()
-		gr := requireGrant(t, g.call(t, g.agent, "stormline", "/orders", sid, ada.AccessToken))
+		sid := sessID()
+		gr := requireBearerGrant(t, g.call(t, g.agent, "stormline", "/orders", sid, ada.AccessToken))
 		require.Equal(t, g.agent.ClientID, gr.ClientID)
 		require.Equal(t, g.accountID(t, "ada"), gr.AccountID)
 		require.Equal(t, []string{"orders:read"}, gr.Scopes)
@@ -186,10 +184,10 @@ func TestBearerWithRealTokens(t *testing.T) {
 	})
 
 	t.Run("signed out", func(t *testing.T) {
-		sid := newSID()
-		require.Nil(t, requireGrant(t, g.call(t, g.agent, "stormline", "/browse", sid, "")))
+		sid := sessID()
+		require.Nil(t, requireBearerGrant(t, g.call(t, g.agent, "stormline", "/browse", sid, "")))
 		require.Nil(t, g.sessionAccount(t, g.agent, sid))
-		h := requireRefused(t, g.call(t, g.agent, "stormline", "/orders", sid, ""), http.StatusUnauthorized, "unauthorized")
+		h := requireBearerRefused(t, g.call(t, g.agent, "stormline", "/orders", sid, ""), http.StatusUnauthorized, "unauthorized")
 		require.True(t, strings.HasPrefix(h, `Bearer realm="poppyhost", scope="orders:read"`), h)
 		require.NotContains(t, h, "error")
 	})
@@ -202,7 +200,7 @@ func TestBearerWithRealTokens(t *testing.T) {
 			"refresh used": ada.RefreshToken,
 		} {
 			t.Run(name, func(t *testing.T) {
-				h := requireRefused(t, g.call(t, g.agent, "stormline", "/orders", newSID(), token), http.StatusUnauthorized, "invalid_token")
+				h := requireBearerRefused(t, g.call(t, g.agent, "stormline", "/orders", sessID(), token), http.StatusUnauthorized, "invalid_token")
 				require.Contains(t, h, `error="invalid_token"`)
 				require.Contains(t, h, `resource_metadata="`+domainMeta+`"`)
 			})
@@ -212,119 +210,76 @@ func TestBearerWithRealTokens(t *testing.T) {
 	t.Run("expired", func(t *testing.T) {
 		g.skew.Store(int64(issuer.DefaultAccessTokenLifetime + time.Minute))
 		defer g.skew.Store(0)
-		h := requireRefused(t, g.call(t, g.agent, "stormline", "/orders", newSID(), ada.AccessToken), http.StatusUnauthorized, "invalid_token")
+		h := requireBearerRefused(t, g.call(t, g.agent, "stormline", "/orders", sessID(), ada.AccessToken), http.StatusUnauthorized, "invalid_token")
 		require.Contains(t, h, `resource_metadata="`+domainMeta+`"`)
 	})
 
 	t.Run("insufficient scope", func(t *testing.T) {
-		h := requireRefused(t, g.call(t, g.agent, "stormline", "/orders/edit", newSID(), ada.AccessToken), http.StatusForbidden, "insufficient_scope")
+		h := requireBearerRefused(t, g.call(t, g.agent, "stormline", "/orders/edit", sessID(), ada.AccessToken), http.StatusForbidden, "insufficient_scope")
 		require.Contains(t, h, `error="insufficient_scope"`)
 		require.Contains(t, h, `scope="orders:write"`)
 	})
 
 	t.Run("tokens for one service", func(t *testing.T) {
 		mcpTok := g.signIn(t, g.agent, "ada", []string{"orders:read"}, g.issuer+"/mcp")
-		gr := requireGrant(t, g.call(t, g.agent, "stormline", "/mcp", newSID(), mcpTok.AccessToken))
+		gr := requireBearerGrant(t, g.call(t, g.agent, "stormline", "/mcp", sessID(), mcpTok.AccessToken))
 		require.Equal(t, []string{g.issuer + "/mcp"}, gr.Audience)
 
 		// Spec 4.5: each is refused at the other's service, with that
 		// service's metadata in the challenge.
-		h := requireRefused(t, g.call(t, g.agent, "stormline", "/orders", newSID(), mcpTok.AccessToken), http.StatusUnauthorized, "invalid_token")
+		h := requireBearerRefused(t, g.call(t, g.agent, "stormline", "/orders", sessID(), mcpTok.AccessToken), http.StatusUnauthorized, "invalid_token")
 		require.Contains(t, h, `resource_metadata="`+domainMeta+`"`)
-		h = requireRefused(t, g.call(t, g.agent, "stormline", "/mcp", newSID(), ada.AccessToken), http.StatusUnauthorized, "invalid_token")
+		h = requireBearerRefused(t, g.call(t, g.agent, "stormline", "/mcp", sessID(), ada.AccessToken), http.StatusUnauthorized, "invalid_token")
 		require.Contains(t, h, `resource_metadata="`+mcpMeta+`"`)
 		require.Equal(t, "https://"+testkit.PublicHost+":"+g.env.Port+"/.well-known/oauth-protected-resource/t/stormline/mcp", mcpMeta)
 	})
 
 	t.Run("another Company", func(t *testing.T) {
-		h := requireRefused(t, g.call(t, g.agent, "harbor", "/orders", newSID(), ada.AccessToken), http.StatusUnauthorized, "invalid_token")
+		h := requireBearerRefused(t, g.call(t, g.agent, "harbor", "/orders", sessID(), ada.AccessToken), http.StatusUnauthorized, "invalid_token")
 		require.Contains(t, h, `resource_metadata="https://harbor.test/.well-known/oauth-protected-resource"`)
 	})
 
 	t.Run("another client's token", func(t *testing.T) {
 		other := g.env.StartAgent(t, "other-agent.test")
 		otherTok := g.signIn(t, other, "ada", []string{"orders:read"}, "")
-		require.Equal(t, http.StatusOK, g.call(t, other, "stormline", "/orders", newSID(), otherTok.AccessToken).Code)
+		require.Equal(t, http.StatusOK, g.call(t, other, "stormline", "/orders", sessID(), otherTok.AccessToken).Code)
 		// Spec 5.3 step 3: a token must be the Session's client's.
-		sid := newSID()
-		requireRefused(t, g.call(t, g.agent, "stormline", "/orders", sid, otherTok.AccessToken), http.StatusBadRequest, "invalid_session")
+		sid := sessID()
+		requireBearerRefused(t, g.call(t, g.agent, "stormline", "/orders", sid, otherTok.AccessToken), http.StatusBadRequest, "invalid_session")
 		require.Nil(t, g.sessionAccount(t, g.agent, sid))
 	})
 
 	t.Run("second account in a Session", func(t *testing.T) {
 		bob := g.signIn(t, g.agent, "bob", []string{"orders:read"}, "")
-		sid := newSID()
-		require.Equal(t, g.accountID(t, "ada"), requireGrant(t, g.call(t, g.agent, "stormline", "/orders", sid, ada.AccessToken)).AccountID)
+		sid := sessID()
+		require.Equal(t, g.accountID(t, "ada"), requireBearerGrant(t, g.call(t, g.agent, "stormline", "/orders", sid, ada.AccessToken)).AccountID)
 		// Spec 5.4: session_ended for bob in ada's Session, and no
 		// challenge, since bob's token is fine.
 		w := g.call(t, g.agent, "stormline", "/orders", sid, bob.AccessToken)
-		require.Empty(t, requireRefused(t, w, http.StatusBadRequest, "session_ended"))
+		require.Empty(t, requireBearerRefused(t, w, http.StatusBadRequest, "session_ended"))
 		require.Equal(t, http.StatusBadRequest, g.call(t, g.agent, "stormline", "/browse", sid, bob.AccessToken).Code)
 		// ada continues, signed in and out.
-		require.Equal(t, g.accountID(t, "ada"), requireGrant(t, g.call(t, g.agent, "stormline", "/orders", sid, ada.AccessToken)).AccountID)
-		require.Nil(t, requireGrant(t, g.call(t, g.agent, "stormline", "/browse", sid, "")))
+		require.Equal(t, g.accountID(t, "ada"), requireBearerGrant(t, g.call(t, g.agent, "stormline", "/orders", sid, ada.AccessToken)).AccountID)
+		require.Nil(t, requireBearerGrant(t, g.call(t, g.agent, "stormline", "/browse", sid, "")))
 		// bob works in his own Session.
-		require.Equal(t, g.accountID(t, "bob"), requireGrant(t, g.call(t, g.agent, "stormline", "/orders", newSID(), bob.AccessToken)).AccountID)
+		require.Equal(t, g.accountID(t, "bob"), requireBearerGrant(t, g.call(t, g.agent, "stormline", "/orders", sessID(), bob.AccessToken)).AccountID)
 	})
 
 	t.Run("first token of a Session that browsed signed out", func(t *testing.T) {
-		sid := newSID()
-		require.Nil(t, requireGrant(t, g.call(t, g.agent, "stormline", "/browse", sid, "")))
-		require.Equal(t, g.accountID(t, "ada"), requireGrant(t, g.call(t, g.agent, "stormline", "/browse", sid, ada.AccessToken)).AccountID)
+		sid := sessID()
+		require.Nil(t, requireBearerGrant(t, g.call(t, g.agent, "stormline", "/browse", sid, "")))
+		require.Equal(t, g.accountID(t, "ada"), requireBearerGrant(t, g.call(t, g.agent, "stormline", "/browse", sid, ada.AccessToken)).AccountID)
 		require.Equal(t, g.accountID(t, "ada"), *g.sessionAccount(t, g.agent, sid))
 	})
 
 	// Last, since it ends ada's tokens.
 	t.Run("revoked", func(t *testing.T) {
-		sid := newSID()
-		requireGrant(t, g.call(t, g.agent, "stormline", "/orders", sid, ada.AccessToken))
+		sid := sessID()
+		requireBearerGrant(t, g.call(t, g.agent, "stormline", "/orders", sid, ada.AccessToken))
 		g.revoke(t, g.agent, ada.RefreshToken)
-		h := requireRefused(t, g.call(t, g.agent, "stormline", "/orders", sid, ada.AccessToken), http.StatusUnauthorized, "invalid_token")
+		h := requireBearerRefused(t, g.call(t, g.agent, "stormline", "/orders", sid, ada.AccessToken), http.StatusUnauthorized, "invalid_token")
 		require.Contains(t, h, `resource_metadata="`+domainMeta+`"`)
 		// The Session continues signed out (spec 5.5).
-		require.Nil(t, requireGrant(t, g.call(t, g.agent, "stormline", "/browse", sid, "")))
+		require.Nil(t, requireBearerGrant(t, g.call(t, g.agent, "stormline", "/browse", sid, "")))
 	})
-}
-
-// TestBindAccountConcurrent races first requests of one Session for two
-// accounts: exactly one account wins.
-func TestBindAccountConcurrent(t *testing.T) {
-	t.Parallel()
-	g := setupRig(t)
-	store := sessions.NewStore(g.env.Pool)
-	ctx := context.Background()
-	// A Session row, started by a signed-out request.
-	sid := newSID()
-	require.Nil(t, requireGrant(t, g.call(t, g.agent, "stormline", "/browse", sid, "")))
-	var company int64
-	require.NoError(t, g.env.Pool.QueryRow(ctx, `SELECT id FROM companies WHERE slug = 'stormline'`).Scan(&company))
-	ada, bob := g.accountID(t, "ada"), g.accountID(t, "bob")
-
-	results := make(chan bool, 20)
-	for i := range 20 {
-		go func() {
-			acct := ada
-			if i%2 == 1 {
-				acct = bob
-			}
-			ok, err := store.BindAccount(ctx, company, g.agent.ClientID, sid, acct)
-			if err != nil {
-				t.Error(err)
-			}
-			results <- ok
-		}()
-	}
-	wins := 0
-	for range 20 {
-		if <-results {
-			wins++
-		}
-	}
-	require.Equal(t, 10, wins, "every request for the first account bound wins, every other loses")
-	bound := *g.sessionAccount(t, g.agent, sid)
-	require.Contains(t, []int64{ada, bob}, bound)
-
-	ok, err := store.BindAccount(ctx, company, g.agent.ClientID, "no-such-sid", ada)
-	require.ErrorIs(t, err, sessions.ErrNotFound)
-	require.False(t, ok)
 }
