@@ -430,7 +430,7 @@ func BenchmarkStoreSend(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			const perProc = 4
-			store := conversations.NewStore(env.Pool, bc.enqueue, nil)
+			store := conversations.NewStore(env.Pool, conversations.StoreOptions{Enqueue: bc.enqueue})
 			ids := make([]string, perProc*runtime.GOMAXPROCS(0))
 			for i := range ids {
 				ids[i] = c.start(b)

@@ -55,7 +55,7 @@ type jobRunner struct {
 func newJobRunner(t *testing.T, cs *companySide) *jobRunner {
 	t.Helper()
 	j := &jobRunner{cs: cs, sweeps: map[string]jobs.Sweep{}}
-	store := conversations.NewStore(cs.env.Pool, &j.delivered, j.clock.now)
+	store := conversations.NewStore(cs.env.Pool, conversations.StoreOptions{Enqueue: &j.delivered, Now: j.clock.now})
 	for _, s := range conversations.Sweeps(store, tenant.NewStore(cs.env.Pool)) {
 		j.sweeps[s.Name] = s
 	}
