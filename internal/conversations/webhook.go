@@ -62,7 +62,7 @@ type Companies interface {
 type DeliveryOptions struct {
 	Pool *pgxpool.Pool
 	// Jobs inserts the delivery jobs, and those of operations
-	// (EnableOperations): the platform's River client.
+	// (NewOperations): the platform's River client.
 	Jobs      Inserter
 	Companies Companies
 	// Keys sign Poppy-Verified.
