@@ -272,7 +272,7 @@ func BenchmarkWakeLongPoll(b *testing.B) {
 	out := make(chan answer, 1)
 	for b.Loop() {
 		go poll(cursor, out)
-		waitParked(b, "(*Handler).read", 1)
+		waitParked(b, "(*reader).read", 1)
 		sent := time.Now()
 		c.send(b, id)
 		accepted := time.Now()
@@ -326,7 +326,7 @@ func BenchmarkWakeSSE(b *testing.B) {
 
 	var wake, post []time.Duration
 	for b.Loop() {
-		waitParked(b, "(*Handler).stream", 1)
+		waitParked(b, "(*reader).stream", 1)
 		sent := time.Now()
 		c.send(b, id)
 		accepted := time.Now()
@@ -430,7 +430,7 @@ func BenchmarkStoreSend(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			const perProc = 4
-			store := conversations.NewStore(env.Pool, bc.enqueue, nil)
+			store := conversations.NewStore(env.Pool, conversations.StoreOptions{Enqueue: bc.enqueue})
 			ids := make([]string, perProc*runtime.GOMAXPROCS(0))
 			for i := range ids {
 				ids[i] = c.start(b)
@@ -653,7 +653,7 @@ func streamsOpen() int {
 	_, profile, _ := strings.Cut(buf.String(), "\n")
 	n := 0
 	for rec := range strings.SplitSeq(profile, "\n\n") {
-		if !strings.Contains(rec, benchPkg+"(*Handler).stream+") {
+		if !strings.Contains(rec, benchPkg+"(*reader).stream+") {
 			continue
 		}
 		count, _, _ := strings.Cut(rec, " ")

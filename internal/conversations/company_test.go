@@ -51,7 +51,7 @@ func newCompanySide(t *testing.T, o companyOptions) *companySide {
 	cs := &companySide{env: env, agent: env.StartAgent(t, "agent.test")}
 	conv := map[string]any{"handoff_unavailable_message": "Nobody from the team is free right now."}
 	if o.webhook {
-		cs.hook = startHook(t, env)
+		cs.hook = startHook(t, env.CA, env.Hosts)
 		conv["agent_webhook"] = cs.hook.URL
 	}
 	for k, v := range o.conversations {

@@ -6,6 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/poppyhost/poppyhost/internal/db"
 )
 
 // TestEvent is a Company-side event for the Personal Agent tests, added
@@ -19,9 +21,9 @@ type TestEvent struct {
 // would, moving it to status and responder ("" keeps them), and returns
 // the ID of the last event added.
 func AppendTestEvents(ctx context.Context, pool *pgxpool.Pool, companyID int64, id, status, responder string, events ...TestEvent) (string, error) {
-	s := NewStore(pool, nil, nil)
+	s := NewStore(pool, StoreOptions{})
 	var last string
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		c, err := get(ctx, tx, companyID, id, true)
 		if err != nil {
 			return err

@@ -1,93 +1,35 @@
 package conversations
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/go-chi/chi/v5"
-
-	"github.com/poppyhost/poppyhost/internal/bearer"
 	"github.com/poppyhost/poppyhost/internal/httpx"
-	"github.com/poppyhost/poppyhost/internal/operations"
-	"github.com/poppyhost/poppyhost/internal/sessions"
-	"github.com/poppyhost/poppyhost/internal/tenant"
-	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
-// Handler serves the Personal Agent side of the conversation endpoint.
-type Handler struct {
-	store  *Store
-	hub    *Hub
-	tokens *bearer.Validator
-	// WaitCap bounds wait and a stream's life [30s, 5m].
+// What both sides' handlers share: reading a conversation's events
+// (cursor, wait, server-sent events; spec 8.5, 8.6) and decoding a body.
+
+// reader answers reads of a conversation's events, for the Personal Agent
+// (AgentHandler) and the Company (CompanyHandler) alike.
+type reader struct {
+	store *Store
+	hub   *Hub
+	// waitCap bounds wait [30s, 5m]; streamCap a stream's life.
 	waitCap   time.Duration
 	streamCap time.Duration
 	keepAlive time.Duration
 }
 
-// NewHandler returns a Handler.
-func NewHandler(store *Store, hub *Hub, tokens *bearer.Validator) *Handler {
-	return &Handler{store: store, hub: hub, tokens: tokens, waitCap: defaultWaitCap,
-		streamCap: 5 * time.Minute, keepAlive: 15 * time.Second}
-}
-
-// Mount mounts the routes of spec 8.2 on r, which already verifies the
-// Session header (sessions.Manager.Require) and knows the Company.
-func (h *Handler) Mount(r chi.Router) {
-	r.Post("/", h.start)
-	r.Post("/{id}/messages", h.send)
-	r.Get("/{id}/events", h.events)
-	r.Post("/{id}/handoff", h.act(http.StatusAccepted, h.store.Handoff))
-	r.Post("/{id}/close", h.act(http.StatusOK, h.store.Close))
-}
-
-// owner authorizes the request's access token, if any, and returns who it
-// speaks for; on failure it has answered.
-func (h *Handler) owner(w http.ResponseWriter, r *http.Request) (Owner, bool) {
-	sess := sessions.FromContext(r.Context())
-	g, err := h.tokens.Authorize(r.Context(), r, bearer.Resource{})
-	if err != nil {
-		bearer.WriteError(w, r, err)
-		return Owner{}, false
-	}
-	o := Owner{ClientID: sess.ClientID, UserID: sess.UserID, Verified: verified.FromRequest(sess, g)}
-	declareOperations(o.Verified, operations.Declared(sess, r.Header.Values(operations.ExtensionsHeader)))
-	if g != nil {
-		o.AccountID = g.AccountID
-	}
-	return o, true
-}
-
-func policy(c *tenant.Company) Policy {
-	return Policy{HasAgent: c.Settings.Conversations.AgentWebhook != ""}
-}
-
-// extensionsOf says which extensions the Company lists, for dropping
-// extension content it does not (spec 8.4).
-func extensionsOf(c *tenant.Company) func(string) bool {
-	return func(name string) bool { _, ok := c.Settings.Extensions[name]; return ok }
-}
-
-// fail answers err with httpx.WriteError after the Personal Agent side's
-// two rules: a conversation that used an account asks for a token with a
-// challenge (spec 8.11), and every bad body is invalid_request (8.13).
-func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var he *httpx.Error
-	switch {
-	case errors.Is(err, errSignInNeeded):
-		c := tenant.FromContext(r.Context())
-		(&bearer.Challenge{Description: err.Error(), ResourceMetadata: h.tokens.MetadataURL(c, bearer.Resource{})}).Write(w, r)
-	case errors.As(err, &he) && (he.Code == httpx.CodeRequestTooLarge || he.Code == httpx.CodeUnsupportedMediaType):
-		// Every bad body is invalid_request here (spec 8.13).
-		httpx.WriteError(w, r, &httpx.Error{Code: httpx.CodeInvalidRequest, Description: he.Description})
-	default:
-		httpx.WriteError(w, r, err)
-	}
+func newReader(store *Store, hub *Hub) reader {
+	return reader{store: store, hub: hub, waitCap: defaultWaitCap, streamCap: 5 * time.Minute, keepAlive: 15 * time.Second}
 }
 
 // readParams are cursor and wait (spec 8.5), with Last-Event-ID winning
@@ -126,7 +68,7 @@ func parseWait(s string, limit time.Duration) (time.Duration, bool) {
 	return time.Duration(n) * time.Second, true
 }
 
-func (h *Handler) parseRead(r *http.Request) (readParams, error) {
+func (h *reader) parseRead(r *http.Request) (readParams, error) {
 	var p readParams
 	q := r.URL.Query()
 	if len(q["cursor"]) > 1 || len(q["wait"]) > 1 {
@@ -165,16 +107,6 @@ func acceptsStream(r *http.Request) bool {
 	return false
 }
 
-// Read is a read of a conversation's events (spec 8.5).
-type Read struct {
-	ConversationID string  `json:"conversation_id"`
-	Events         []Event `json:"events"`
-	Cursor         string  `json:"cursor"`
-	HasMore        bool    `json:"has_more"`
-	Status         string  `json:"status"`
-	Responder      string  `json:"responder"`
-}
-
 // checkCursor validates a cursor against the conversation: one of its
 // event IDs, not pruned (cursor_expired).
 func checkCursor(c *Conversation, p readParams) error {
@@ -190,7 +122,7 @@ func checkCursor(c *Conversation, p readParams) error {
 // read returns the events after p, waiting up to p.wait for one. The
 // waiter is registered before the first read, so an event committed after
 // that read wakes it.
-func (h *Handler) read(ctx context.Context, c *Conversation, p readParams) (*Read, error) {
+func (h *reader) read(ctx context.Context, c *Conversation, p readParams) (*Read, error) {
 	w := h.hub.Watch(c.CompanyID, c.ID)
 	defer w.Stop()
 	deadline := time.NewTimer(p.wait)
@@ -218,208 +150,90 @@ func (h *Handler) read(ctx context.Context, c *Conversation, p readParams) (*Rea
 	}
 }
 
-func readOf(c *Conversation, p readParams, events []Event, more bool) *Read {
-	rd := &Read{ConversationID: c.ID, Events: events, Cursor: p.cursor, HasMore: more, Status: c.Status, Responder: c.Responder}
-	if rd.Events == nil {
-		rd.Events = []Event{}
-	}
-	if len(events) > 0 {
-		rd.Cursor = eventID(events[len(events)-1].Seq)
-	}
-	return rd
-}
-
-// writeRead answers with a read, adding the challenge of an authorization
-// event to the response's headers (spec 8.11).
-func (h *Handler) writeRead(w http.ResponseWriter, r *http.Request, status int, rd *Read) {
-	for _, e := range rd.Events {
-		if e.Type != EventAuthorization {
-			continue
-		}
-		if scope, _ := e.Body["scope"].(string); scope != "" {
-			ch := bearer.Challenge{Code: httpx.CodeInsufficientScope, Scopes: strings.Fields(scope),
-				ResourceMetadata: h.tokens.MetadataURL(tenant.FromContext(r.Context()), bearer.Resource{})}
-			w.Header().Set("WWW-Authenticate", ch.Header())
-		}
-	}
-	httpx.WriteJSON(w, status, rd)
-}
-
-// reply answers a POST: the state, or with wait a read (spec 8.3).
-func (h *Handler) reply(w http.ResponseWriter, r *http.Request, status int, c *Conversation, p readParams) {
-	if p.waited {
-		// The cursor was checked before the message was accepted; only
-		// pruning since then can fail it.
-		if err := checkCursor(c, p); err != nil {
-			h.fail(w, r, err)
-			return
-		}
-		rd, err := h.read(r.Context(), c, p)
-		if err != nil {
-			h.fail(w, r, err)
-			return
-		}
-		h.writeRead(w, r, status, rd)
-		return
-	}
-	httpx.WriteJSON(w, status, replyOf(c))
-}
-
-// postCheck refuses a POST's cursor before the POST changes anything: with
-// wait, the reply is a read from it (spec 8.3), so it must be one of the
-// conversation's events, and a new conversation has none yet.
-func postCheck(p readParams) precheck {
-	if !p.waited || p.cursor == "" {
-		return nil
-	}
-	return func(c *Conversation) error {
-		if c == nil {
-			return invalid("cursor is not an event ID of this conversation")
-		}
-		return checkCursor(c, p)
-	}
-}
-
-func checkMessage(r *http.Request, m *Message) error {
-	if m == nil {
-		return nil
-	}
-	if raw, _ := json.Marshal(m); len(raw) > maxMessageBytes {
-		return invalid("the message is larger than %d bytes", maxMessageBytes)
-	}
-	return checkAgentMessage(m, extensionsOf(tenant.FromContext(r.Context())))
-}
-
-// postMessage answers a POST that carries a message (spec 8.3): it reads
-// the body into req, checks it with valid and the message m returns, reads
-// cursor and wait, and has do accept the message; the answer is the state,
-// or with wait a read, with status.
-func (h *Handler) postMessage(w http.ResponseWriter, r *http.Request, req any, valid func() (*Message, error), status int,
-	do func(ctx context.Context, co *tenant.Company, o Owner, check precheck) (*Conversation, error)) {
-	o, ok := h.owner(w, r)
-	if !ok {
-		return
-	}
-	if err := decodeBody(w, r, req, false, false); err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	m, err := valid()
-	if err == nil {
-		err = checkMessage(r, m)
-	}
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	p, err := h.parseRead(r)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	p.sse = false
-	c, err := do(r.Context(), tenant.FromContext(r.Context()), o, postCheck(p))
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	h.reply(w, r, status, c, p)
-}
-
-func (h *Handler) start(w http.ResponseWriter, r *http.Request) {
-	var req StartRequest
-	valid := func() (*Message, error) {
-		if req.ParentID != "" && !validID(req.ParentID) {
-			return nil, notFound()
-		}
-		if req.AcceptedEventID != "" && !validID(req.AcceptedEventID) {
-			return nil, invalid("user_requested_event_id must be an event ID (spec 8.2)")
-		}
-		return req.Message, nil
-	}
-	h.postMessage(w, r, &req, valid, http.StatusCreated,
-		func(ctx context.Context, co *tenant.Company, o Owner, check precheck) (*Conversation, error) {
-			return h.store.start(ctx, co.ID, o, req, policy(co), check)
-		})
-}
-
-func (h *Handler) send(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Message *Message `json:"message"`
-	}
-	valid := func() (*Message, error) {
-		if req.Message == nil {
-			return nil, invalid("message is required (spec 8.3)")
-		}
-		return req.Message, nil
-	}
-	h.postMessage(w, r, &req, valid, http.StatusAccepted,
-		func(ctx context.Context, co *tenant.Company, o Owner, check precheck) (*Conversation, error) {
-			return h.store.send(ctx, co.ID, o, chi.URLParam(r, "id"), req.Message, policy(co), check)
-		})
-}
-
-// act answers handoff and close: their {} body, whose unknown members are
-// ignored (spec 3.3), then do on the conversation in the path, then its
-// state with status.
-func (h *Handler) act(status int, do func(ctx context.Context, companyID int64, o Owner, id string) (*Conversation, error)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		o, ok := h.owner(w, r)
-		var body map[string]json.RawMessage
-		if !ok {
-			return
-		}
-		if err := decodeBody(w, r, &body, false, false); err != nil {
-			h.fail(w, r, err)
-			return
-		}
-		c, err := do(r.Context(), tenant.FromContext(r.Context()).ID, o, chi.URLParam(r, "id"))
-		if err != nil {
-			h.fail(w, r, err)
-			return
-		}
-		httpx.WriteJSON(w, status, Reply{Status: c.Status, Responder: c.Responder})
-	}
-}
-
-func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
-	o, ok := h.owner(w, r)
-	if !ok {
-		return
-	}
-	co := tenant.FromContext(r.Context())
-	c, err := h.store.Get(r.Context(), co.ID, chi.URLParam(r, "id"))
-	if err == nil {
-		err = o.owns(c)
-	}
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	h.serveEvents(w, r, c, h.fail, h.writeRead)
-}
-
 // serveEvents answers a read of c for either side (spec 8.5, 8.6): a
-// stream when asked for, else events as JSON, waiting up to wait. fail
-// writes the side's errors, write its reads.
-func (h *Handler) serveEvents(w http.ResponseWriter, r *http.Request, c *Conversation,
-	fail func(http.ResponseWriter, *http.Request, error), write func(http.ResponseWriter, *http.Request, int, *Read)) {
+// stream when asked for, else events as JSON, waiting up to wait, written
+// by write. It returns the error to answer with, having written nothing.
+func (h *reader) serveEvents(w http.ResponseWriter, r *http.Request, c *Conversation,
+	write func(http.ResponseWriter, *http.Request, int, *Read)) error {
 	p, err := h.parseRead(r)
 	if err == nil {
 		err = checkCursor(c, p)
 	}
 	if err != nil {
-		fail(w, r, err)
-		return
+		return err
 	}
 	if p.sse {
 		h.stream(w, r, c, p)
-		return
+		return nil
 	}
 	rd, err := h.read(r.Context(), c, p)
 	if err != nil {
-		fail(w, r, err)
-		return
+		return err
 	}
 	write(w, r, http.StatusOK, rd)
+	return nil
+}
+
+// decodeBody reads r's body into dst, for either side: as
+// httpx.DecodeJSON does, up to maxBodyBytes, then refusing what PostgreSQL
+// cannot store. strict refuses unknown members, for our own Company API; a
+// Personal Agent's body may carry members we do not know (spec 3.3).
+// optional accepts an empty body, for routes whose body has nothing
+// required.
+func decodeBody(w http.ResponseWriter, r *http.Request, dst any, strict, optional bool) error {
+	if optional && r.ContentLength == 0 {
+		return nil
+	}
+	if err := httpx.DecodeJSON(w, r, dst, httpx.DecodeOptions{MaxBytes: maxBodyBytes, Strict: strict}); err != nil {
+		return err
+	}
+	return checkStorable(dst)
+}
+
+// checkStorable refuses a decoded body that PostgreSQL cannot store:
+// jsonb and text refuse U+0000 (a JSON "\u0000"), and jsonb refuses
+// numbers beyond numeric's range. Such a body is the client's error, not
+// a 500 from the INSERT.
+func checkStorable(v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return invalid("the body is not valid JSON")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return invalid("the body is not valid JSON")
+		}
+		switch t := tok.(type) {
+		case string:
+			if strings.ContainsRune(t, 0) {
+				return invalid("strings must not contain U+0000")
+			}
+		case json.Number:
+			if !storableNumber(string(t)) {
+				return invalid("a number is out of range")
+			}
+		}
+	}
+}
+
+// storableNumber keeps numbers well inside numeric's input limits
+// (exponent within ±1000, scale at most 16383) and float64's range.
+func storableNumber(n string) bool {
+	if len(n) > 1000 {
+		return false
+	}
+	if _, err := strconv.ParseFloat(n, 64); err != nil {
+		return false
+	}
+	if i := strings.IndexAny(n, "eE"); i >= 0 {
+		exp, err := strconv.Atoi(n[i+1:])
+		return err == nil && exp >= -1000 && exp <= 1000
+	}
+	return true
 }

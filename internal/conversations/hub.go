@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -174,10 +173,8 @@ func (h *Hub) listen(ctx context.Context) error {
 	// The connection will LISTEN: it must never go back to the pool.
 	conn := pooled.Hijack()
 	defer conn.Close(context.WithoutCancel(ctx))
-	for _, ch := range []string{eventsChannel, deltasChannel} {
-		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
-			return err
-		}
+	if err := listenTo(ctx, conn, eventsChannel, deltasChannel); err != nil {
+		return err
 	}
 	h.wakeAll()
 	for {
@@ -197,13 +194,6 @@ func (h *Hub) listen(ctx context.Context) error {
 	}
 }
 
-// notifyTx tells every replica, when tx commits, that the conversation has
-// new events.
-func notifyTx(ctx context.Context, tx pgx.Tx, companyID int64, conversationID string) error {
-	_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, eventsChannel, hubKey(companyID, conversationID))
-	return err
-}
-
 // maxPayload keeps a notification under PostgreSQL's limit of 8000 bytes.
 const maxPayload = 7900
 
@@ -214,8 +204,7 @@ func PublishDelta(ctx context.Context, pool *pgxpool.Pool, d Delta) error {
 	if err != nil {
 		return err
 	}
-	_, err = pool.Exec(ctx, `SELECT pg_notify($1, $2)`, deltasChannel, string(payload))
-	return err
+	return notify(ctx, pool, deltasChannel, string(payload))
 }
 
 // deltaPayload is d as a notification payload, its text cut to fit.

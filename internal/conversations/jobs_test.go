@@ -2,7 +2,7 @@ package conversations_test
 
 import (
 	"context"
-	"net/http"
+	"encoding/json"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/conversations"
+	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/jobs"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
@@ -43,208 +45,275 @@ func (e *enqueued) list() []string {
 	return slices.Clone(e.ids)
 }
 
-// jobRunner runs the package's sweeps through River, on a store with the
-// test's clock that records deliveries.
-type jobRunner struct {
-	cs        *companySide
-	clock     jobClock
-	delivered enqueued
-	sweeps    map[string]jobs.Sweep
+// sweepSide is a database of its own with two Companies, acme with the
+// test's conversation settings and rival with the defaults, a store that
+// makes the conversations and the sweeps' store, which records what they
+// deliver; both on the test's clock. The sweeps need nothing else.
+type sweepSide struct {
+	pool        *pgxpool.Pool
+	store       *conversations.Store
+	swept       *conversations.Store
+	acme, rival *tenant.Company
+	clock       jobClock
+	delivered   enqueued
+	sweeps      map[string]jobs.Sweep
 }
 
-func newJobRunner(t *testing.T, cs *companySide) *jobRunner {
+// owner is the Personal Agent and User of every conversation of the
+// sweep tests.
+var owner = conversations.Owner{ClientID: "https://agent.test/", UserID: "user_1"}
+
+func newSweepSide(t *testing.T, acme tenant.Conversations) *sweepSide {
 	t.Helper()
-	j := &jobRunner{cs: cs, sweeps: map[string]jobs.Sweep{}}
-	store := conversations.NewStore(cs.env.Pool, &j.delivered, j.clock.now)
-	for _, s := range conversations.Sweeps(store, tenant.NewStore(cs.env.Pool)) {
+	ctx := context.Background()
+	pool := testdb.NewPool(t)
+	companies := tenant.NewStore(pool)
+	j := &sweepSide{pool: pool, sweeps: map[string]jobs.Sweep{}}
+	acme.HandoffUnavailableMessage = "Nobody from the team is free right now."
+	var err error
+	j.acme, err = companies.Create(ctx, coSlug, tenant.Settings{
+		Organization: tenant.Organization{Name: "Acme", Domain: "acme.example"}, Conversations: acme})
+	require.NoError(t, err)
+	j.rival, err = companies.Create(ctx, coRival, tenant.Settings{
+		Organization: tenant.Organization{Name: "Rival", Domain: "rival.example"}})
+	require.NoError(t, err)
+	j.store = conversations.NewStore(pool, conversations.StoreOptions{Now: j.clock.now})
+	j.swept = conversations.NewStore(pool, conversations.StoreOptions{Enqueue: &j.delivered, Now: j.clock.now})
+	for _, s := range conversations.Sweeps(j.swept, companies) {
 		j.sweeps[s.Name] = s
 	}
 	require.Len(t, j.sweeps, 3)
 	return j
 }
 
-// run runs one sweep. The delivery jobs the Personal Agent's requests
-// queued are dropped first: the sweep's client would take them too.
-func (j *jobRunner) run(t *testing.T, name string) {
+// run runs one sweep.
+func (j *sweepSide) run(t *testing.T, name string) {
 	t.Helper()
-	_, err := j.cs.env.Pool.Exec(context.Background(), `DELETE FROM river_job`)
-	require.NoError(t, err)
 	s, ok := j.sweeps[name]
 	require.True(t, ok, name)
-	testdb.RunSweeps(t, j.cs.env.Pool, j.clock.now, s)
+	testdb.RunSweeps(t, j.pool, j.clock.now, s)
 }
 
-// origins lists the origin of a conversation's events from seq on.
-func origins(t *testing.T, cs *companySide, id string, from int) []string {
+// start starts a conversation of co with a Personal Agent message.
+func (j *sweepSide) start(t *testing.T, co *tenant.Company, msgID, text string) string {
 	t.Helper()
-	rows, err := cs.env.Pool.Query(context.Background(), `SELECT origin FROM conversation_events
-		WHERE conversation_id = $1 AND seq >= $2 ORDER BY seq`, id, from)
+	c, err := j.store.Start(context.Background(), co.ID, owner, conversations.StartRequest{Message: &conversations.Message{
+		ID: msgID, Author: conversations.Author{Type: conversations.ResponderAgent}, Text: &text}}, conversations.Policy{})
 	require.NoError(t, err)
-	var out []string
-	for rows.Next() {
-		var o string
-		require.NoError(t, rows.Scan(&o))
-		out = append(out, o)
+	return c.ID
+}
+
+// get returns a conversation of co.
+func (j *sweepSide) get(t *testing.T, co *tenant.Company, id string) *conversations.Conversation {
+	t.Helper()
+	c, err := j.store.Get(context.Background(), co.ID, id)
+	require.NoError(t, err)
+	require.NotNil(t, c, id)
+	return c
+}
+
+// state is a conversation's status and responder.
+func (j *sweepSide) state(t *testing.T, co *tenant.Company, id string) []string {
+	t.Helper()
+	c := j.get(t, co, id)
+	return []string{c.Status, c.Responder}
+}
+
+// events returns a conversation's events after seq.
+func (j *sweepSide) events(t *testing.T, co *tenant.Company, id string, after int64) []conversations.Event {
+	t.Helper()
+	evs, _, err := j.store.Events(context.Background(), co.ID, id, after, 100)
+	require.NoError(t, err)
+	return evs
+}
+
+func types(evs []conversations.Event) []string {
+	out := []string{}
+	for _, e := range evs {
+		out = append(out, e.Type)
 	}
 	return out
 }
 
+// text is the text of a message event.
+func text(t *testing.T, e conversations.Event) string {
+	t.Helper()
+	m, err := json.Marshal(e.Body["message"])
+	require.NoError(t, err)
+	var msg conversations.Message
+	require.NoError(t, json.Unmarshal(m, &msg))
+	require.NotNil(t, msg.Text)
+	return *msg.Text
+}
+
+// origins lists the origin of a conversation's events from seq on.
+func origins(t *testing.T, pool *pgxpool.Pool, id string, from int) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT origin FROM conversation_events
+		WHERE conversation_id = $1 AND seq >= $2 ORDER BY seq`, id, from)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return out
+}
+
+// requireErrCode requires err to be an httpx error with code.
+func requireErrCode(t *testing.T, err error, code string) {
+	t.Helper()
+	var he *httpx.Error
+	require.ErrorAs(t, err, &he)
+	require.Equal(t, code, he.Code)
+}
+
 func TestHandoffTimeoutJob(t *testing.T) {
 	t.Parallel()
-	cs := newCompanySide(t, companyOptions{conversations: map[string]any{"handoff_timeout_seconds": 60}})
-	jr := newJobRunner(t, cs)
-	clock := &jr.clock
-	state := func(key, id string) (string, string) {
-		v := cs.apiAs(t, key, http.MethodGet, "/"+id, nil).JSON(t)
-		return v["status"].(string), v["responder"].(string)
+	ctx := context.Background()
+	j := newSweepSide(t, tenant.Conversations{HandoffTimeoutSeconds: 60})
+	s := j.store
+	handoff := func(co *tenant.Company, id string) {
+		t.Helper()
+		_, err := s.Handoff(ctx, co.ID, owner, id)
+		require.NoError(t, err)
 	}
 
-	queued := cs.paStart(t, "msg_1", "A person, please")
-	require.Equal(t, http.StatusAccepted, cs.pa(t, http.MethodPost, "/"+queued+"/handoff", map[string]any{}).Status)
-	taken := cs.paStart(t, "msg_2", "A person, please")
-	require.Equal(t, http.StatusAccepted, cs.pa(t, http.MethodPost, "/"+taken+"/handoff", map[string]any{}).Status)
-	require.Equal(t, http.StatusOK, cs.api(t, http.MethodPost, "/"+taken+"/join", nil).Status)
-	rival := rivalConversation(t, cs)
-	require.Equal(t, http.StatusAccepted, cs.paAs(t, coRival, "", http.MethodPost, "/"+rival+"/handoff", map[string]any{}).Status)
+	queued := j.start(t, j.acme, "msg_1", "A person, please")
+	handoff(j.acme, queued)
+	taken := j.start(t, j.acme, "msg_2", "A person, please")
+	handoff(j.acme, taken)
+	_, err := s.CompanyJoin(ctx, j.acme.ID, taken, nil, nil)
+	require.NoError(t, err)
+	rival := j.start(t, j.rival, "msg_r", "Hi")
+	handoff(j.rival, rival)
 
 	// Within the limit nothing happens.
-	clock.advance(30 * time.Second)
-	jr.run(t, "conversations_handoff_timeout")
-	st, _ := state(cs.key, queued)
-	require.Equal(t, "queued", st)
+	j.clock.advance(30 * time.Second)
+	j.run(t, "conversations_handoff_timeout")
+	require.Equal(t, "queued", j.get(t, j.acme, queued).Status)
 
 	// Past acme's limit (60s) its handoff goes back to the Company Agent,
 	// which says nobody is free; rival's default limit (300s) is not past.
-	clock.advance(61 * time.Second)
-	jr.run(t, "conversations_handoff_timeout")
-	st, rs := state(cs.key, queued)
-	require.Equal(t, []string{"idle", "agent"}, []string{st, rs})
-	rd := cs.paEvents(t, queued, "cursor=evt_3")
-	require.Equal(t, []string{"message", "state"}, typesOf(rd))
-	msg := eventsOf(rd)[0]["message"].(map[string]any)
+	j.clock.advance(61 * time.Second)
+	j.run(t, "conversations_handoff_timeout")
+	require.Equal(t, []string{"idle", "agent"}, j.state(t, j.acme, queued))
+	evs := j.events(t, j.acme, queued, 3)
+	require.Equal(t, []string{"message", "state"}, types(evs))
+	msg := evs[0].Body["message"].(map[string]any)
 	require.Equal(t, "Nobody from the team is free right now.", msg["text"])
 	require.Equal(t, "company", msg["role"])
 	require.Equal(t, map[string]any{"type": "agent"}, msg["author"])
-	require.Equal(t, []string{"platform", "platform"}, origins(t, cs, queued, 4), "the Company's webhook hears of it")
-	require.Equal(t, []string{queued}, jr.delivered.list())
-	st, rs = state(cs.key, taken)
-	require.Equal(t, []string{"idle", "human"}, []string{st, rs})
-	st, _ = state(cs.rivalKey, rival)
-	require.Equal(t, "queued", st)
+	require.Equal(t, []string{"platform", "platform"}, origins(t, j.pool, queued, 4), "the Company's webhook hears of it")
+	require.Equal(t, []string{queued}, j.delivered.list())
+	require.Equal(t, []string{"idle", "human"}, j.state(t, j.acme, taken))
+	require.Equal(t, "queued", j.get(t, j.rival, rival).Status)
 
-	clock.advance(301 * time.Second)
-	jr.run(t, "conversations_handoff_timeout")
-	st, rs = state(cs.rivalKey, rival)
-	require.Equal(t, []string{"idle", "agent"}, []string{st, rs})
-	text := cs.apiAs(t, cs.rivalKey, http.MethodGet, "/"+rival+"/events?cursor=evt_3", nil).JSON(t)
-	require.Contains(t, eventsOf(text)[0]["message"].(map[string]any)["text"], "No one is available")
+	j.clock.advance(301 * time.Second)
+	j.run(t, "conversations_handoff_timeout")
+	require.Equal(t, []string{"idle", "agent"}, j.state(t, j.rival, rival))
+	require.Contains(t, text(t, j.events(t, j.rival, rival, 3)[0]), "No one is available")
 	// Nothing more for acme's: it is no longer queued.
-	require.Len(t, eventsOf(cs.paEvents(t, queued, "cursor=evt_3")), 2)
+	require.Len(t, j.events(t, j.acme, queued, 3), 2)
 }
 
 func TestIdleCloseJob(t *testing.T) {
 	t.Parallel()
-	cs := newCompanySide(t, companyOptions{conversations: map[string]any{"idle_close_seconds": 3600}})
-	jr := newJobRunner(t, cs)
-	clock := &jr.clock
-	status := func(key, id string) string {
-		return cs.apiAs(t, key, http.MethodGet, "/"+id, nil).JSON(t)["status"].(string)
-	}
+	ctx := context.Background()
+	j := newSweepSide(t, tenant.Conversations{IdleCloseSeconds: 3600})
+	s := j.store
 
-	idle := cs.paStart(t, "msg_1", "Hello")
-	parent := cs.paStart(t, "msg_2", "Hello")
-	require.Equal(t, http.StatusCreated, cs.api(t, http.MethodPost, "/"+parent+"/user-requested", map[string]any{"reason": "r"}).Status)
-	resp := cs.pa(t, http.MethodPost, "", map[string]any{"parent_conversation_id": parent, "user_requested_event_id": "evt_3"})
-	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
-	direct := resp.JSON(t)["conversation_id"].(string)
-	rival := rivalConversation(t, cs)
+	idle := j.start(t, j.acme, "msg_1", "Hello")
+	parent := j.start(t, j.acme, "msg_2", "Hello")
+	_, err := s.CompanyUserRequested(ctx, j.acme.ID, parent, "r")
+	require.NoError(t, err)
+	c, err := s.Start(ctx, j.acme.ID, owner, conversations.StartRequest{ParentID: parent, AcceptedEventID: "evt_3"},
+		conversations.Policy{})
+	require.NoError(t, err)
+	direct := c.ID
+	rival := j.start(t, j.rival, "msg_r", "Hi")
 
-	clock.advance(30 * time.Minute)
-	jr.run(t, "conversations_idle_close")
-	require.Equal(t, "idle", status(cs.key, idle))
+	j.clock.advance(30 * time.Minute)
+	j.run(t, "conversations_idle_close")
+	require.Equal(t, "idle", j.get(t, j.acme, idle).Status)
 
 	// Past an hour: closed, the Direct Conversation too; its parent waits
 	// while the Direct Conversation is open, and closing it is activity.
-	clock.advance(61 * time.Minute)
-	jr.run(t, "conversations_idle_close")
-	require.Equal(t, "closed", status(cs.key, idle))
-	require.Equal(t, []string{"platform"}, origins(t, cs, idle, 3))
-	require.Equal(t, "closed", status(cs.key, direct))
-	require.Equal(t, "idle", status(cs.key, parent))
-	require.Equal(t, []string{"user_requested", "direct_opened", "direct_closed"}, typesOf(cs.paEvents(t, parent, "cursor=evt_2")))
-	require.Equal(t, "idle", status(cs.rivalKey, rival), "the rival's limit is a week")
-	sent := cs.pa(t, http.MethodPost, "/"+idle+"/messages", map[string]any{"message": map[string]any{
-		"id": "msg_3", "author": map[string]any{"type": "agent"}, "text": "Still there?"}})
-	requireCode(t, sent, 409, "conversation_closed")
+	j.clock.advance(61 * time.Minute)
+	j.run(t, "conversations_idle_close")
+	require.Equal(t, "closed", j.get(t, j.acme, idle).Status)
+	require.Equal(t, []string{"platform"}, origins(t, j.pool, idle, 3))
+	require.Equal(t, "closed", j.get(t, j.acme, direct).Status)
+	require.Equal(t, "idle", j.get(t, j.acme, parent).Status)
+	require.Equal(t, []string{"user_requested", "direct_opened", "direct_closed"}, types(j.events(t, j.acme, parent, 2)))
+	require.Equal(t, "idle", j.get(t, j.rival, rival).Status, "the rival's limit is a week")
+	still := "Still there?"
+	_, err = s.Send(ctx, j.acme.ID, owner, idle, &conversations.Message{ID: "msg_3",
+		Author: conversations.Author{Type: conversations.ResponderAgent}, Text: &still}, conversations.Policy{})
+	requireErrCode(t, err, "conversation_closed")
 
-	clock.advance(2*time.Hour + 2*time.Minute)
-	jr.run(t, "conversations_idle_close")
-	require.Equal(t, "closed", status(cs.key, parent))
-	require.Equal(t, "idle", status(cs.rivalKey, rival))
-	clock.advance(7*24*time.Hour + time.Minute)
-	jr.run(t, "conversations_idle_close")
-	require.Equal(t, "closed", status(cs.rivalKey, rival))
+	j.clock.advance(2*time.Hour + 2*time.Minute)
+	j.run(t, "conversations_idle_close")
+	require.Equal(t, "closed", j.get(t, j.acme, parent).Status)
+	require.Equal(t, "idle", j.get(t, j.rival, rival).Status)
+	j.clock.advance(7*24*time.Hour + time.Minute)
+	j.run(t, "conversations_idle_close")
+	require.Equal(t, "closed", j.get(t, j.rival, rival).Status)
 }
 
 func TestPruneJob(t *testing.T) {
 	t.Parallel()
-	cs := newCompanySide(t, companyOptions{conversations: map[string]any{"retention_days": 1}})
-	jr := newJobRunner(t, cs)
-	clock := &jr.clock
 	ctx := context.Background()
+	j := newSweepSide(t, tenant.Conversations{RetentionDays: 1})
+	s := j.store
 	backdate := func(id string, upTo int, by time.Duration) {
 		t.Helper()
-		_, err := cs.env.Pool.Exec(ctx, `UPDATE conversation_events SET created_at = created_at - $3::interval
+		_, err := j.pool.Exec(ctx, `UPDATE conversation_events SET created_at = created_at - $3::interval
 			WHERE conversation_id = $1 AND seq <= $2`, id, upTo, by.String())
 		require.NoError(t, err)
-		_, err = cs.env.Pool.Exec(ctx, `UPDATE conversations SET last_activity_at = last_activity_at - $2::interval
+		_, err = j.pool.Exec(ctx, `UPDATE conversations SET last_activity_at = last_activity_at - $2::interval
 			WHERE id = $1 AND last_seq <= $3`, id, by.String(), upTo)
 		require.NoError(t, err)
 	}
 
 	// Open, with old and new events.
-	open := cs.paStart(t, "msg_1", "Old question")
-	require.Equal(t, http.StatusCreated, cs.api(t, http.MethodPost, "/"+open+"/messages", map[string]any{"message": map[string]any{
-		"author": map[string]any{"type": "agent"}, "text": "New answer"}}).Status)
+	open := j.start(t, j.acme, "msg_1", "Old question")
+	answer := "New answer"
+	_, err := s.CompanyPost(ctx, j.acme, open, &conversations.CompanyMessage{
+		Author: conversations.Author{Type: conversations.ResponderAgent}, Text: &answer}, "")
+	require.NoError(t, err)
 	backdate(open, 2, 48*time.Hour)
 	// Closed, every event old: it goes, with its message IDs.
-	gone := cs.paStart(t, "msg_2", "Bye")
-	require.Equal(t, http.StatusOK, cs.pa(t, http.MethodPost, "/"+gone+"/close", map[string]any{}).Status)
+	gone := j.start(t, j.acme, "msg_2", "Bye")
+	_, err = s.Close(ctx, j.acme.ID, owner, gone)
+	require.NoError(t, err)
 	backdate(gone, 3, 48*time.Hour)
 	// The rival keeps 90 days.
-	rival := rivalConversation(t, cs)
+	rival := j.start(t, j.rival, "msg_r", "Hi")
 	backdate(rival, 2, 48*time.Hour)
 
-	jr.run(t, "conversations_prune")
+	j.run(t, "conversations_prune")
 
-	rd := cs.paEvents(t, open, "")
-	require.Equal(t, []string{"message"}, typesOf(rd), "the new event stays")
-	require.Equal(t, "evt_3", eventsOf(rd)[0]["id"])
-	resp := cs.pa(t, http.MethodGet, "/"+open+"/events?cursor=evt_1", nil)
-	requireCode(t, resp, http.StatusGone, "cursor_expired")
-	requireCode(t, cs.api(t, http.MethodGet, "/"+open+"/events?cursor=evt_1", nil), http.StatusGone, "cursor_expired")
-	require.Equal(t, http.StatusOK, cs.api(t, http.MethodGet, "/"+open+"/events?cursor=evt_2", nil).Status,
-		"the cursor of the last pruned event still reads what follows")
+	evs := j.events(t, j.acme, open, 0)
+	require.Equal(t, []string{"message"}, types(evs), "the new event stays")
+	require.EqualValues(t, 3, evs[0].Seq)
+	// A cursor before evt_2 answers cursor_expired; evt_2's still reads
+	// what follows.
+	require.EqualValues(t, 3, j.get(t, j.acme, open).FirstSeq)
 
-	requireCode(t, cs.api(t, http.MethodGet, "/"+gone, nil), 404, "conversation_not_found")
-	requireCode(t, cs.pa(t, http.MethodGet, "/"+gone+"/events", nil), 404, "conversation_not_found")
+	c, err := s.Get(ctx, j.acme.ID, gone)
+	require.NoError(t, err)
+	require.Nil(t, c)
 	var ids int
-	require.NoError(t, cs.env.Pool.QueryRow(ctx, `SELECT count(*) FROM conversation_message_ids WHERE conversation_id = $1`,
+	require.NoError(t, j.pool.QueryRow(ctx, `SELECT count(*) FROM conversation_message_ids WHERE conversation_id = $1`,
 		gone).Scan(&ids))
 	require.Zero(t, ids)
-
-	rivalRead := cs.apiAs(t, cs.rivalKey, http.MethodGet, "/"+rival+"/events", nil)
-	require.Equal(t, http.StatusOK, rivalRead.Status)
-	require.Len(t, eventsOf(rivalRead.JSON(t)), 2)
+	require.Len(t, j.events(t, j.rival, rival, 0), 2)
 
 	// Later every event of the open conversation is past the retention:
 	// it stays, empty, until it closes.
-	clock.advance(3 * 24 * time.Hour)
-	jr.run(t, "conversations_prune")
-	rd = cs.paEvents(t, open, "")
-	require.Empty(t, eventsOf(rd))
-	require.Equal(t, "idle", rd["status"])
-	requireCode(t, cs.pa(t, http.MethodGet, "/"+open+"/events?cursor=evt_2", nil), http.StatusGone, "cursor_expired")
-	require.Empty(t, eventsOf(cs.paEvents(t, open, "cursor=evt_3")))
-	require.Equal(t, "evt_3", cs.api(t, http.MethodGet, "/"+open, nil).JSON(t)["cursor"])
+	j.clock.advance(3 * 24 * time.Hour)
+	j.run(t, "conversations_prune")
+	require.Empty(t, j.events(t, j.acme, open, 0))
+	cur := j.get(t, j.acme, open)
+	require.Equal(t, "idle", cur.Status)
+	require.EqualValues(t, 4, cur.FirstSeq, "a cursor of evt_2 has expired; evt_3 reads nothing")
+	require.EqualValues(t, 3, cur.LastSeq)
 }

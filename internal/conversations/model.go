@@ -5,10 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -217,68 +214,4 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	m["type"] = e.Type
 	m["created_at"] = e.CreatedAt.UTC().Format(time.RFC3339Nano)
 	return json.Marshal(m)
-}
-
-// decodeBody reads r's body into dst, for either side: as
-// httpx.DecodeJSON does, up to maxBodyBytes, then refusing what PostgreSQL
-// cannot store. strict refuses unknown members, for our own Company API; a
-// Personal Agent's body may carry members we do not know (spec 3.3).
-// optional accepts an empty body, for routes whose body has nothing
-// required.
-func decodeBody(w http.ResponseWriter, r *http.Request, dst any, strict, optional bool) error {
-	if optional && r.ContentLength == 0 {
-		return nil
-	}
-	if err := httpx.DecodeJSON(w, r, dst, httpx.DecodeOptions{MaxBytes: maxBodyBytes, Strict: strict}); err != nil {
-		return err
-	}
-	return checkStorable(dst)
-}
-
-// checkStorable refuses a decoded body that PostgreSQL cannot store:
-// jsonb and text refuse U+0000 (a JSON "\u0000"), and jsonb refuses
-// numbers beyond numeric's range. Such a body is the client's error, not
-// a 500 from the INSERT.
-func checkStorable(v any) error {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return invalid("the body is not valid JSON")
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return invalid("the body is not valid JSON")
-		}
-		switch t := tok.(type) {
-		case string:
-			if strings.ContainsRune(t, 0) {
-				return invalid("strings must not contain U+0000")
-			}
-		case json.Number:
-			if !storableNumber(string(t)) {
-				return invalid("a number is out of range")
-			}
-		}
-	}
-}
-
-// storableNumber keeps numbers well inside numeric's input limits
-// (exponent within ±1000, scale at most 16383) and float64's range.
-func storableNumber(n string) bool {
-	if len(n) > 1000 {
-		return false
-	}
-	if _, err := strconv.ParseFloat(n, 64); err != nil {
-		return false
-	}
-	if i := strings.IndexAny(n, "eE"); i >= 0 {
-		exp, err := strconv.Atoi(n[i+1:])
-		return err == nil && exp >= -1000 && exp <= 1000
-	}
-	return true
 }

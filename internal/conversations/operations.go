@@ -2,7 +2,9 @@ package conversations
 
 import (
 	"context"
+	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
 	"github.com/poppyhost/poppyhost/internal/operations"
@@ -35,16 +37,30 @@ type OperationsOptions struct {
 	Performer operations.Performer
 }
 
-// opsWiring is the Store's part of operations: set once at start.
-type opsWiring struct {
+// Operations carries operations in a Store's conversations
+// (StoreOptions.Operations; nil leaves them off): it checks a proposal's
+// request, inserts the job that performs an approval in the transaction
+// that stores its message, and runs the jobs that perform approvals,
+// watch operations left performing and deliver their outcomes.
+type Operations struct {
 	OperationsOptions
 	delivery *Delivery
+	pool     *pgxpool.Pool
+	jobs     Inserter
+	now      func() time.Time
 }
 
-// EnableOperations turns operations on for the Store's conversations,
-// with their jobs in workers; delivery inserts the jobs and posts the
-// outcomes to the Company Agent's webhook. Call it before serving.
-func EnableOperations(workers *river.Workers, s *Store, d *Delivery, o OperationsOptions) {
-	s.ops = &opsWiring{OperationsOptions: o, delivery: d}
-	addOperationJobs(workers, s)
+// NewOperations returns operations support for conversations. delivery
+// posts the outcomes to the Company Agent's webhook; its pool, job
+// inserter and clock are the operations' too.
+func NewOperations(o OperationsOptions, delivery *Delivery) *Operations {
+	return &Operations{OperationsOptions: o, delivery: delivery, pool: delivery.opts.Pool,
+		jobs: delivery.opts.Jobs, now: delivery.opts.Now}
+}
+
+// AddWorkers registers the workers of the operations' jobs.
+func (o *Operations) AddWorkers(workers *river.Workers) {
+	river.AddWorker(workers, &performWorker{o: o})
+	river.AddWorker(workers, &watchWorker{o: o})
+	river.AddWorker(workers, &outcomeWorker{d: o.delivery})
 }

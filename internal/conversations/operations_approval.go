@@ -60,7 +60,7 @@ func (s *Store) schedulePerform(ctx context.Context, tx pgx.Tx, c *Conversation,
 	}
 	args := PerformArgs{CompanyID: c.CompanyID, ConversationID: c.ID, MessageID: messageID, EventID: eventID(seq),
 		Approval: a, ClientID: o.ClientID, UserID: o.UserID, AccountID: o.AccountID, Facts: o.Verified}
-	_, err := s.ops.delivery.opts.Jobs.InsertTx(ctx, tx, args, nil)
+	_, err := s.ops.jobs.InsertTx(ctx, tx, args, nil)
 	return err
 }
 

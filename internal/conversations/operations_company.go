@@ -49,7 +49,7 @@ func present(raw json.RawMessage) bool {
 // takeCompanyOps removes extensions.operations from a Company message m
 // and checks it: a proposal or a declined notice, and only when the
 // Company has operations on. Malformed content is invalid_request.
-func takeCompanyOps(ctx context.Context, co *tenant.Company, m *Message, explicitID bool, w *opsWiring) (*companyOps, error) {
+func takeCompanyOps(ctx context.Context, co *tenant.Company, m *Message, explicitID bool, w *Operations) (*companyOps, error) {
 	raw, ok := m.Extensions[operations.Name]
 	if !ok {
 		return nil, nil

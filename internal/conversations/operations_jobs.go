@@ -81,7 +81,7 @@ func backoff(waited time.Duration) time.Duration {
 
 type performWorker struct {
 	river.WorkerDefaults[PerformArgs]
-	s *Store
+	o *Operations
 }
 
 // Timeout leaves room for the approval hook and the slowest origin an API
@@ -96,16 +96,16 @@ func (w *performWorker) NextRetry(job *river.Job[PerformArgs]) time.Time {
 }
 
 func (w *performWorker) Work(ctx context.Context, job *river.Job[PerformArgs]) error {
-	return w.s.perform(ctx, job.Args, job.Attempt >= job.MaxAttempts)
+	return w.o.perform(ctx, job.Args, job.Attempt >= job.MaxAttempts)
 }
 
 type watchWorker struct {
 	river.WorkerDefaults[WatchArgs]
-	s *Store
+	o *Operations
 }
 
 func (w *watchWorker) Work(ctx context.Context, job *river.Job[WatchArgs]) error {
-	return w.s.watch(ctx, job.Args.PerformArgs, job.CreatedAt)
+	return w.o.watch(ctx, job.Args.PerformArgs, job.CreatedAt)
 }
 
 type outcomeWorker struct {
@@ -117,20 +117,14 @@ func (w *outcomeWorker) Work(ctx context.Context, job *river.Job[OutcomeArgs]) e
 	return w.d.deliverOutcome(ctx, job.Args)
 }
 
-func addOperationJobs(workers *river.Workers, s *Store) {
-	river.AddWorker(workers, &performWorker{s: s})
-	river.AddWorker(workers, &watchWorker{s: s})
-	river.AddWorker(workers, &outcomeWorker{d: s.ops.delivery})
-}
-
 // perform hands a message's approval to the performer: for a
 // conversation, the operation must be the conversation's (check 3), and
 // the request performed is the one its proposal named. A request the
 // gateway would not forward for the approving Session is not_allowed at
 // once; another error is retried, and on the last attempt becomes an
 // outcome too.
-func (s *Store) perform(ctx context.Context, a PerformArgs, last bool) error {
-	co, err := s.ops.delivery.company(ctx, a.CompanyID)
+func (o *Operations) perform(ctx context.Context, a PerformArgs, last bool) error {
+	co, err := o.delivery.company(ctx, a.CompanyID)
 	if err != nil || co == nil {
 		return err
 	}
@@ -138,7 +132,7 @@ func (s *Store) perform(ctx context.Context, a PerformArgs, last bool) error {
 	if facts == nil {
 		facts = &verified.Facts{ClientID: a.ClientID, UserID: a.UserID, Scopes: []string{}}
 	}
-	out, err := s.ops.Performer.Perform(ctx, &operations.Action{Company: co, Interface: operations.InterfaceConversation,
+	out, err := o.Performer.Perform(ctx, &operations.Action{Company: co, Interface: operations.InterfaceConversation,
 		Target: a.ConversationID, Owner: operations.Owner{ClientID: a.ClientID, UserID: a.UserID, AccountID: a.AccountID},
 		Facts: facts}, a.Approval)
 	var he *httpx.Error
@@ -149,57 +143,57 @@ func (s *Store) perform(ctx context.Context, a PerformArgs, last bool) error {
 		if !last {
 			return river.JobSnooze(time.Duration(out.RetryAfter) * time.Second)
 		}
-		return s.giveUp(ctx, a, errors.New("the Company's origin asked for the request again later, too often"))
+		return o.giveUp(ctx, a, errors.New("the Company's origin asked for the request again later, too often"))
 	case err == nil:
-		return s.recordOutcome(ctx, a, outcomeOf(a, out))
+		return o.recordOutcome(ctx, a, outcomeOf(a, out))
 	case errors.As(err, &he) && he.Status() < http.StatusInternalServerError:
 		// Retrying asks the same of the same API: it stays refused.
 		oc := newOutcome(a, OutcomeNotAllowed)
 		oc.Description = he.Description
-		return s.recordOutcome(ctx, a, oc)
+		return o.recordOutcome(ctx, a, oc)
 	case !last:
 		return err
 	}
-	return s.giveUp(ctx, a, err)
+	return o.giveUp(ctx, a, err)
 }
 
 // giveUp records the outcome of an approval whose last attempt failed
 // with err: how its operation stands, when that says what became of it,
 // else failed_to_check.
-func (s *Store) giveUp(ctx context.Context, a PerformArgs, err error) error {
+func (o *Operations) giveUp(ctx context.Context, a PerformArgs, err error) error {
 	httpx.Logger(ctx).WarnContext(ctx, "conversations: approval not performed", "operation_id", a.Approval.OperationID,
 		"err", err)
-	st, stErr := s.ops.Operations.State(ctx, a.CompanyID, a.Approval.OperationID, a.Approval.Revision)
+	st, stErr := o.Operations.State(ctx, a.CompanyID, a.Approval.OperationID, a.Approval.Revision)
 	if stErr != nil {
 		return stErr
 	}
 	if st != nil && (st.Status == "performing" || st.Status == "performed") {
-		return s.recordOutcome(ctx, a, stateOutcome(a, st))
+		return o.recordOutcome(ctx, a, stateOutcome(a, st))
 	}
 	oc := newOutcome(a, OutcomeFailedToCheck)
 	oc.Description = "the approval could not be checked or performed; nothing was performed"
 	if he := (*httpx.Error)(nil); errors.As(err, &he) {
 		oc.Description = he.Description
 	}
-	return s.recordOutcome(ctx, a, oc)
+	return o.recordOutcome(ctx, a, oc)
 }
 
 // watch looks at an operation left performing: still performing, it looks
 // again later, ever less often (the job was made at created); once it
 // left, the Company Agent is told how.
-func (s *Store) watch(ctx context.Context, a PerformArgs, created time.Time) error {
-	st, err := s.ops.Operations.State(ctx, a.CompanyID, a.Approval.OperationID, a.Approval.Revision)
+func (o *Operations) watch(ctx context.Context, a PerformArgs, created time.Time) error {
+	st, err := o.Operations.State(ctx, a.CompanyID, a.Approval.OperationID, a.Approval.Revision)
 	if err != nil || st == nil {
 		return err
 	}
 	if st.Status == "performing" {
-		if s.now().Sub(st.Since) > watchFor {
+		if o.now().Sub(st.Since) > watchFor {
 			// The settle job gave up: performing, as already told.
 			return nil
 		}
-		return river.JobSnooze(backoff(s.now().Sub(created)))
+		return river.JobSnooze(backoff(o.now().Sub(created)))
 	}
-	return s.recordOutcome(ctx, a, stateOutcome(a, st))
+	return o.recordOutcome(ctx, a, stateOutcome(a, st))
 }
 
 // stateOutcome is the outcome of approval a as its revision stands.

@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
+	"github.com/poppyhost/poppyhost/internal/db"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/operations"
 	"github.com/poppyhost/poppyhost/internal/verified"
@@ -133,32 +133,24 @@ func responseOf(r *operations.Response) *OutcomeResponse {
 // outcome already told (a new message repeating a used approval) adds
 // nothing, nor does performing after any other. A performing outcome is
 // watched until it is known.
-func (s *Store) recordOutcome(ctx context.Context, a PerformArgs, oc *OperationOutcome) error {
+func (o *Operations) recordOutcome(ctx context.Context, a PerformArgs, oc *OperationOutcome) error {
 	body, err := json.Marshal(oc)
 	if err != nil {
 		return err
 	}
-	return s.inTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `INSERT INTO conversation_operation_outcomes (company_id, conversation_id, operation_id,
-				revision, status, body, facts, created_at)
-			SELECT $1, $2, $3, $4, $5, $6, $7, $8 WHERE EXISTS (SELECT 1 FROM conversations WHERE company_id = $1 AND id = $2)
-				-- Performing says nothing once the outcome was told.
-				AND ($5 <> 'performing' OR NOT EXISTS (SELECT 1 FROM conversation_operation_outcomes
-					WHERE company_id = $1 AND conversation_id = $2 AND operation_id = $3 AND revision = $4))
-			ON CONFLICT DO NOTHING`,
-			a.CompanyID, a.ConversationID, oc.OperationID, oc.Revision, oc.Status, body, a.Facts, s.now())
-		if err != nil || tag.RowsAffected() == 0 {
+	return db.InTx(ctx, o.pool, func(tx pgx.Tx) error {
+		added, err := insertOutcome(ctx, tx, a, oc, body, o.now())
+		if err != nil || !added {
 			return err
 		}
-		ins := s.ops.delivery.opts.Jobs
-		if _, err := ins.InsertTx(ctx, tx, OutcomeArgs{CompanyID: a.CompanyID, ConversationID: a.ConversationID,
+		if _, err := o.jobs.InsertTx(ctx, tx, OutcomeArgs{CompanyID: a.CompanyID, ConversationID: a.ConversationID,
 			OperationID: oc.OperationID, Revision: oc.Revision, Status: oc.Status}, nil); err != nil {
 			return err
 		}
 		if oc.Status != OutcomePerforming {
 			return nil
 		}
-		_, err = ins.InsertTx(ctx, tx, WatchArgs{a}, &river.InsertOpts{ScheduledAt: s.now().Add(watchFirst)})
+		_, err = o.jobs.InsertTx(ctx, tx, WatchArgs{a}, &river.InsertOpts{ScheduledAt: o.now().Add(watchFirst)})
 		return err
 	})
 }
@@ -197,21 +189,11 @@ type outcomeData struct {
 // signed as event deliveries are, once the approval's message was
 // delivered. Without a webhook, or past maxDeliveryAge, it is not sent.
 func (d *Delivery) deliverOutcome(ctx context.Context, a OutcomeArgs) error {
-	var (
-		body      json.RawMessage
-		facts     *verified.Facts
-		createdAt time.Time
-		delivered *time.Time
-	)
-	err := d.opts.Pool.QueryRow(ctx, `SELECT body, facts, created_at, delivered_at FROM conversation_operation_outcomes
-		WHERE company_id = $1 AND conversation_id = $2 AND operation_id = $3 AND revision = $4 AND status = $5`,
-		a.CompanyID, a.ConversationID, a.OperationID, a.Revision, a.Status).Scan(&body, &facts, &createdAt, &delivered)
-	if errors.Is(err, pgx.ErrNoRows) || err == nil && (delivered != nil || d.opts.Now().Sub(createdAt) > maxDeliveryAge) {
-		return nil
-	}
-	if err != nil {
+	stored, err := loadOutcome(ctx, d.opts.Pool, a)
+	if err != nil || stored == nil || stored.deliveredAt != nil || d.opts.Now().Sub(stored.createdAt) > maxDeliveryAge {
 		return err
 	}
+	body, facts, createdAt := stored.body, stored.facts, stored.createdAt
 	co, err := d.company(ctx, a.CompanyID)
 	if err != nil || co == nil || co.Settings.Conversations.AgentWebhook == "" {
 		return err
@@ -251,8 +233,5 @@ func (d *Delivery) deliverOutcome(ctx context.Context, a OutcomeArgs) error {
 		EventID: oc.EventID, OperationID: oc.OperationID, Revision: oc.Revision}); err != nil {
 		return err
 	}
-	_, err = d.opts.Pool.Exec(ctx, `UPDATE conversation_operation_outcomes SET delivered_at = $6
-		WHERE company_id = $1 AND conversation_id = $2 AND operation_id = $3 AND revision = $4 AND status = $5`,
-		a.CompanyID, a.ConversationID, a.OperationID, a.Revision, a.Status, d.opts.Now())
-	return err
+	return markOutcomeDelivered(ctx, d.opts.Pool, a, d.opts.Now())
 }

@@ -127,7 +127,7 @@ func newOpsSide(t *testing.T, name string, o opsOptions) *opsSide {
 		md["extensions"] = map[string]any{"operations": map[string]any{"version": "3"}}
 		s.agent.SetMetadata(md)
 	}
-	s.hook = startHook(t, env)
+	s.hook = startHook(t, env.CA, env.Hosts)
 	env.CreateCompany(t, map[string]any{
 		"slug":          opsSlug,
 		"organization":  map[string]any{"name": "Outfitters", "domain": "outfitters.example"},

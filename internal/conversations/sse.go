@@ -11,7 +11,7 @@ import (
 // with its ID as the SSE id, text deltas without one, comments to keep the
 // connection alive. It ends when the client goes, after streamCap (the
 // client reconnects with Last-Event-ID), or when the hub drains.
-func (h *Handler) stream(w http.ResponseWriter, r *http.Request, c *Conversation, p readParams) {
+func (h *reader) stream(w http.ResponseWriter, r *http.Request, c *Conversation, p readParams) {
 	rc := http.NewResponseController(w)
 	ctx := r.Context()
 	watch := h.hub.Watch(c.CompanyID, c.ID)

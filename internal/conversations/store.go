@@ -3,11 +3,12 @@ package conversations
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/poppyhost/poppyhost/internal/db"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
@@ -35,21 +36,30 @@ type Enqueuer interface {
 	EnqueueConversation(ctx context.Context, tx pgx.Tx, c *Conversation) error
 }
 
+// StoreOptions configure a Store.
+type StoreOptions struct {
+	// Enqueue schedules the Company Agent's webhook; nil delivers nothing.
+	Enqueue Enqueuer
+	// Operations carries operations in conversations; nil leaves them off.
+	Operations *Operations
+	// Now is the clock [time.Now].
+	Now func() time.Time
+}
+
 // Store keeps conversations in PostgreSQL, always filtered by Company.
 type Store struct {
 	pool    *pgxpool.Pool
 	enqueue Enqueuer
+	ops     *Operations
 	now     func() time.Time
-	// ops is set by EnableOperations; nil leaves operations off.
-	ops *opsWiring
 }
 
-// NewStore returns a Store. enqueue may be nil: nothing is delivered.
-func NewStore(pool *pgxpool.Pool, enqueue Enqueuer, now func() time.Time) *Store {
-	if now == nil {
-		now = time.Now
+// NewStore returns a Store.
+func NewStore(pool *pgxpool.Pool, opts StoreOptions) *Store {
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
-	return &Store{pool: pool, enqueue: enqueue, now: now}
+	return &Store{pool: pool, enqueue: opts.Enqueue, ops: opts.Operations, now: opts.Now}
 }
 
 const conversationColumns = `id, client_id, user_id, coalesce(account_id, 0), coalesce(parent_id, ''),
@@ -60,18 +70,14 @@ func scanConversation(companyID int64, row pgx.Row) (*Conversation, error) {
 	c := &Conversation{CompanyID: companyID}
 	err := row.Scan(&c.ID, &c.ClientID, &c.UserID, &c.AccountID, &c.ParentID, &c.AcceptedID, &c.OpenDirectID,
 		&c.Status, &c.Responder, &c.Context, &c.LastSeq, &c.FirstSeq, &c.CreatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.IsNotFound(err) {
 		return nil, nil
 	}
 	return c, err
 }
 
-type querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // get returns a conversation, or nil. forUpdate locks it in tx.
-func get(ctx context.Context, q querier, companyID int64, id string, forUpdate bool) (*Conversation, error) {
+func get(ctx context.Context, q db.Executor, companyID int64, id string, forUpdate bool) (*Conversation, error) {
 	sql := `SELECT ` + conversationColumns + ` FROM conversations WHERE company_id = $1 AND id = $2`
 	if forUpdate {
 		sql += ` FOR UPDATE`
@@ -152,11 +158,7 @@ func (s *Store) Events(ctx context.Context, companyID int64, id string, after in
 	return events(ctx, s.pool, companyID, id, after, limit)
 }
 
-type queryer interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
-func events(ctx context.Context, q queryer, companyID int64, id string, after int64, limit int) ([]Event, bool, error) {
+func events(ctx context.Context, q db.Executor, companyID int64, id string, after int64, limit int) ([]Event, bool, error) {
 	rows, err := q.Query(ctx, `SELECT seq, type, body, created_at FROM conversation_events
 		WHERE company_id = $1 AND conversation_id = $2 AND seq > $3 ORDER BY seq LIMIT $4`,
 		companyID, id, after, limit+1)
@@ -207,9 +209,4 @@ func (s *Store) snapshot(ctx context.Context, companyID int64, id string, after 
 			return err
 		})
 	return c, evs, more, err
-}
-
-// inTx runs f in a transaction.
-func (s *Store) inTx(ctx context.Context, f func(tx pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, s.pool, f)
 }

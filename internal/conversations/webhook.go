@@ -21,6 +21,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/poppyhost/poppyhost/internal/db"
 	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/verified"
@@ -61,7 +62,7 @@ type Companies interface {
 type DeliveryOptions struct {
 	Pool *pgxpool.Pool
 	// Jobs inserts the delivery jobs, and those of operations
-	// (EnableOperations): the platform's River client.
+	// (NewOperations): the platform's River client.
 	Jobs      Inserter
 	Companies Companies
 	// Keys sign Poppy-Verified.
@@ -143,13 +144,8 @@ func (d *Delivery) enqueue(ctx context.Context, tx pgx.Tx, companyID int64, conv
 	if !parent {
 		return nil
 	}
-	var parentID string
-	err := tx.QueryRow(ctx, `SELECT p.id FROM conversations c JOIN conversations p ON p.company_id = c.company_id AND p.id = c.parent_id
-		WHERE c.company_id = $1 AND c.id = $2 AND p.last_seq > p.delivered_seq`, companyID, conversationID).Scan(&parentID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil
-	}
-	if err != nil {
+	parentID, err := undeliveredParent(ctx, tx, companyID, conversationID)
+	if err != nil || parentID == "" {
 		return err
 	}
 	if _, err := d.opts.Jobs.InsertTx(ctx, tx, DeliverArgs{CompanyID: companyID, ConversationID: parentID}, nil); err != nil {
@@ -213,8 +209,7 @@ func (d *Delivery) work(ctx context.Context, job *river.Job[DeliverArgs]) error 
 				return fmt.Errorf("conversations: deliver %s of %s to the agent webhook of %s: %w",
 					eventID(e.Seq), view.ID, co.Slug, err)
 			}
-			if _, err := d.opts.Pool.Exec(ctx, `UPDATE conversations SET delivered_seq = $3
-				WHERE company_id = $1 AND id = $2 AND delivered_seq < $3`, a.CompanyID, view.ID, e.Seq); err != nil {
+			if err := markDelivered(ctx, d.opts.Pool, a.CompanyID, view.ID, e.Seq); err != nil {
 				return err
 			}
 		}
@@ -223,12 +218,8 @@ func (d *Delivery) work(ctx context.Context, job *river.Job[DeliverArgs]) error 
 
 // company returns the Company with id, or nil when it is gone.
 func (d *Delivery) company(ctx context.Context, id int64) (*tenant.Company, error) {
-	var slug string
-	err := d.opts.Pool.QueryRow(ctx, `SELECT slug FROM companies WHERE id = $1`, id).Scan(&slug)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
+	slug, err := companySlug(ctx, d.opts.Pool, id)
+	if err != nil || slug == "" {
 		return nil, err
 	}
 	co, err := d.opts.Companies.Get(ctx, slug)
@@ -246,17 +237,7 @@ func (d *Delivery) pending(ctx context.Context, companyID int64, id string, webh
 	if err != nil || view == nil || !webhook {
 		return view, nil, err
 	}
-	rows, err := d.opts.Pool.Query(ctx, `SELECT seq, type, body, created_at, verified FROM conversation_events
-		WHERE company_id = $1 AND conversation_id = $2 AND seq > $3 AND origin <> 'company' AND created_at >= $4
-		ORDER BY seq LIMIT $5`, companyID, id, view.deliveredSeq, d.opts.Now().Add(-maxDeliveryAge), deliverBatch)
-	if err != nil {
-		return nil, nil, err
-	}
-	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (pendingEvent, error) {
-		var e pendingEvent
-		err := row.Scan(&e.Seq, &e.Type, &e.Body, &e.CreatedAt, &e.verified)
-		return e, err
-	})
+	events, err := pendingEvents(ctx, d.opts.Pool, companyID, id, view.deliveredSeq, d.opts.Now().Add(-maxDeliveryAge), deliverBatch)
 	return view, events, err
 }
 
@@ -267,11 +248,9 @@ func (d *Delivery) pending(ctx context.Context, companyID int64, id string, webh
 func (d *Delivery) finish(ctx context.Context, job *river.Job[DeliverArgs], webhook bool) (bool, error) {
 	a := job.Args
 	done := false
-	err := pgx.BeginFunc(ctx, d.opts.Pool, func(tx pgx.Tx) error {
-		var delivered int64
-		err := tx.QueryRow(ctx, `SELECT delivered_seq FROM conversations WHERE company_id = $1 AND id = $2 FOR UPDATE`,
-			a.CompanyID, a.ConversationID).Scan(&delivered)
-		if errors.Is(err, pgx.ErrNoRows) {
+	err := db.InTx(ctx, d.opts.Pool, func(tx pgx.Tx) error {
+		delivered, err := lockDelivered(ctx, tx, a.CompanyID, a.ConversationID)
+		if db.IsNotFound(err) {
 			done = true
 			return nil
 		}
@@ -279,15 +258,12 @@ func (d *Delivery) finish(ctx context.Context, job *river.Job[DeliverArgs], webh
 			return err
 		}
 		if webhook {
-			var more bool
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM conversation_events
-				WHERE company_id = $1 AND conversation_id = $2 AND seq > $3 AND origin <> 'company' AND created_at >= $4)`,
-				a.CompanyID, a.ConversationID, delivered, d.opts.Now().Add(-maxDeliveryAge)).Scan(&more); err != nil || more {
+			more, err := hasPending(ctx, tx, a.CompanyID, a.ConversationID, delivered, d.opts.Now().Add(-maxDeliveryAge))
+			if err != nil || more {
 				return err
 			}
 		}
-		if _, err := tx.Exec(ctx, `UPDATE conversations SET delivered_seq = last_seq WHERE company_id = $1 AND id = $2`,
-			a.CompanyID, a.ConversationID); err != nil {
+		if err := markAllDelivered(ctx, tx, a.CompanyID, a.ConversationID); err != nil {
 			return err
 		}
 		if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
@@ -414,16 +390,8 @@ func VerifyWebhook(secret []byte, h http.Header, body []byte, now time.Time, tol
 // secrets returns the Company's webhook secrets that sign now: the current
 // one, and the one it replaced during its grace period.
 func (d *Delivery) secrets(ctx context.Context, companyID int64) ([][]byte, error) {
-	var (
-		cur, prev []byte
-		until     *time.Time
-	)
-	err := d.opts.Pool.QueryRow(ctx, `SELECT secret, previous_secret, previous_until FROM conversation_webhook_secrets
-		WHERE company_id = $1`, companyID).Scan(&cur, &prev, &until)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
+	cur, prev, until, err := webhookSecrets(ctx, d.opts.Pool, companyID)
+	if err != nil || cur == nil {
 		return nil, err
 	}
 	out := [][]byte{cur}
@@ -440,12 +408,7 @@ func (d *Delivery) RotateSecret(ctx context.Context, companyID int64) (string, t
 	secret := make([]byte, secretLen)
 	_, _ = rand.Read(secret) // never fails (crypto/rand)
 	now := d.opts.Now()
-	_, err := d.opts.Pool.Exec(ctx, `INSERT INTO conversation_webhook_secrets (company_id, secret, created_at)
-		VALUES ($1, $2, $3)
-		ON CONFLICT (company_id) DO UPDATE SET secret = EXCLUDED.secret, created_at = EXCLUDED.created_at,
-			previous_secret = conversation_webhook_secrets.secret, previous_until = $4`,
-		companyID, secret, now, now.Add(previousSecretGrace))
-	if err != nil {
+	if err := putWebhookSecret(ctx, d.opts.Pool, companyID, secret, now, now.Add(previousSecretGrace)); err != nil {
 		return "", time.Time{}, err
 	}
 	return WebhookSecretPrefix + base64.StdEncoding.EncodeToString(secret), now, nil

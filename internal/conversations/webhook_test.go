@@ -8,22 +8,26 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lestrrat-go/jwx/v2/jwk"
 	"github.com/lestrrat-go/jwx/v2/jws"
 	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/conversations"
+	"github.com/poppyhost/poppyhost/internal/devca"
 	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/signing"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
@@ -45,16 +49,16 @@ type hookDelivery struct {
 	Status int
 }
 
-func startHook(t *testing.T, env *testkit.Env) *hookServer {
+func startHook(t *testing.T, ca *devca.CA, hosts *peers.Hosts) *hookServer {
 	t.Helper()
 	h := &hookServer{}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(h.serve))
-	srv.TLS = env.CA.ServerTLSConfig()
+	srv.TLS = ca.ServerTLSConfig()
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	_, port, err := net.SplitHostPort(srv.Listener.Addr().String())
 	require.NoError(t, err)
-	env.Hosts.Add("hooks.test")
+	hosts.Add("hooks.test")
 	h.URL = "https://hooks.test:" + port + "/poppy/webhook"
 	return h
 }
@@ -152,6 +156,13 @@ func verifiedClaims(t *testing.T, cs *companySide, token string) map[string]any 
 	require.Equal(t, http.StatusOK, resp.Status)
 	set, err := jwk.Parse(resp.Body)
 	require.NoError(t, err)
+	return checkVerified(t, set, issuer, cs.hook.URL, token)
+}
+
+// checkVerified checks a Poppy-Verified JWT of issuer for the webhook
+// hookURL against the key set and returns its claims.
+func checkVerified(t *testing.T, set jwk.Set, issuer, hookURL, token string) map[string]any {
+	t.Helper()
 	payload, err := jws.Verify([]byte(token), jws.WithKeySet(set))
 	require.NoError(t, err)
 	msg, err := jws.Parse([]byte(token))
@@ -160,7 +171,7 @@ func verifiedClaims(t *testing.T, cs *companySide, token string) map[string]any 
 	var claims map[string]any
 	require.NoError(t, json.Unmarshal(payload, &claims))
 	require.Equal(t, issuer, claims["iss"])
-	require.Equal(t, cs.hook.URL, claims["aud"], "bound to the webhook")
+	require.Equal(t, hookURL, claims["aud"], "bound to the webhook")
 	iat, exp := int64(claims["iat"].(float64)), int64(claims["exp"].(float64))
 	require.Equal(t, int64(300), exp-iat, "five minutes")
 	require.WithinDuration(t, time.Now(), time.Unix(iat, 0), time.Minute)
@@ -355,57 +366,108 @@ func TestWebhookWaitsForItsSecret(t *testing.T) {
 	require.NoError(t, verifyWebhook(secret, ds[0].Header, ds[0].Body, time.Now()))
 }
 
-// deliveryWorkers returns workers with the delivery worker, built as the
-// platform builds it.
-func deliveryWorkers(t *testing.T, env *testkit.Env) *river.Workers {
+// deliverySide is a database of its own with acme, a Delivery built as
+// the platform builds it, its worker, and a store that makes
+// conversations without enqueuing their delivery: the tests run the
+// delivery job themselves.
+type deliverySide struct {
+	pool     *pgxpool.Pool
+	acme     *tenant.Company
+	store    *conversations.Store
+	delivery *conversations.Delivery
+	keys     *signing.Keys
+	urls     tenant.URLs
+	workers  *river.Workers
+	hook     *hookServer
+}
+
+// newDeliverySide makes acme, with an agent webhook served by a test
+// receiver when webhook is set.
+func newDeliverySide(t *testing.T, webhook bool) *deliverySide {
 	t.Helper()
-	d := conversations.NewDelivery(conversations.DeliveryOptions{
-		Pool: env.Pool, Jobs: testdb.Inserter(t, env.Pool), Companies: tenant.NewStore(env.Pool),
-		Keys: signing.NewKeys(env.Pool, signing.Options{}), URLs: env.URLs,
-		Client: safehttp.New(safehttp.Options{AllowPrivate: true, RootCAs: env.CA.Pool(), Resolver: env.Hosts}),
+	ca, err := devca.New()
+	require.NoError(t, err)
+	hosts := &peers.Hosts{}
+	d := &deliverySide{pool: testdb.NewPool(t), urls: tenant.URLs{Public: &url.URL{Scheme: "https", Host: "poppy.test"}}}
+	settings := tenant.Settings{Organization: tenant.Organization{Name: "Acme", Domain: "acme.example"}}
+	if webhook {
+		d.hook = startHook(t, ca, hosts)
+		settings.Conversations.AgentWebhook = d.hook.URL
+	}
+	companies := tenant.NewStore(d.pool)
+	d.acme, err = companies.Create(context.Background(), coSlug, settings)
+	require.NoError(t, err)
+	d.keys = signing.NewKeys(d.pool, signing.Options{})
+	d.delivery = conversations.NewDelivery(conversations.DeliveryOptions{
+		Pool: d.pool, Jobs: testdb.Inserter(t, d.pool), Companies: companies, Keys: d.keys, URLs: d.urls,
+		Client: safehttp.New(safehttp.Options{AllowPrivate: true, RootCAs: ca.Pool(), Resolver: hosts}),
 	})
-	workers := river.NewWorkers()
-	d.AddWorkers(workers)
-	return workers
+	d.workers = river.NewWorkers()
+	d.delivery.AddWorkers(d.workers)
+	d.store = conversations.NewStore(d.pool, conversations.StoreOptions{})
+	return d
+}
+
+// start starts a conversation with a Personal Agent message: two events.
+func (d *deliverySide) start(t *testing.T, msgID, text string) string {
+	t.Helper()
+	c, err := d.store.Start(context.Background(), d.acme.ID, conversations.Owner{ClientID: "https://agent.test/", UserID: "user_1"},
+		conversations.StartRequest{Message: &conversations.Message{
+			ID: msgID, Author: conversations.Author{Type: conversations.ResponderAgent}, Text: &text}}, conversations.Policy{})
+	require.NoError(t, err)
+	return c.ID
+}
+
+// deliver runs the delivery job of a conversation.
+func (d *deliverySide) deliver(t *testing.T, companyID int64, id string) {
+	t.Helper()
+	testdb.RunJob(t, d.pool, d.workers, conversations.DeliverArgs{CompanyID: companyID, ConversationID: id})
+}
+
+// seqs returns how far a conversation's events were delivered, and its
+// last event.
+func (d *deliverySide) seqs(t *testing.T, id string) (delivered, last int64) {
+	t.Helper()
+	require.NoError(t, d.pool.QueryRow(context.Background(),
+		`SELECT delivered_seq, last_seq FROM conversations WHERE id = $1`, id).Scan(&delivered, &last))
+	return delivered, last
 }
 
 func TestDeliveryWithoutWebhookSkips(t *testing.T) {
 	t.Parallel()
-	cs := newCompanySide(t, companyOptions{})
-	id := cs.paStart(t, "msg_1", "Hello")
-	workers := deliveryWorkers(t, cs.env)
-	testdb.RunJob(t, cs.env.Pool, workers, conversations.DeliverArgs{CompanyID: cs.id, ConversationID: id})
-	var delivered int64
-	require.NoError(t, cs.env.Pool.QueryRow(context.Background(),
-		`SELECT delivered_seq FROM conversations WHERE id = $1`, id).Scan(&delivered))
+	d := newDeliverySide(t, false)
+	id := d.start(t, "msg_1", "Hello")
+	d.deliver(t, d.acme.ID, id)
+	delivered, _ := d.seqs(t, id)
 	require.Equal(t, int64(2), delivered, "nothing to send them to: marked done")
 	// A job for a conversation or Company that is gone completes too.
-	testdb.RunJob(t, cs.env.Pool, workers, conversations.DeliverArgs{CompanyID: cs.id, ConversationID: "cnv_gone"})
-	testdb.RunJob(t, cs.env.Pool, workers, conversations.DeliverArgs{CompanyID: 1 << 40, ConversationID: id})
+	d.deliver(t, d.acme.ID, "cnv_gone")
+	d.deliver(t, 1<<40, id)
 }
 
 func TestDeliveryJobSendsThroughRunJob(t *testing.T) {
 	t.Parallel()
-	cs := newCompanySide(t, companyOptions{webhook: true})
-	secret := cs.api(t, http.MethodPost, "/webhook-secret", nil).JSON(t)["secret"].(string)
-	id := cs.paStart(t, "msg_1", "Hello")
-	workers := deliveryWorkers(t, cs.env)
-	testdb.RunJob(t, cs.env.Pool, workers, conversations.DeliverArgs{CompanyID: cs.id, ConversationID: id})
-	ds := cs.hook.wait(t, 2)
+	ctx := context.Background()
+	d := newDeliverySide(t, true)
+	secret, _, err := d.delivery.RotateSecret(ctx, d.acme.ID)
+	require.NoError(t, err)
+	id := d.start(t, "msg_1", "Hello")
+	d.deliver(t, d.acme.ID, id)
+	ds := d.hook.wait(t, 2)
 	require.Equal(t, []string{id + ".evt_1", id + ".evt_2"}, hookIDs(ds))
 	require.NoError(t, verifyWebhook(secret, ds[1].Header, ds[1].Body, time.Now()))
-	verifiedClaims(t, cs, ds[1].Header.Get("Poppy-Verified"))
+	set, err := d.keys.PublicSet(ctx, d.acme.ID)
+	require.NoError(t, err)
+	checkVerified(t, set, d.urls.Identifier(d.acme), d.hook.URL, ds[1].Header.Get("Poppy-Verified"))
 
 	// Events older than a day are not sent any more: no stale backlog.
-	old := cs.paStart(t, "msg_2", "Yesterday")
-	_, err := cs.env.Pool.Exec(context.Background(), `UPDATE conversation_events SET created_at = created_at - interval '25 hours'
+	old := d.start(t, "msg_2", "Yesterday")
+	_, err = d.pool.Exec(ctx, `UPDATE conversation_events SET created_at = created_at - interval '25 hours'
 		WHERE conversation_id = $1`, old)
 	require.NoError(t, err)
-	testdb.RunJob(t, cs.env.Pool, workers, conversations.DeliverArgs{CompanyID: cs.id, ConversationID: old})
-	require.Equal(t, 2, cs.hook.count())
-	var delivered, last int64
-	require.NoError(t, cs.env.Pool.QueryRow(context.Background(),
-		`SELECT delivered_seq, last_seq FROM conversations WHERE id = $1`, old).Scan(&delivered, &last))
+	d.deliver(t, d.acme.ID, old)
+	require.Equal(t, 2, d.hook.count())
+	delivered, last := d.seqs(t, old)
 	require.Equal(t, last, delivered)
 }
 

@@ -141,9 +141,6 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		Client: safehttp.New(opts.Fetch), Logger: logger, Now: now,
 	})
 	delivery.AddWorkers(queue.Workers)
-	convStore := conversations.NewStore(opts.Pool, delivery, now)
-	convs := conversations.NewHandler(convStore, p.Hub, tokens)
-	companyConvs := conversations.NewCompanyHandler(convStore, p.Hub, delivery)
 	apis := gateway.NewStore(opts.Pool)
 	opStore := operations.NewStore(opts.Pool)
 	origins := opts.Fetch
@@ -167,12 +164,15 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	engine.AddWorkers(queue.Workers)
 	// A Company Agent's proposals are performed by the engine (DESIGN.md,
 	// "Company Agent").
-	conversations.EnableOperations(queue.Workers, convStore, delivery, conversations.OperationsOptions{
+	convOps := conversations.NewOperations(conversations.OperationsOptions{
 		CheckRequest: func(ctx context.Context, co *tenant.Company, req *operations.Request) error {
 			return gw.CheckRequest(ctx, co, req, nil)
 		},
 		Operations: opStore, Performer: engine,
-	})
+	}, delivery)
+	convOps.AddWorkers(queue.Workers)
+	convStore := conversations.NewStore(opts.Pool,
+		conversations.StoreOptions{Enqueue: delivery, Operations: convOps, Now: now})
 	opHandler := operations.NewHandler(opStore, now)
 	mcp := gateway.NewMCP(gw)
 	queue.AddSweeps(slices.Concat(sessions.Sweeps(p.Sessions), clientauth.Sweeps(replays), accounts.Sweeps(p.Accounts),
@@ -186,6 +186,11 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		return httpx.ReadAhead(64 << 10)(sess.Require(limits)(next))
 	}
 	reports := feedback.NewHandler(feedback.NewStore(opts.Pool))
+	convs := conversations.NewAgentHandler(convStore, p.Hub, conversations.AgentOptions{Tokens: tokens,
+		Middleware: []func(http.Handler) http.Handler{
+			offered(func(s *tenant.Settings) bool { return s.Conversations.Enabled }), session,
+		}})
+	companyConvs := conversations.NewCompanyHandler(convStore, p.Hub, delivery)
 
 	registry := gateway.NewRegistry(gateway.RegistryOptions{Store: apis, Fetch: safehttp.New(opts.Fetch),
 		AllowPrivate: opts.Fetch.AllowPrivate, Now: now})
@@ -213,7 +218,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		admin.MountCompanyAPI(r)
 		reports.MountReports(r)
 		sess.MountEnd(r)
-		companyConvs.Mount(r)
+		companyConvs.CompanyAPI(r)
 		registry.Mount(r)
 		join.MountCompany(r)
 		opHandler.Mount(r)
@@ -244,10 +249,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		})
 		gw.Mount(r, session)
 		mcp.Mount(r, session)
-		r.Route("/poppy/conversations", func(r chi.Router) {
-			r.Use(offered(func(s *tenant.Settings) bool { return s.Conversations.Enabled }), session)
-			convs.Mount(r)
-		})
+		convs.Public(r)
 	})
 
 	company := newRouter()

@@ -7,12 +7,17 @@ import (
 	"errors"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/poppyhost/poppyhost/internal/db"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/operations"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
+
+// The Personal Agent side's store (spec 8.2, 8.3, 8.9, 8.10, 8.12):
+// starting conversations and Direct Conversations, sending messages once
+// per message ID, handoffs and closing, each in one transaction on the
+// conversation's row.
 
 // Owner is who a Personal Agent request speaks for (spec 8.2).
 type Owner struct {
@@ -46,17 +51,6 @@ func (o Owner) owns(c *Conversation) error {
 	}
 }
 
-// Reply is the answer to a POST: the conversation and its state.
-type Reply struct {
-	ConversationID string `json:"conversation_id,omitempty"`
-	Status         string `json:"status"`
-	Responder      string `json:"responder"`
-}
-
-func replyOf(c *Conversation) Reply {
-	return Reply{ConversationID: c.ID, Status: c.Status, Responder: c.Responder}
-}
-
 // StartRequest is the body of POST {endpoint} (spec 8.3, 8.10).
 type StartRequest struct {
 	ParentID        string   `json:"parent_conversation_id"`
@@ -79,16 +73,11 @@ func (p Policy) afterMessage(c *Conversation) string {
 	return c.Status
 }
 
-func isUniqueViolation(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23505"
-}
-
 // retried runs f again once when it lost a race on a unique key, such as
 // two copies of one first message: the second run finds the first's work.
 func retried(f func() (*Conversation, error)) (*Conversation, error) {
 	c, err := f()
-	if isUniqueViolation(err) {
+	if db.IsConflict(err, "") {
 		return f()
 	}
 	return c, err
@@ -113,7 +102,7 @@ func findMessage(ctx context.Context, tx pgx.Tx, companyID int64, o Owner, id st
 	err := tx.QueryRow(ctx, `SELECT conversation_id, content_hash, response FROM conversation_message_ids
 		WHERE company_id = $1 AND client_id = $2 AND user_id = $3 AND message_id = $4`,
 		companyID, o.ClientID, o.UserID, id).Scan(&u.ConversationID, &stored, &reply)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
@@ -206,7 +195,7 @@ func (s *Store) start(ctx context.Context, companyID int64, o Owner, req StartRe
 	}
 	return retried(func() (*Conversation, error) {
 		var out *Conversation
-		err := s.inTx(ctx, func(tx pgx.Tx) error {
+		err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 			if req.Message != nil {
 				used, err := findMessage(ctx, tx, companyID, o, req.Message.ID, hash)
 				switch {
@@ -309,7 +298,7 @@ func (s *Store) lockParent(ctx context.Context, tx pgx.Tx, companyID int64, o Ow
 		if ok {
 			err = tx.QueryRow(ctx, `SELECT type FROM conversation_events
 				WHERE company_id = $1 AND conversation_id = $2 AND seq = $3`, companyID, parent.ID, seq).Scan(&typ)
-			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			if err != nil && !db.IsNotFound(err) {
 				return nil, err
 			}
 		}
@@ -433,7 +422,7 @@ func (s *Store) onConversation(ctx context.Context, companyID int64, id string, 
 	if !validID(id) {
 		return notFound()
 	}
-	return s.inTx(ctx, func(tx pgx.Tx) error {
+	return db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		c, err := get(ctx, tx, companyID, id, lock)
 		if err != nil {
 			return err
