@@ -20,7 +20,7 @@ func notFound(err error) bool {
 func TestConversations(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	store := conversations.NewStore(w.pool, nil, nil)
+	store := conversations.NewStore(w.pool, conversations.StoreOptions{})
 	ctx, a, b := w.ctx, w.a.ID, w.b.ID
 	owner := conversations.Owner{ClientID: "https://agent.test/client", UserID: "usr_1"}
 	text := func(s string) *string { return &s }
