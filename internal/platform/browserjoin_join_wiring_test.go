@@ -1,4 +1,4 @@
-package browserjoin_test
+package platform_test
 
 import (
 	"net/http"
@@ -12,9 +12,9 @@ import (
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
-// requirePageHeaders checks the headers every page of the join carries
+// requireJoinPageHeaders checks the headers every page of the join carries
 // (spec 6 step 1: not cached, not framed, no opener reference; 10.6).
-func requirePageHeaders(t *testing.T, h http.Header) {
+func requireJoinPageHeaders(t *testing.T, h http.Header) {
 	t.Helper()
 	require.True(t, strings.HasPrefix(h.Get("Content-Type"), "text/html"), h.Get("Content-Type"))
 	require.Equal(t, "no-store", h.Get("Cache-Control"))
@@ -26,11 +26,11 @@ func requirePageHeaders(t *testing.T, h http.Header) {
 	require.Equal(t, "nosniff", h.Get("X-Content-Type-Options"))
 }
 
-// TestPage is step 1: a page with a form and a one-time code, and the join
+// TestBrowserJoinPage is step 1: a page with a form and a one-time code, and the join
 // cookie that ties it to the browser, and nothing else.
-func TestPage(t *testing.T) {
+func TestBrowserJoinPage(t *testing.T) {
 	t.Parallel()
-	r := setup(t)
+	r := joinSetup(t)
 	shop := r.newCompany(t, "shop", "shop.example", nil, nil)
 	plain := r.newCompany(t, "plain", "plain.example", map[string]any{"browser_join": false}, nil)
 
@@ -39,10 +39,10 @@ func TestPage(t *testing.T) {
 		// A login the browser had from an earlier visit.
 		b.setCookie(shop.Domain, &http.Cookie{Name: "shop_login", Value: "earlier", Path: "/"})
 		// And a Session cookie from an earlier join.
-		b.setCookie(shop.Domain, &http.Cookie{Name: sessionCookie, Value: "joined-before", Path: "/", Secure: true})
+		b.setCookie(shop.Domain, &http.Cookie{Name: joinSessionCookie, Value: "joined-before", Path: "/", Secure: true})
 		p := b.open(t, shop.Domain)
 		require.Equal(t, http.StatusOK, p.Status, "%s", p.Body)
-		requirePageHeaders(t, p.Header)
+		requireJoinPageHeaders(t, p.Header)
 		require.Equal(t, "post", strings.ToLower(p.Method))
 		require.Equal(t, browserjoin.Path, p.Action)
 		require.True(t, strings.HasPrefix(p.Code, "bc_"), p.Code)
@@ -52,7 +52,7 @@ func TestPage(t *testing.T) {
 
 		// Exactly one cookie: the join cookie, __Host-, short-lived,
 		// not sent cross-site, not readable from script.
-		cookies := setCookies(t, p.Response)
+		cookies := joinSetCookies(t, p.Response)
 		require.Len(t, cookies, 1, "%v", p.Header.Values("Set-Cookie"))
 		join := cookies[browserjoin.JoinCookie]
 		require.NotNil(t, join, "%v", p.Header.Values("Set-Cookie"))
@@ -69,9 +69,9 @@ func TestPage(t *testing.T) {
 		require.True(t, join.Expires.IsZero())
 
 		// The browser's other cookies are as they were.
-		require.ElementsMatch(t, []string{"shop_login", sessionCookie, browserjoin.JoinCookie}, b.cookieNames(shop.Domain))
+		require.ElementsMatch(t, []string{"shop_login", joinSessionCookie, browserjoin.JoinCookie}, b.cookieNames(shop.Domain))
 		require.Equal(t, "earlier", b.cookie(shop.Domain, "shop_login"))
-		require.Equal(t, "joined-before", b.cookie(shop.Domain, sessionCookie))
+		require.Equal(t, "joined-before", b.cookie(shop.Domain, joinSessionCookie))
 	})
 
 	t.Run("each load gives a new code and cookie", func(t *testing.T) {
@@ -98,8 +98,8 @@ func TestPage(t *testing.T) {
 		// Even with Session headers a Personal Agent must not send here.
 		req, err := http.NewRequest(http.MethodGet, r.env.URL(shop.Domain, browserjoin.Path), nil)
 		require.NoError(t, err)
-		sid := newSID()
-		r.agent.Sign(t, req, sessionClaims(shop, sid, ""), noOptions)
+		sid := newJoinSID()
+		r.agent.Sign(t, req, joinSessionClaims(shop, sid, ""), joinNoOptions)
 		resp := peers.Send(t, r.env.Client, req)
 		require.Equal(t, http.StatusOK, resp.Status)
 		require.Equal(t, before, r.count(t, `SELECT count(*) FROM sessions WHERE company_id = $1`, shop.ID))
@@ -123,7 +123,7 @@ func TestPage(t *testing.T) {
 		require.Equal(t, http.StatusNotFound, p.Status)
 		require.Empty(t, p.Header.Values("Set-Cookie"))
 		require.Equal(t, http.StatusNotFound, b.submit(t, plain.Domain, "bc_x").Status)
-		requireError(t, r.authorize(t, plain, "bc_x", newSID(), ""), http.StatusNotFound, "not_found")
+		requireJoinError(t, r.authorize(t, plain, "bc_x", newJoinSID(), ""), http.StatusNotFound, "not_found")
 		require.Zero(t, r.count(t, `SELECT count(*) FROM browser_join_codes WHERE company_id = $1`, plain.ID))
 		require.Zero(t, r.count(t, `SELECT count(*) FROM sessions WHERE company_id = $1`, plain.ID))
 	})
@@ -135,11 +135,11 @@ func TestPage(t *testing.T) {
 	})
 }
 
-// TestAuthorize is step 2: the Personal Agent authorizes a code with its
+// TestBrowserJoinAuthorize is step 2: the Personal Agent authorizes a code with its
 // Session header and, signed in, its access token.
-func TestAuthorize(t *testing.T) {
+func TestBrowserJoinAuthorize(t *testing.T) {
 	t.Parallel()
-	r := setup(t)
+	r := joinSetup(t)
 	shop := r.newCompany(t, "shop", "shop.example", nil, nil)
 	other := r.newCompany(t, "other", "other.example", nil, nil)
 	tok := r.signIn(t, shop, "orders:read")
@@ -155,13 +155,13 @@ func TestAuthorize(t *testing.T) {
 
 	t.Run("signed out starts the Session", func(t *testing.T) {
 		code := r.browser(t).mustOpen(t, shop.Domain)
-		sid := newSID()
+		sid := newJoinSID()
 		resp := r.authorize(t, shop, code, sid, "")
 		require.Equal(t, http.StatusNoContent, resp.Status, "%s", resp.Body)
 		require.Empty(t, resp.Body)
 		require.Empty(t, resp.Header.Values("Set-Cookie"), "step 2 sets no cookie")
 		require.Equal(t, 1, r.count(t, `SELECT count(*) FROM sessions WHERE company_id = $1 AND client_id = $2
-			AND sid = $3 AND user_id = $4 AND ended_at IS NULL`, shop.ID, r.agent.ClientID, sid, userID(sid)))
+			AND sid = $3 AND user_id = $4 AND ended_at IS NULL`, shop.ID, r.agent.ClientID, sid, joinUserID(sid)))
 		clientID, gotSID, account, scopes, authorized := codeRow(t, code)
 		require.True(t, authorized)
 		require.Equal(t, r.agent.ClientID, *clientID)
@@ -172,13 +172,13 @@ func TestAuthorize(t *testing.T) {
 
 	t.Run("declared by the header counts for the browser", func(t *testing.T) {
 		code := r.browser(t).mustOpen(t, shop.Domain)
-		sid := newSID()
+		sid := newJoinSID()
 		req, err := http.NewRequest(http.MethodPost, r.env.URL(shop.Domain, browserjoin.AuthorizePath),
 			strings.NewReader(`{"code": "`+code+`"}`))
 		require.NoError(t, err)
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Poppy-Extensions", `"gift-wrap";v="1", "operations";v="3"`)
-		r.agent.Sign(t, req, peers.SessionClaims{Aud: shop.Aud, SID: sid, Sub: userID(sid)}, peers.SessionOptions{})
+		r.agent.Sign(t, req, peers.SessionClaims{Aud: shop.Aud, SID: sid, Sub: joinUserID(sid)}, peers.SessionOptions{})
 		resp := peers.Send(t, r.env.Client, req)
 		require.Equal(t, http.StatusNoContent, resp.Status, "%s", resp.Body)
 		var ext map[string]string
@@ -189,7 +189,7 @@ func TestAuthorize(t *testing.T) {
 
 	t.Run("signed in records account and scopes", func(t *testing.T) {
 		code := r.browser(t).mustOpen(t, shop.Domain)
-		sid := newSID()
+		sid := newJoinSID()
 		r.mustAuthorize(t, shop, code, sid, tok.AccessToken)
 		_, gotSID, account, scopes, authorized := codeRow(t, code)
 		require.True(t, authorized)
@@ -204,7 +204,7 @@ func TestAuthorize(t *testing.T) {
 
 	t.Run("an existing Session", func(t *testing.T) {
 		b := r.browser(t)
-		sid := newSID()
+		sid := newJoinSID()
 		r.mustAuthorize(t, shop, b.mustOpen(t, shop.Domain), sid, "")
 		r.mustAuthorize(t, shop, b.mustOpen(t, shop.Domain), sid, tok.AccessToken)
 		r.mustAuthorize(t, shop, b.mustOpen(t, shop.Domain), sid, "")
@@ -214,7 +214,7 @@ func TestAuthorize(t *testing.T) {
 	t.Run("unknown JSON members are ignored", func(t *testing.T) {
 		code := r.browser(t).mustOpen(t, shop.Domain)
 		resp := r.authorizeAs(t, r.agent, shop, shop.Domain,
-			map[string]any{"code": code, "later": map[string]any{"x": 1}, "note": "hi"}, newSID(), "")
+			map[string]any{"code": code, "later": map[string]any{"x": 1}, "note": "hi"}, newJoinSID(), "")
 		require.Equal(t, http.StatusNoContent, resp.Status, "%s", resp.Body)
 	})
 
@@ -243,7 +243,7 @@ func TestAuthorize(t *testing.T) {
 			}},
 			{"already authorized", func(t *testing.T) string {
 				code := r.browser(t).mustOpen(t, shop.Domain)
-				r.mustAuthorize(t, shop, code, newSID(), "")
+				r.mustAuthorize(t, shop, code, newJoinSID(), "")
 				return code
 			}},
 			{"already submitted", func(t *testing.T) string {
@@ -256,9 +256,9 @@ func TestAuthorize(t *testing.T) {
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				code := tc.code(t)
-				sid := newSID()
+				sid := newJoinSID()
 				resp := r.authorize(t, shop, code, sid, "")
-				requireError(t, resp, http.StatusBadRequest, "invalid_request")
+				requireJoinError(t, resp, http.StatusBadRequest, "invalid_request")
 				require.Empty(t, resp.Header.Values("Set-Cookie"))
 			})
 		}
@@ -266,9 +266,9 @@ func TestAuthorize(t *testing.T) {
 
 	t.Run("authorized twice, the second time with the same Session", func(t *testing.T) {
 		code := r.browser(t).mustOpen(t, shop.Domain)
-		sid := newSID()
+		sid := newJoinSID()
 		r.mustAuthorize(t, shop, code, sid, "")
-		requireError(t, r.authorize(t, shop, code, sid, tok.AccessToken), http.StatusBadRequest, "invalid_request")
+		requireJoinError(t, r.authorize(t, shop, code, sid, tok.AccessToken), http.StatusBadRequest, "invalid_request")
 		// The first authorization stands.
 		_, _, account, _, _ := codeRow(t, code)
 		require.Nil(t, account)
@@ -277,8 +277,8 @@ func TestAuthorize(t *testing.T) {
 	t.Run("a code from another Company's domain stays usable there", func(t *testing.T) {
 		b := r.browser(t)
 		code := b.mustOpen(t, other.Domain)
-		requireError(t, r.authorize(t, shop, code, newSID(), ""), http.StatusBadRequest, "invalid_request")
-		sid := newSID()
+		requireJoinError(t, r.authorize(t, shop, code, newJoinSID(), ""), http.StatusBadRequest, "invalid_request")
+		sid := newJoinSID()
 		r.mustAuthorize(t, other, code, sid, "")
 		require.Equal(t, http.StatusSeeOther, b.submit(t, other.Domain, code).Status)
 	})
@@ -286,55 +286,55 @@ func TestAuthorize(t *testing.T) {
 	t.Run("body errors", func(t *testing.T) {
 		code := r.browser(t).mustOpen(t, shop.Domain)
 		for _, body := range [][]byte{[]byte(`{"code":`), []byte(`[]`), []byte(`{"code": 5}`), []byte(``)} {
-			resp := r.authorizeAs(t, r.agent, shop, shop.Domain, body, newSID(), "")
+			resp := r.authorizeAs(t, r.agent, shop, shop.Domain, body, newJoinSID(), "")
 			require.Equal(t, http.StatusBadRequest, resp.Status, "%s: %s", body, resp.Body)
 		}
 		// The code is still good.
-		r.mustAuthorize(t, shop, code, newSID(), "")
+		r.mustAuthorize(t, shop, code, newJoinSID(), "")
 	})
 
 	t.Run("no Session header", func(t *testing.T) {
 		code := r.browser(t).mustOpen(t, shop.Domain)
-		requireError(t, r.authorize(t, shop, code, "", ""), http.StatusBadRequest, "invalid_session")
+		requireJoinError(t, r.authorize(t, shop, code, "", ""), http.StatusBadRequest, "invalid_session")
 		// Nor with just an access token.
-		requireError(t, r.authorize(t, shop, code, "", tok.AccessToken), http.StatusBadRequest, "invalid_session")
+		requireJoinError(t, r.authorize(t, shop, code, "", tok.AccessToken), http.StatusBadRequest, "invalid_session")
 		// The code was not used up.
-		r.mustAuthorize(t, shop, code, newSID(), "")
+		r.mustAuthorize(t, shop, code, newJoinSID(), "")
 	})
 
 	t.Run("a Session JWT for another Company", func(t *testing.T) {
 		code := r.browser(t).mustOpen(t, shop.Domain)
-		req := newAuthorizeRequest(t, r, shop.Domain, code)
-		r.agent.Sign(t, req, sessionClaims(other, newSID(), ""), noOptions)
-		requireError(t, peers.Send(t, r.env.Client, req), http.StatusBadRequest, "invalid_session")
-		r.mustAuthorize(t, shop, code, newSID(), "")
+		req := newJoinAuthorizeRequest(t, r, shop.Domain, code)
+		r.agent.Sign(t, req, joinSessionClaims(other, newJoinSID(), ""), joinNoOptions)
+		requireJoinError(t, peers.Send(t, r.env.Client, req), http.StatusBadRequest, "invalid_session")
+		r.mustAuthorize(t, shop, code, newJoinSID(), "")
 	})
 
 	t.Run("bad token", func(t *testing.T) {
 		code := r.browser(t).mustOpen(t, shop.Domain)
-		sid := newSID()
+		sid := newJoinSID()
 		resp := r.authorize(t, shop, code, sid, "not-a-token")
-		requireError(t, resp, http.StatusUnauthorized, "invalid_token")
+		requireJoinError(t, resp, http.StatusUnauthorized, "invalid_token")
 		require.Contains(t, resp.Header.Get("WWW-Authenticate"), "invalid_token")
 		// Another Company's token.
 		otherTok := r.signIn(t, other, "orders:read")
-		requireError(t, r.authorize(t, shop, code, newSID(), otherTok.AccessToken), http.StatusUnauthorized, "invalid_token")
+		requireJoinError(t, r.authorize(t, shop, code, newJoinSID(), otherTok.AccessToken), http.StatusUnauthorized, "invalid_token")
 		// The code was not used up.
-		r.mustAuthorize(t, shop, code, newSID(), "")
+		r.mustAuthorize(t, shop, code, newJoinSID(), "")
 	})
 
 	t.Run("a revoked token", func(t *testing.T) {
 		gone := r.signIn(t, shop, "orders:read")
 		r.revoke(t, shop, gone.RefreshToken)
 		code := r.browser(t).mustOpen(t, shop.Domain)
-		requireError(t, r.authorize(t, shop, code, newSID(), gone.AccessToken), http.StatusUnauthorized, "invalid_token")
+		requireJoinError(t, r.authorize(t, shop, code, newJoinSID(), gone.AccessToken), http.StatusUnauthorized, "invalid_token")
 	})
 
 	t.Run("not JSON", func(t *testing.T) {
 		code := r.browser(t).mustOpen(t, shop.Domain)
-		req := newAuthorizeRequest(t, r, shop.Domain, code)
+		req := newJoinAuthorizeRequest(t, r, shop.Domain, code)
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		r.agent.Sign(t, req, sessionClaims(shop, newSID(), ""), noOptions)
+		r.agent.Sign(t, req, joinSessionClaims(shop, newJoinSID(), ""), joinNoOptions)
 		resp := peers.Send(t, r.env.Client, req)
 		require.Equal(t, http.StatusUnsupportedMediaType, resp.Status, "%s", resp.Body)
 	})
@@ -345,11 +345,11 @@ func TestAuthorize(t *testing.T) {
 	})
 }
 
-// TestSubmit is step 3: the browser posts the code with its join cookie and
+// TestBrowserJoinSubmit is step 3: the browser posts the code with its join cookie and
 // gets the Session's cookie.
-func TestSubmit(t *testing.T) {
+func TestBrowserJoinSubmit(t *testing.T) {
 	t.Parallel()
-	r := setup(t)
+	r := joinSetup(t)
 	shop := r.newCompany(t, "shop", "shop.example", nil, nil)
 	landing := r.newCompany(t, "landing", "landing.example", map[string]any{"landing_path": "/welcome"}, nil)
 
@@ -357,7 +357,7 @@ func TestSubmit(t *testing.T) {
 		tok := r.signIn(t, shop, "orders:read", "orders:write")
 		b := r.browser(t)
 		code := b.mustOpen(t, shop.Domain)
-		sid := newSID()
+		sid := newJoinSID()
 		r.mustAuthorize(t, shop, code, sid, tok.AccessToken)
 		resp := b.submit(t, shop.Domain, code)
 		require.Equal(t, http.StatusSeeOther, resp.Status, "%s", resp.Body)
@@ -365,9 +365,9 @@ func TestSubmit(t *testing.T) {
 		require.Equal(t, "no-store", resp.Header.Get("Cache-Control"))
 		require.Equal(t, "no-referrer", resp.Header.Get("Referrer-Policy"))
 
-		cookies := setCookies(t, resp)
+		cookies := joinSetCookies(t, resp)
 		require.Len(t, cookies, 2, "%v", resp.Header.Values("Set-Cookie"))
-		sc := cookies[sessionCookie]
+		sc := cookies[joinSessionCookie]
 		require.NotNil(t, sc, "%v", resp.Header.Values("Set-Cookie"))
 		require.Equal(t, "__Host-poppy_session", sc.Name)
 		require.GreaterOrEqual(t, len(sc.Value), 40, "unguessable")
@@ -376,7 +376,7 @@ func TestSubmit(t *testing.T) {
 		require.True(t, sc.Secure)
 		require.True(t, sc.HttpOnly)
 		require.Positive(t, sc.MaxAge)
-		require.LessOrEqual(t, sc.MaxAge, int(idleTimeout/time.Second), "the cookie does not outlive the Session")
+		require.LessOrEqual(t, sc.MaxAge, int(joinIdleTimeout/time.Second), "the cookie does not outlive the Session")
 		require.NotEqual(t, http.SameSiteNoneMode, sc.SameSite)
 
 		join := cookies[browserjoin.JoinCookie]
@@ -387,8 +387,8 @@ func TestSubmit(t *testing.T) {
 		require.True(t, join.Secure)
 
 		// The browser now holds the Session cookie and no join cookie.
-		require.Equal(t, []string{sessionCookie}, b.cookieNames(shop.Domain))
-		require.Equal(t, sc.Value, b.cookie(shop.Domain, sessionCookie))
+		require.Equal(t, []string{joinSessionCookie}, b.cookieNames(shop.Domain))
+		require.Equal(t, sc.Value, b.cookie(shop.Domain, joinSessionCookie))
 		// Stored hashed.
 		require.Zero(t, r.count(t, `SELECT count(*) FROM web_sessions WHERE token = convert_to($1, 'UTF8')`, sc.Value))
 		require.Equal(t, 1, r.count(t, `SELECT count(*) FROM web_sessions WHERE token = sha256(convert_to($1, 'UTF8'))`, sc.Value))
@@ -402,7 +402,7 @@ func TestSubmit(t *testing.T) {
 
 	t.Run("signed out", func(t *testing.T) {
 		b := r.browser(t)
-		sid := newSID()
+		sid := newJoinSID()
 		cookie := r.join(t, b, shop, sid, "")
 		r.requireSignedOut(t, shop, cookie, sid)
 	})
@@ -410,14 +410,14 @@ func TestSubmit(t *testing.T) {
 	t.Run("an Agent ID", func(t *testing.T) {
 		b := r.browser(t)
 		code := b.mustOpen(t, shop.Domain)
-		sid := newSID()
-		req := newAuthorizeRequest(t, r, shop.Domain, code)
-		cl := sessionClaims(shop, sid, "")
+		sid := newJoinSID()
+		req := newJoinAuthorizeRequest(t, r, shop.Domain, code)
+		cl := joinSessionClaims(shop, sid, "")
 		cl.AgentID = "agt_travel"
-		r.agent.Sign(t, req, cl, noOptions)
+		r.agent.Sign(t, req, cl, joinNoOptions)
 		require.Equal(t, http.StatusNoContent, peers.Send(t, r.env.Client, req).Status)
 		require.Equal(t, http.StatusSeeOther, b.submit(t, shop.Domain, code).Status)
-		in := r.introspect(t, shop, b.cookie(shop.Domain, sessionCookie))
+		in := r.introspect(t, shop, b.cookie(shop.Domain, joinSessionCookie))
 		require.True(t, in.Active)
 		require.Equal(t, "agt_travel", in.AgentID)
 	})
@@ -425,7 +425,7 @@ func TestSubmit(t *testing.T) {
 	t.Run("the configured landing path", func(t *testing.T) {
 		b := r.browser(t)
 		code := b.mustOpen(t, landing.Domain)
-		r.mustAuthorize(t, landing, code, newSID(), "")
+		r.mustAuthorize(t, landing, code, newJoinSID(), "")
 		resp := b.submit(t, landing.Domain, code)
 		require.Equal(t, http.StatusSeeOther, resp.Status, "%s", resp.Body)
 		require.Equal(t, "/welcome", resp.Header.Get("Location"))
@@ -436,10 +436,10 @@ func TestSubmit(t *testing.T) {
 			map[string]any{"sessions": map[string]any{"idle_timeout_seconds": 600}})
 		b := r.browser(t)
 		code := b.mustOpen(t, brief.Domain)
-		r.mustAuthorize(t, brief, code, newSID(), "")
+		r.mustAuthorize(t, brief, code, newJoinSID(), "")
 		resp := b.submit(t, brief.Domain, code)
 		require.Equal(t, http.StatusSeeOther, resp.Status, "%s", resp.Body)
-		sc := setCookies(t, resp)[sessionCookie]
+		sc := joinSetCookies(t, resp)[joinSessionCookie]
 		require.NotNil(t, sc)
 		require.Positive(t, sc.MaxAge)
 		require.LessOrEqual(t, sc.MaxAge, 600)
@@ -449,19 +449,19 @@ func TestSubmit(t *testing.T) {
 		named := r.newCompany(t, "named", "named.example", map[string]any{"cookie_name": "__Host-named_sess"}, nil)
 		b := r.browser(t)
 		code := b.mustOpen(t, named.Domain)
-		sid := newSID()
+		sid := newJoinSID()
 		r.mustAuthorize(t, named, code, sid, "")
 		resp := b.submit(t, named.Domain, code)
 		require.Equal(t, http.StatusSeeOther, resp.Status, "%s", resp.Body)
-		cookies := setCookies(t, resp)
+		cookies := joinSetCookies(t, resp)
 		require.NotNil(t, cookies["__Host-named_sess"], "%v", resp.Header.Values("Set-Cookie"))
-		require.Nil(t, cookies[sessionCookie])
+		require.Nil(t, cookies[joinSessionCookie])
 		r.requireSignedOut(t, named, cookies["__Host-named_sess"].Value, sid)
 	})
 
 	t.Run("a cookie of one Company means nothing to another", func(t *testing.T) {
 		b := r.browser(t)
-		sid := newSID()
+		sid := newJoinSID()
 		cookie := r.join(t, b, shop, sid, "")
 		r.requireInactive(t, landing, cookie)
 		r.requireSignedOut(t, shop, cookie, sid)
@@ -469,8 +469,8 @@ func TestSubmit(t *testing.T) {
 
 	t.Run("introspect and end need a cookie", func(t *testing.T) {
 		for _, path := range []string{"/web-sessions/introspect", "/web-sessions/end"} {
-			requireError(t, r.companyAPI(t, shop, path, map[string]any{}), http.StatusBadRequest, "invalid_request")
-			requireError(t, r.companyAPI(t, shop, path, map[string]any{"cookie": "x", "extra": 1}), http.StatusBadRequest, "invalid_request")
+			requireJoinError(t, r.companyAPI(t, shop, path, map[string]any{}), http.StatusBadRequest, "invalid_request")
+			requireJoinError(t, r.companyAPI(t, shop, path, map[string]any{"cookie": "x", "extra": 1}), http.StatusBadRequest, "invalid_request")
 			resp := r.env.Do(t, http.MethodPost, r.env.PublicURL("/company/v1"+path), map[string]any{"cookie": "x"})
 			require.Equal(t, http.StatusUnauthorized, resp.Status)
 		}
@@ -481,12 +481,12 @@ func TestSubmit(t *testing.T) {
 	})
 }
 
-// TestCookieDomain: with web.cookie_domain the Session cookie covers the
+// TestBrowserJoinCookieDomain: with web.cookie_domain the Session cookie covers the
 // Company's hosts under it; on a Company domain outside it, the cookie is
 // host-only, since a browser refuses a Domain the host is not within.
-func TestCookieDomain(t *testing.T) {
+func TestBrowserJoinCookieDomain(t *testing.T) {
 	t.Parallel()
-	r := setup(t)
+	r := joinSetup(t)
 	shop := r.newCompany(t, "shop", "shop.example",
 		map[string]any{"cookie_name": "shop_session", "cookie_domain": "shop.example"},
 		map[string]any{"domains": []string{"www.shop.example", "shop-two.test"}})
@@ -501,11 +501,11 @@ func TestCookieDomain(t *testing.T) {
 		t.Run(tc.host, func(t *testing.T) {
 			b := r.browser(t)
 			code := b.mustOpen(t, tc.host)
-			sid := newSID()
-			r.mustAuthorize(t, &company{Domain: tc.host, Aud: shop.Aud}, code, sid, "")
+			sid := newJoinSID()
+			r.mustAuthorize(t, &joinCompany{Domain: tc.host, Aud: shop.Aud}, code, sid, "")
 			resp := b.submit(t, tc.host, code)
 			require.Equal(t, http.StatusSeeOther, resp.Status, "%s", resp.Body)
-			sc := setCookies(t, resp)["shop_session"]
+			sc := joinSetCookies(t, resp)["shop_session"]
 			require.NotNil(t, sc, "%v", resp.Header.Values("Set-Cookie"))
 			require.Equal(t, tc.domain, sc.Domain)
 			require.True(t, sc.Secure)
