@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/poppyhost/poppyhost/internal/discovery"
-	"github.com/poppyhost/poppyhost/internal/testkit"
 )
 
 // BenchmarkPoppyJSON fetches poppy.json over real HTTPS (HTTP/2, one
@@ -16,7 +15,7 @@ import (
 // across 4×GOMAXPROCS concurrent clients. Allocations count the client and
 // the server, which share the process.
 func BenchmarkPoppyJSON(b *testing.B) {
-	env := testkit.Setup(b)
+	env := setup(b)
 	env.CreateCompany(b, cases[1].adminBody(b)) // full
 	u := env.URL("example.com", poppyPath)
 	requireDocument(b, get(b, env, u), "warm-up")
