@@ -7,16 +7,16 @@ import (
 	"testing"
 
 	"github.com/poppyhost/poppyhost/internal/discovery"
-	"github.com/poppyhost/poppyhost/internal/testkit"
 )
 
 // BenchmarkPoppyJSON fetches poppy.json over real HTTPS (HTTP/2, one
-// connection) from the whole platform on a real database: Host routing,
-// the Company lookup, building and encoding. It reports requests per second
+// connection) from the discovery handler on a real database: Host routing,
+// the Company lookup, building and encoding (without the platform's
+// request logging and metrics). It reports requests per second
 // across 4×GOMAXPROCS concurrent clients. Allocations count the client and
 // the server, which share the process.
 func BenchmarkPoppyJSON(b *testing.B) {
-	env := testkit.Setup(b)
+	env := setup(b)
 	env.CreateCompany(b, cases[1].adminBody(b)) // full
 	u := env.URL("example.com", poppyPath)
 	requireDocument(b, get(b, env, u), "warm-up")

@@ -2,7 +2,6 @@ package discovery_test
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -12,61 +11,8 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/discovery"
 	"github.com/poppyhost/poppyhost/internal/tenant"
-	"github.com/poppyhost/poppyhost/internal/testkit"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
-
-// fetch sends a request without any token. host, when set, replaces the
-// Host header (the connection still goes to the test server, and TLS still
-// names the URL's host).
-func fetch(t testing.TB, env *testkit.Env, method, rawURL, host string) *peers.Response {
-	t.Helper()
-	req, err := http.NewRequest(method, rawURL, nil)
-	require.NoError(t, err)
-	if host != "" {
-		req.Host = host
-	}
-	resp, err := env.Client.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return &peers.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}
-}
-
-func get(t testing.TB, env *testkit.Env, rawURL string) *peers.Response {
-	t.Helper()
-	return fetch(t, env, http.MethodGet, rawURL, "")
-}
-
-// requireDocument checks a discovery document response: 200, JSON, and
-// cacheable for a minute.
-func requireDocument(t testing.TB, resp *peers.Response, what string) map[string]any {
-	t.Helper()
-	require.Equal(t, http.StatusOK, resp.Status, "%s: %s", what, resp.Body)
-	require.Equal(t, "application/json", resp.Header.Get("Content-Type"), what)
-	require.Equal(t, "public, max-age=60", resp.Header.Get("Cache-Control"), what)
-	return resp.JSON(t)
-}
-
-// requireNotFound checks the JSON 404 that says a document does not exist.
-func requireNotFound(t testing.TB, resp *peers.Response, what string) {
-	t.Helper()
-	require.Equal(t, http.StatusNotFound, resp.Status, "%s: %s", what, resp.Body)
-	require.Equal(t, "application/json", resp.Header.Get("Content-Type"), what)
-	require.Equal(t, "not_found", resp.JSON(t)["error"], what)
-}
-
-// serverURL maps a URL of the golden files to the test server.
-func serverURL(t testing.TB, env *testkit.Env, golden string) string {
-	t.Helper()
-	u, err := url.Parse(golden)
-	require.NoError(t, err)
-	if u.Host == "poppyhost.example" {
-		return env.PublicURL(u.Path)
-	}
-	return env.URL(u.Host, u.Path)
-}
 
 // TestServedDocumentsMatchGolden creates every golden case through the
 // admin API and fetches every URL of its golden file from the running
@@ -76,7 +22,7 @@ func serverURL(t testing.TB, env *testkit.Env, golden string) string {
 // is https.
 func TestServedDocumentsMatchGolden(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := setup(t)
 	for _, tc := range cases {
 		env.CreateCompany(t, tc.adminBody(t))
 	}
@@ -109,7 +55,7 @@ func TestServedDocumentsMatchGolden(t *testing.T) {
 // protected resource metadata's resource is exactly https://{that host}.
 func TestPoppyJSONNamesTheHost(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := setup(t)
 	env.CreateCompany(t, cases[4].adminBody(t)) // multi-domain
 	for _, d := range []string{"shop.example", "shop.example.co.uk", "de.shop.example"} {
 		for _, host := range []string{
@@ -142,7 +88,7 @@ func TestPoppyJSONNamesTheHost(t *testing.T) {
 // excluded_tasks.url.
 func TestDiscoveryAsAPersonalAgent(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := setup(t)
 	env.CreateCompany(t, cases[1].adminBody(t)) // full
 	view := env.CreateCompany(t, cases[4].adminBody(t))
 
@@ -174,7 +120,7 @@ func TestDiscoveryAsAPersonalAgent(t *testing.T) {
 
 func TestASMetadataNotFound(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := setup(t)
 	env.CreateCompany(t, cases[2].adminBody(t)) // no-issuer, slug bakery
 	for _, slug := range []string{"bakery", "unknown", "UPPER", "-bad-", "a%2Fb"} {
 		requireNotFound(t, get(t, env, env.PublicURL("/.well-known/oauth-authorization-server/t/"+slug)), slug)
@@ -188,7 +134,7 @@ func TestASMetadataNotFound(t *testing.T) {
 
 func TestExcludedTasks(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := setup(t)
 	env.CreateCompany(t, cases[1].adminBody(t)) // full, slug example
 	env.CreateCompany(t, cases[0].adminBody(t)) // minimal: none
 
@@ -204,7 +150,7 @@ func TestExcludedTasks(t *testing.T) {
 
 func TestHead(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := setup(t)
 	env.CreateCompany(t, cases[1].adminBody(t))
 	env.CreateCompany(t, cases[2].adminBody(t)) // no issuer
 	for _, u := range []string{
@@ -233,7 +179,7 @@ func TestHead(t *testing.T) {
 // they take.
 func TestMethodNotAllowed(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := setup(t)
 	env.CreateCompany(t, cases[1].adminBody(t))
 	allows := map[string]string{}
 	for _, u := range []string{
@@ -262,7 +208,7 @@ func TestMethodNotAllowed(t *testing.T) {
 // next request for each document sees the change.
 func TestPatchShowsAtOnce(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := setup(t)
 	env.CreateCompany(t, cases[0].adminBody(t)) // minimal
 	patch := func(body string) {
 		t.Helper()
@@ -337,7 +283,7 @@ func TestPatchShowsAtOnce(t *testing.T) {
 // not the TLS server name, picks the Company.
 func TestCompaniesAreIsolated(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := setup(t)
 	company := func(name string) {
 		env.CreateCompany(t, map[string]any{
 			"slug":           name,
@@ -383,9 +329,9 @@ func TestCompaniesAreIsolated(t *testing.T) {
 // builders make for the stored Company, byte for byte.
 func TestHandlerServesTheBuilders(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := setup(t)
 	env.CreateCompany(t, cases[1].adminBody(t))
-	c, err := env.Platform.Tenants.Get(t.Context(), "example")
+	c, err := env.Tenants.Get(t.Context(), "example")
 	require.NoError(t, err)
 
 	want := func(v any) string {

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/discovery"
-	"github.com/poppyhost/poppyhost/internal/testkit"
 )
 
 // The Operations extension (extension 2): a Company with the operations
@@ -87,7 +86,7 @@ func TestPoppyJSONListsOperations(t *testing.T) {
 // own extensions stay as they are.
 func TestPatchOperationsShowsAtOnce(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := setup(t)
 	env.CreateCompany(t, map[string]any{"slug": "opsserved",
 		"organization": map[string]any{"name": "Ops Served", "domain": "opsserved.example"},
 		"extensions":   map[string]any{"opsserved.example/gift-wrap": map[string]any{"version": "1"}}})

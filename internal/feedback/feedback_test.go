@@ -12,14 +12,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/testkit"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
-// bundle is a running platform with Companies shop (and, when asked,
-// mall) and one test Personal Agent.
+// bundle is the feedback handler served on its own database with
+// Companies shop (and, when asked, mall) and one test Personal Agent.
 type bundle struct {
-	env   *testkit.Env
+	env   *env
 	agent *peers.Agent
 }
 
@@ -28,11 +27,11 @@ func setup(t *testing.T, slugs ...string) *bundle {
 	if len(slugs) == 0 {
 		slugs = []string{"shop"}
 	}
-	env := testkit.Setup(t)
+	env := newEnv(t)
 	for _, slug := range slugs {
 		env.CreateCompany(t, company(slug))
 	}
-	return &bundle{env: env, agent: env.StartAgent(t, "")}
+	return &bundle{env: env, agent: env.StartAgent(t)}
 }
 
 // company is the admin API body of a Company with feedback on and two
@@ -381,23 +380,6 @@ func TestFeedbackAttribution(t *testing.T) {
 	}, b.rows(t, "shop"))
 }
 
-func TestFeedbackDisabled(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	resp := b.env.Admin(t, http.MethodPatch, "/admin/v1/companies/shop", map[string]any{"feedback": map[string]any{"enabled": false}})
-	require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
-	for _, o := range []reportOptions{{}, {Unsigned: true}} {
-		requireError(t, b.report(t, "shop", valid, o), http.StatusNotFound, "not_found")
-		requireError(t, b.report(t, "shop", `{`, o), http.StatusNotFound, "not_found")
-	}
-	require.Empty(t, b.rows(t, "shop"))
-
-	resp = b.env.Admin(t, http.MethodPatch, "/admin/v1/companies/shop", map[string]any{"feedback": map[string]any{"enabled": true}})
-	require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
-	require.Equal(t, http.StatusOK, b.report(t, "shop", valid, reportOptions{}).Status)
-	require.Len(t, b.rows(t, "shop"), 1)
-}
-
 func TestFeedbackUnknownCompany(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -568,7 +550,7 @@ func TestListFeedbackAuth(t *testing.T) {
 	requireError(t, b.env.Do(t, http.MethodGet, url, nil), http.StatusUnauthorized, "unauthorized")
 	requireError(t, b.env.Do(t, http.MethodGet, url, nil, "Authorization", "Bearer not-a-key"), http.StatusUnauthorized, "unauthorized")
 	// The admin token is not a Company API key, nor a key an admin token.
-	requireError(t, b.env.Do(t, http.MethodGet, url, nil, "Authorization", "Bearer "+testkit.AdminToken), http.StatusUnauthorized, "unauthorized")
+	requireError(t, b.env.Do(t, http.MethodGet, url, nil, "Authorization", "Bearer "+adminToken), http.StatusUnauthorized, "unauthorized")
 	key := b.apiKey(t, "shop")
 	resp := b.env.Do(t, http.MethodGet, b.env.PublicURL("/admin/v1/companies/shop/feedback"), nil, "Authorization", "Bearer "+key)
 	require.Equal(t, http.StatusUnauthorized, resp.Status, "body: %s", resp.Body)
@@ -617,12 +599,4 @@ func TestFeedbackCrossCompany(t *testing.T) {
 
 	require.Equal(t, shopAll, decodePage(t, b.env.Admin(t, http.MethodGet, "/admin/v1/companies/shop/feedback", nil)))
 	require.Equal(t, mallAll, decodePage(t, b.env.Admin(t, http.MethodGet, "/admin/v1/companies/mall/feedback", nil)))
-
-	// Turning feedback off at mall leaves shop's endpoint alone.
-	resp = b.env.Admin(t, http.MethodPatch, "/admin/v1/companies/mall", map[string]any{"feedback": map[string]any{"enabled": false}})
-	require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
-	requireError(t, b.report(t, "mall", valid, reportOptions{}), http.StatusNotFound, "not_found")
-	require.Equal(t, http.StatusOK, b.report(t, "shop", valid, reportOptions{}).Status)
-	require.Len(t, b.rows(t, "mall"), 2)
-	require.Len(t, b.rows(t, "shop"), 3)
 }

@@ -7,12 +7,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // accountPage signs browser b in to the account page and returns the page
 // that lists the connected agents.
-func (s *tokenRig) accountPage(t *testing.T, b *testkit.Browser) *testkit.Page {
+func (s *tokenRig) accountPage(t *testing.T, b *peers.Browser) *peers.Page {
 	t.Helper()
 	page := b.Get(s.issuer + "/account")
 	require.Equal(t, http.StatusOK, page.Status, page.Body)

@@ -15,9 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/oauth2"
 
-	"github.com/poppyhost/poppyhost/internal/platform"
-	"github.com/poppyhost/poppyhost/internal/safehttp"
-	"github.com/poppyhost/poppyhost/internal/testkit"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
@@ -51,7 +48,7 @@ func azURL(s *stormline, q url.Values) string {
 }
 
 // azRows counts the Company's oauth_tokens rows of the given kinds.
-func azRows(t *testing.T, env *testkit.Env, slug string, kinds ...string) int {
+func azRows(t *testing.T, env *issuerEnv, slug string, kinds ...string) int {
 	t.Helper()
 	var n int
 	require.NoError(t, env.Pool.QueryRow(context.Background(), `
@@ -61,19 +58,19 @@ func azRows(t *testing.T, env *testkit.Env, slug string, kinds ...string) int {
 }
 
 // azNothingStored asserts that no code or PKCE request was stored.
-func azNothingStored(t *testing.T, env *testkit.Env, slug string) {
+func azNothingStored(t *testing.T, env *issuerEnv, slug string) {
 	t.Helper()
 	require.Zero(t, azRows(t, env, slug, "code", "pkce"), "nothing may be stored for a refused request")
 }
 
-func azLogins(t *testing.T, env *testkit.Env) int {
+func azLogins(t *testing.T, env *issuerEnv) int {
 	t.Helper()
 	var n int
 	require.NoError(t, env.Pool.QueryRow(context.Background(), `SELECT count(*) FROM issuer_logins`).Scan(&n))
 	return n
 }
 
-func azPatch(t *testing.T, env *testkit.Env, slug string, patch map[string]any) {
+func azPatch(t *testing.T, env *issuerEnv, slug string, patch map[string]any) {
 	t.Helper()
 	resp := env.Admin(t, http.MethodPatch, "/admin/v1/companies/"+slug, patch)
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
@@ -82,7 +79,7 @@ func azPatch(t *testing.T, env *testkit.Env, slug string, patch map[string]any) 
 // azErrorRedirect asserts that page sends the browser back to the agent's
 // redirect_uri with error, the request's state and the issuer's iss
 // (RFC 6749 §4.1.2.1, RFC 9207), and no code.
-func azErrorRedirect(t *testing.T, s *stormline, p *testkit.Page, redirect, wantErr, wantState string) url.Values {
+func azErrorRedirect(t *testing.T, s *stormline, p *peers.Page, redirect, wantErr, wantState string) url.Values {
 	t.Helper()
 	require.Equal(t, http.StatusSeeOther, p.Status, "want a redirect, got:\n%s", p.Body)
 	loc, err := url.Parse(p.Location())
@@ -99,7 +96,7 @@ func azErrorRedirect(t *testing.T, s *stormline, p *testkit.Page, redirect, want
 }
 
 // azErrorPage asserts an error page: no redirect at all.
-func azErrorPage(t *testing.T, p *testkit.Page, status int) {
+func azErrorPage(t *testing.T, p *peers.Page, status int) {
 	t.Helper()
 	require.Equal(t, status, p.Status, "%s", p.Body)
 	require.Empty(t, p.Location(), "an error about the client or redirect_uri is never redirected")
@@ -109,7 +106,7 @@ func azErrorPage(t *testing.T, p *testkit.Page, status int) {
 
 // azLogin signs the browser in from the login page and returns the
 // consent page.
-func azLogin(t *testing.T, b *testkit.Browser, page *testkit.Page) *testkit.Page {
+func azLogin(t *testing.T, b *peers.Browser, page *peers.Page) *peers.Page {
 	t.Helper()
 	require.Equal(t, http.StatusOK, page.Status, page.Body)
 	page = b.Submit(page, "login", map[string][]string{"username": {testUser}, "password": {testPassword}})
@@ -120,7 +117,7 @@ func azLogin(t *testing.T, b *testkit.Browser, page *testkit.Page) *testkit.Page
 
 // azApprove approves scopes on a consent page and returns the code on the
 // redirect, after checking state and iss.
-func azApprove(t *testing.T, s *stormline, b *testkit.Browser, consent *testkit.Page, redirect string, scopes []string) string {
+func azApprove(t *testing.T, s *stormline, b *peers.Browser, consent *peers.Page, redirect string, scopes []string) string {
 	t.Helper()
 	p := b.Submit(consent, "approve", map[string][]string{"scope": scopes})
 	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
@@ -303,13 +300,7 @@ func TestAuthorizeUnfetchableClient(t *testing.T) {
 	t.Parallel()
 	s := setup(t)
 	logs := &peers.SyncBuffer{}
-	p, err := platform.New(context.Background(), platform.Options{
-		Pool:   s.env.Pool,
-		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		URLs:   s.env.URLs,
-		Fetch:  safehttp.Options{AllowPrivate: true, RootCAs: s.env.CA.Pool(), Resolver: s.env.Hosts},
-	})
-	require.NoError(t, err)
+	h := s.env.Handler(t, options{Logs: logs, LogLevel: slog.LevelDebug})
 	broken := s.env.StartAgent(t, "broken-agent.test")
 	broken.Serve("/agent.json", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusInternalServerError) })
 	verifier := oauth2.GenerateVerifier()
@@ -322,7 +313,7 @@ func TestAuthorizeUnfetchableClient(t *testing.T) {
 			q.Set("redirect_uri", broken.URL("/callback"))
 		})
 		rec := httptest.NewRecorder()
-		p.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, azURL(s, q), nil))
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, azURL(s, q), nil))
 		require.Equal(t, http.StatusBadRequest, rec.Code, "%s: %s", name, rec.Body)
 		require.Empty(t, rec.Header().Get("Location"), name)
 		require.Contains(t, rec.Header().Get("Content-Type"), "text/html", name)
@@ -410,25 +401,6 @@ func TestAuthorizeAgentPolicy(t *testing.T) {
 	require.Equal(t, "orders:read", tok.Extra("scope"))
 }
 
-// TestAuthorizeNotOffered: without Direct Sign-In the endpoint does not
-// exist (spec 3.2).
-func TestAuthorizeNotOffered(t *testing.T) {
-	t.Parallel()
-	s := setup(t)
-	authURL := azURL(s, azParams(s, oauth2.GenerateVerifier(), nil))
-
-	azPatch(t, s.env, "stormline", map[string]any{"auth": map[string]any{"disabled": true}})
-	require.Equal(t, http.StatusNotFound, s.env.Browser(t).Get(authURL).Status)
-
-	azPatch(t, s.env, "stormline", map[string]any{"auth": map[string]any{"disabled": false,
-		"grant_types": []string{"urn:ietf:params:oauth:grant-type:device_code"}}})
-	require.Equal(t, http.StatusNotFound, s.env.Browser(t).Get(authURL).Status)
-
-	azPatch(t, s.env, "stormline", map[string]any{"auth": map[string]any{"grant_types": []string{"authorization_code"}}})
-	require.Equal(t, http.StatusOK, s.env.Browser(t).Get(authURL).Status)
-	azNothingStored(t, s.env, "stormline")
-}
-
 // TestAuthorizeConsentDecisions: the User declines, approves none, some,
 // or tries to add a scope (spec 4.7).
 func TestAuthorizeConsentDecisions(t *testing.T) {
@@ -506,7 +478,7 @@ func TestAuthorizeResourceAudience(t *testing.T) {
 
 // azPost posts a page's login form from outside the Browser helper, with
 // extra headers.
-func azPost(t *testing.T, b *testkit.Browser, page *testkit.Page, form url.Values, headers ...string) (int, string) {
+func azPost(t *testing.T, b *peers.Browser, page *peers.Page, form url.Values, headers ...string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, page.URL.String(), strings.NewReader(form.Encode()))
 	require.NoError(t, err)
@@ -575,7 +547,7 @@ func TestAuthorizeLoginCSRF(t *testing.T) {
 }
 
 // azLoginForm is the login form a Browser would submit from p.
-func azLoginForm(p *testkit.Page, set map[string][]string) url.Values {
+func azLoginForm(p *peers.Page, set map[string][]string) url.Values {
 	form := url.Values{"csrf": {p.Field("csrf")}, "action": {"login"}}
 	for k, v := range set {
 		form[k] = v
@@ -592,7 +564,7 @@ func TestAuthorizeLoginFailures(t *testing.T) {
 	login := b.Get(azURL(s, azParams(s, oauth2.GenerateVerifier(), nil)))
 	require.Equal(t, http.StatusOK, login.Status)
 
-	errorText := func(p *testkit.Page) string {
+	errorText := func(p *peers.Page) string {
 		t.Helper()
 		i := strings.Index(p.Body, `class="error" role="alert">`)
 		require.GreaterOrEqual(t, i, 0, "an error message:\n%s", p.Body)
@@ -608,7 +580,7 @@ func TestAuthorizeLoginFailures(t *testing.T) {
 		require.NotContains(t, strings.ToLower(msg), word)
 	}
 
-	var p *testkit.Page
+	var p *peers.Page
 	for i := 1; i <= 5; i++ {
 		p = b.Submit(login, "login", map[string][]string{"username": {testUser}, "password": {"not the password"}})
 		require.Equal(t, http.StatusBadRequest, p.Status)

@@ -20,14 +20,14 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/poppyhost/poppyhost/internal/clientauth"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // benchSetup is setup for benchmarks: the same Company, with rate limits
 // high enough that the token endpoint is never answered with 429.
 func benchSetup(b *testing.B) *stormline {
 	b.Helper()
-	env := testkit.Setup(b)
+	env := newEnv(b, options{})
 	env.CreateCompany(b, map[string]any{
 		"slug":         "stormline",
 		"organization": map[string]any{"name": "Stormline Outfitters", "domain": "stormline.test"},
@@ -54,7 +54,7 @@ func benchSetup(b *testing.B) *stormline {
 // benchGrant runs Direct Sign-In in br and returns the grant's refresh
 // token. br signs in on its first grant only, so further grants cost no
 // password hashing.
-func (s *stormline) benchGrant(b *testing.B, br *testkit.Browser) string {
+func (s *stormline) benchGrant(b *testing.B, br *peers.Browser) string {
 	b.Helper()
 	verifier := oauth2.GenerateVerifier()
 	page := br.Get(s.conf.AuthCodeURL("bench", oauth2.S256ChallengeOption(verifier)))

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/oauth2"
 
-	"github.com/poppyhost/poppyhost/internal/testkit"
 	"github.com/poppyhost/poppyhost/internal/testkit/chrome"
 )
 
@@ -20,7 +19,7 @@ import (
 func TestChromiumDirectSignIn(t *testing.T) {
 	t.Parallel()
 	s := setup(t)
-	b := chrome.Start(t, s.env.CA, testkit.PublicHost, s.agent.Host)
+	b := chrome.Start(t, s.env.CA, publicHost, s.agent.Host)
 
 	const (
 		login   = `button[name="action"][value="login"]`

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/oauth2"
 
-	"github.com/poppyhost/poppyhost/internal/testkit"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
@@ -91,7 +90,7 @@ func TestDeviceAuthorizationResponse(t *testing.T) {
 }
 
 // tokCodeWith signs ada in to the pages in b, through Direct Sign-In.
-func (s *stormline) tokCodeWith(t *testing.T, b *testkit.Browser) {
+func (s *stormline) tokCodeWith(t *testing.T, b *peers.Browser) {
 	t.Helper()
 	page := b.Get(s.conf.AuthCodeURL("st", oauth2.S256ChallengeOption(oauth2.GenerateVerifier())))
 	require.Equal(t, http.StatusOK, page.Status, page.Body)

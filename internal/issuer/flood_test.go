@@ -18,8 +18,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/accounts"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/issuer"
-	"github.com/poppyhost/poppyhost/internal/platform"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // TestLoginFloodStaysBounded: one client floods Company alpha's sign-in
@@ -35,10 +34,10 @@ import (
 // Not parallel: it reads the process's memory.
 func TestLoginFloodStaysBounded(t *testing.T) {
 	const hashes = 2
-	env := testkit.SetupWith(t, testkit.Options{Platform: func(o *platform.Options) {
-		o.PasswordHashes = accounts.Limits{Hashes: hashes, Queue: 2, PerCompany: 3, MaxWait: 20 * time.Second}
-		o.LoginRates = issuer.LoginRates{PerAddress: 40}
-	}})
+	env := newEnv(t, options{
+		PasswordHashes: accounts.Limits{Hashes: hashes, Queue: 2, PerCompany: 3, MaxWait: 20 * time.Second},
+		LoginRates:     issuer.LoginRates{PerAddress: 40},
+	})
 	for _, slug := range []string{"alpha", "beta"} {
 		env.CreateCompany(t, map[string]any{
 			"slug":         slug,
@@ -153,10 +152,10 @@ func TestLoginFloodStaysBounded(t *testing.T) {
 // and another Company's budget is its own.
 func TestLoginRates(t *testing.T) {
 	t.Parallel()
-	env := testkit.SetupWith(t, testkit.Options{Platform: func(o *platform.Options) {
-		o.LoginRates = issuer.LoginRates{PerAddress: 2, PerCompany: 5}
-		o.Proxies = httpx.Proxies{Trusted: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
-	}})
+	env := newEnv(t, options{
+		LoginRates: issuer.LoginRates{PerAddress: 2, PerCompany: 5},
+		Proxies:    httpx.Proxies{Trusted: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}},
+	})
 	for _, slug := range []string{"alpha", "beta"} {
 		env.CreateCompany(t, map[string]any{
 			"slug":         slug,
@@ -164,7 +163,7 @@ func TestLoginRates(t *testing.T) {
 		})
 	}
 	b := env.Browser(t)
-	pages := map[string]*testkit.Page{}
+	pages := map[string]*peers.Page{}
 	for _, slug := range []string{"alpha", "beta"} {
 		pages[slug] = b.Get(env.PublicURL("/t/" + slug + "/account"))
 		require.Equal(t, http.StatusOK, pages[slug].Status, "%s", pages[slug].Body)

@@ -10,14 +10,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/oauth2"
 
-	"github.com/poppyhost/poppyhost/internal/testkit"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // stormline is the Company most tests use: Direct and Device Sign-In,
 // three scopes, one account.
 type stormline struct {
-	env    *testkit.Env
+	env    *issuerEnv
 	agent  *peers.Agent
 	issuer string
 	conf   *oauth2.Config
@@ -31,7 +30,7 @@ const (
 
 func setup(t *testing.T) *stormline {
 	t.Helper()
-	env := testkit.Setup(t)
+	env := newEnv(t, options{})
 	env.CreateCompany(t, map[string]any{
 		"slug":         "stormline",
 		"organization": map[string]any{"name": "Stormline Outfitters", "domain": "stormline.test"},
@@ -65,7 +64,7 @@ func setup(t *testing.T) *stormline {
 
 // signIn drives Direct Sign-In through the pages and returns the redirect
 // back to the agent.
-func (s *stormline) signIn(t *testing.T, b *testkit.Browser, verifier, state string, scopes []string) *url.URL {
+func (s *stormline) signIn(t *testing.T, b *peers.Browser, verifier, state string, scopes []string) *url.URL {
 	t.Helper()
 	page := b.Get(s.conf.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier)))
 	require.Equal(t, http.StatusOK, page.Status, page.Body)

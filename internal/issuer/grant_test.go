@@ -87,7 +87,7 @@ func TestConnectedSinceIsTheSignIn(t *testing.T) {
 
 	var accountID, companyID int64
 	require.NoError(t, s.env.Pool.QueryRow(t.Context(), `SELECT id, company_id FROM accounts WHERE username = $1`, testUser).Scan(&accountID, &companyID))
-	conns, err := s.env.Platform.Issuer.Store().Connections(t.Context(), companyID, accountID, time.Now())
+	conns, err := s.env.Issuer.Store().Connections(t.Context(), companyID, accountID, time.Now())
 	require.NoError(t, err)
 	require.Len(t, conns, 1)
 	require.WithinDuration(t, signedIn.Add(-40*24*time.Hour), conns[0].Since, time.Second)

@@ -11,15 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/agentid"
-	"github.com/poppyhost/poppyhost/internal/clientauth"
 	"github.com/poppyhost/poppyhost/internal/issuer"
-	"github.com/poppyhost/poppyhost/internal/safehttp"
-	"github.com/poppyhost/poppyhost/internal/signing"
-	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
@@ -66,21 +60,7 @@ func (s *tokenRig) accountID(t *testing.T, slug string) string {
 // at now, to see tokens expire.
 func (s *tokenRig) issuerAt(t *testing.T, now time.Time) http.Handler {
 	t.Helper()
-	resolver := agentid.NewResolver(safehttp.New(safehttp.Options{AllowPrivate: true, RootCAs: s.env.CA.Pool(),
-		Resolver: s.env.Hosts}), agentid.Options{})
-	srv := issuer.New(issuer.Options{
-		Pool: s.env.Pool, Keys: signing.NewKeys(s.env.Pool, signing.Options{}), Resolver: resolver,
-		Replays: clientauth.NewPGReplays(s.env.Pool), Accounts: s.env.Platform.Accounts, URLs: s.env.URLs,
-		CompanyForAPIKey: s.env.Platform.Tenants.CompanyForAPIKey, Now: func() time.Time { return now },
-	})
-	r := chi.NewRouter()
-	r.Route("/t/{slug}", func(r chi.Router) {
-		r.Use(tenant.BySlug(s.env.Platform.Tenants))
-		srv.Mount(r, func(string) func(http.Handler) http.Handler {
-			return func(h http.Handler) http.Handler { return h }
-		})
-	})
-	return r
+	return s.env.Handler(t, options{Now: func() time.Time { return now }})
 }
 
 func TestIntrospectActive(t *testing.T) {

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/oauth2"
 
-	"github.com/poppyhost/poppyhost/internal/testkit"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
@@ -94,7 +93,7 @@ func (s *tokenRig) revoke(t *testing.T, token string) *peers.Response {
 
 // addCompanyLike creates another Company like stormline, with the account
 // ada, and returns its issuer.
-func addCompanyLike(t *testing.T, env *testkit.Env, slug string) string {
+func addCompanyLike(t *testing.T, env *issuerEnv, slug string) string {
 	t.Helper()
 	env.CreateCompany(t, map[string]any{
 		"slug":         slug,

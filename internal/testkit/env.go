@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -34,10 +33,9 @@ type Env struct {
 	Pool     *pgxpool.Pool
 	Platform *platform.Platform
 	CA       *devca.CA
-	// Client reaches every host name on the test server over HTTPS.
-	Client *http.Client
-	// Port is the server's TCP port; every host is served on it.
-	Port string
+	// Site serves every host name on one port: its Client reaches them
+	// over HTTPS.
+	*peers.Site
 	// URLs derives Company URLs the way the server does.
 	URLs tenant.URLs
 	// Hosts resolves the test's host names (its Personal Agents) for the
@@ -108,17 +106,9 @@ func SetupWith(t testing.TB, o Options) *Env {
 
 	t.Cleanup(p.Hub.Start(context.Background()))
 
-	srv := httptest.NewUnstartedServer(p.Handler())
-	srv.Listener.Close()
-	srv.Listener = ln
-	srv.TLS = ca.ServerTLSConfig()
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-
 	return &Env{
-		Pool: pool, Platform: p, CA: ca, Port: port, URLs: urls, Hosts: hosts,
-		Client: peers.Client(t, ca, ln.Addr().String()),
+		Pool: pool, Platform: p, CA: ca, URLs: urls, Hosts: hosts,
+		Site: peers.ServeSite(t, ca, ln, p.Handler()),
 	}
 }
 
@@ -130,28 +120,8 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// URL returns the https URL of path on host as the test server serves it.
-func (e *Env) URL(host, path string) string {
-	return "https://" + host + ":" + e.Port + path
-}
-
 // PublicURL returns the https URL of path on the platform's own host.
 func (e *Env) PublicURL(path string) string { return e.URL(PublicHost, path) }
-
-// Do sends a request. body is as for [peers.NewRequest]. headers are name, value
-// pairs; "Host" sets the Host header the server sees.
-func (e *Env) Do(t testing.TB, method, rawURL string, body any, headers ...string) *peers.Response {
-	t.Helper()
-	req := peers.NewRequest(t, method, rawURL, body)
-	for i := 0; i+1 < len(headers); i += 2 {
-		if strings.EqualFold(headers[i], "Host") {
-			req.Host = headers[i+1]
-			continue
-		}
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	return peers.Send(t, e.Client, req)
-}
 
 // Admin sends a request to the admin API with the bootstrap token.
 func (e *Env) Admin(t testing.TB, method, path string, body any) *peers.Response {

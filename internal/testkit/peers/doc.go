@@ -1,7 +1,8 @@
 // Package peers gives tests the real HTTPS parties the platform talks to:
 // a test Personal Agent (its documents, keys, Session JWTs and client
 // assertions), a Company origin that verifies Poppy-Verified, a static
-// resolver for their host names, and helpers that send requests and read
-// whole responses. Every peer serves HTTPS with a certificate from a test
+// resolver for their host names, a site serving one package's handlers
+// for every host name, a form-filling browser, and helpers that send
+// requests and read whole responses. Every peer serves HTTPS with a certificate from a test
 // CA (internal/devca); nothing here needs a database or the platform.
 package peers

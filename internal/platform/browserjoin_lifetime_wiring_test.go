@@ -1,4 +1,4 @@
-package browserjoin_test
+package platform_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
-// TestCookieLifetime covers what a Session cookie acts for over time
+// TestBrowserJoinCookieLifetime covers what a Session cookie acts for over time
 // (spec 6, "The cookie"): the account only while the Personal Agent stays
 // signed in, nothing once the Session ends, the browser signs out or a
 // later join replaces it.
@@ -24,9 +24,9 @@ import (
 // Company of its own (r.fresh): every sign-in counts as a failure of its
 // username until it succeeds (accounts.Authenticate), so enough of them at
 // once at one Company lock ada out with 429.
-func TestCookieLifetime(t *testing.T) {
+func TestBrowserJoinCookieLifetime(t *testing.T) {
 	t.Parallel()
-	r := setup(t)
+	r := joinSetup(t)
 	// For the subtests that do not sign in.
 	shop := r.newCompany(t, "shop", "shop.example", nil, nil)
 	other := r.newCompany(t, "other", "other.example", nil, nil)
@@ -37,7 +37,7 @@ func TestCookieLifetime(t *testing.T) {
 		r.requireSignedIn(t, shop, cookie, sid, shop.Ada, "orders:read")
 		r.revoke(t, shop, tok.RefreshToken)
 		// The Session continues signed out (spec 5.5), and so does the
-		// browser.
+		// joinBrowser.
 		r.requireSignedOut(t, shop, cookie, sid)
 	})
 
@@ -76,36 +76,36 @@ func TestCookieLifetime(t *testing.T) {
 		shop := r.fresh(t)
 		tok := r.signIn(t, shop, "orders:read")
 		b := r.browser(t)
-		sid := newSID()
+		sid := newJoinSID()
 		cookie := r.join(t, b, shop, sid, tok.AccessToken)
 		resp := r.companyAPI(t, shop, "/sessions/end", map[string]any{"client_id": r.agent.ClientID, "sid": sid})
 		require.Equal(t, http.StatusNoContent, resp.Status, "%s", resp.Body)
 		r.requireInactive(t, shop, cookie)
 		// And the ended Session cannot authorize a new code.
 		code := b.mustOpen(t, shop.Domain)
-		requireError(t, r.authorize(t, shop, code, sid, ""), http.StatusBadRequest, "session_ended")
+		requireJoinError(t, r.authorize(t, shop, code, sid, ""), http.StatusBadRequest, "session_ended")
 	})
 
 	t.Run("the Session ends when idle", func(t *testing.T) {
 		t.Parallel()
 		b := r.browser(t)
-		sid := newSID()
+		sid := newJoinSID()
 		cookie := r.join(t, b, shop, sid, "")
 		r.requireSignedOut(t, shop, cookie, sid)
 		// Unused for longer than the idle timeout and its slack.
 		r.exec(t, `UPDATE sessions SET last_seen_at = now() - $3::interval WHERE company_id = $1 AND sid = $2`,
-			shop.ID, sid, (idleTimeout + idleTimeout/4).String())
+			shop.ID, sid, (joinIdleTimeout + joinIdleTimeout/4).String())
 		r.requireInactive(t, shop, cookie)
 		// Just within it, it is active.
 		r.exec(t, `UPDATE sessions SET last_seen_at = now() - $3::interval WHERE company_id = $1 AND sid = $2`,
-			shop.ID, sid, (idleTimeout - idleTimeout/4).String())
+			shop.ID, sid, (joinIdleTimeout - joinIdleTimeout/4).String())
 		r.requireSignedOut(t, shop, cookie, sid)
 	})
 
 	t.Run("the cookie expires", func(t *testing.T) {
 		t.Parallel()
 		b := r.browser(t)
-		sid := newSID()
+		sid := newJoinSID()
 		cookie := r.join(t, b, shop, sid, "")
 		r.exec(t, `UPDATE web_sessions SET expires_at = now() - interval '1 second'
 			WHERE token = sha256(convert_to($1, 'UTF8'))`, cookie)
@@ -117,7 +117,7 @@ func TestCookieLifetime(t *testing.T) {
 		shop := r.fresh(t)
 		tok := r.signIn(t, shop, "orders:read")
 		b := r.browser(t)
-		sid := newSID()
+		sid := newJoinSID()
 		cookie := r.join(t, b, shop, sid, tok.AccessToken)
 		// Another Company's key cannot end it.
 		resp := r.companyAPI(t, other, "/web-sessions/end", map[string]any{"cookie": cookie})
@@ -141,13 +141,13 @@ func TestCookieLifetime(t *testing.T) {
 		shop := r.fresh(t)
 		tok := r.signIn(t, shop, "orders:read", "orders:write")
 		b := r.browser(t)
-		sid := newSID()
+		sid := newJoinSID()
 		first := r.join(t, b, shop, sid, tok.AccessToken)
 		// The browser's other cookies are not touched by the join.
 		b.setCookie(shop.Domain, &http.Cookie{Name: "cart", Value: "3", Path: "/"})
 		second := r.join(t, b, shop, sid, tok.AccessToken)
 		require.NotEqual(t, first, second)
-		require.Equal(t, second, b.cookie(shop.Domain, sessionCookie))
+		require.Equal(t, second, b.cookie(shop.Domain, joinSessionCookie))
 		require.Equal(t, "3", b.cookie(shop.Domain, "cart"))
 		r.requireInactive(t, shop, first)
 		r.requireSignedIn(t, shop, second, sid, shop.Ada, "orders:read", "orders:write")
@@ -156,7 +156,7 @@ func TestCookieLifetime(t *testing.T) {
 	t.Run("a later join into another Session", func(t *testing.T) {
 		t.Parallel()
 		b := r.browser(t)
-		one, two := newSID(), newSID()
+		one, two := newJoinSID(), newJoinSID()
 		first := r.join(t, b, shop, one, "")
 		second := r.join(t, b, shop, two, "")
 		r.requireInactive(t, shop, first)
@@ -168,7 +168,7 @@ func TestCookieLifetime(t *testing.T) {
 		shop := r.fresh(t)
 		tok := r.signIn(t, shop, "orders:read")
 		b := r.browser(t)
-		sid := newSID()
+		sid := newJoinSID()
 		signedIn := r.join(t, b, shop, sid, tok.AccessToken)
 		r.requireSignedIn(t, shop, signedIn, sid, shop.Ada, "orders:read")
 		signedOut := r.join(t, b, shop, sid, "")
@@ -187,11 +187,11 @@ func TestCookieLifetime(t *testing.T) {
 		shop := r.fresh(t)
 		tok := r.signIn(t, shop, "orders:read")
 		b := r.browser(t)
-		sid := newSID()
+		sid := newJoinSID()
 		cookie := r.join(t, b, shop, sid, tok.AccessToken)
 		code := b.mustOpen(t, shop.Domain) // never authorized
 		r.requireRefused(t, shop, b.submit(t, shop.Domain, code))
-		require.Equal(t, cookie, b.cookie(shop.Domain, sessionCookie))
+		require.Equal(t, cookie, b.cookie(shop.Domain, joinSessionCookie))
 		r.requireSignedIn(t, shop, cookie, sid, shop.Ada, "orders:read")
 	})
 
@@ -201,13 +201,14 @@ func TestCookieLifetime(t *testing.T) {
 		b := r.browser(t)
 		stale := b.mustOpen(t, shop.Domain)
 		live := b.mustOpen(t, shop.Domain)
-		oldCookie := r.join(t, r.browser(t), shop, newSID(), "")
-		newCookie := r.join(t, r.browser(t), shop, newSID(), "")
+		oldCookie := r.join(t, r.browser(t), shop, newJoinSID(), "")
+		newCookie := r.join(t, r.browser(t), shop, newJoinSID(), "")
 		r.exec(t, `UPDATE browser_join_codes SET expires_at = now() - interval '2 hours'
 			WHERE code = sha256(convert_to($1, 'UTF8'))`, stale)
 		r.exec(t, `UPDATE web_sessions SET expires_at = now() - interval '2 hours'
 			WHERE token = sha256(convert_to($1, 'UTF8'))`, oldCookie)
-		require.NoError(t, browserjoin.NewStore(r.env.Pool).Sweep(t.Context(), time.Now().Add(-time.Hour)))
+		_, err := browserjoin.Sweeps(browserjoin.NewStore(r.env.Pool))[0].Run(t.Context(), time.Now().Add(-time.Hour))
+		require.NoError(t, err)
 		codes := func(code string) int {
 			return r.count(t, `SELECT count(*) FROM browser_join_codes WHERE code = sha256(convert_to($1, 'UTF8'))`, code)
 		}
@@ -222,21 +223,21 @@ func TestCookieLifetime(t *testing.T) {
 	})
 }
 
-// TestSignInDoesNotComeBack: once the User signs out or disconnects the
+// TestBrowserJoinSignInDoesNotComeBack: once the User signs out or disconnects the
 // Personal Agent, the cookie's sign-in has ended (spec 6: "The Session's
 // sign-in ends when ... the User signs out or disconnects the Personal
 // Agent"; "an earlier login doesn't come back"). A later sign-in, perhaps
 // with fewer scopes, must not bring back the join's account and scopes:
 // the issuer tells the web sessions of each sign-out (issuer.SignedOut).
-func TestSignInDoesNotComeBack(t *testing.T) {
+func TestBrowserJoinSignInDoesNotComeBack(t *testing.T) {
 	t.Parallel()
-	r := setup(t)
+	r := joinSetup(t)
 	for _, tc := range []struct {
 		name    string
-		signOut func(t *testing.T, shop *company, refreshToken string)
+		signOut func(t *testing.T, shop *joinCompany, refreshToken string)
 	}{
-		{"sign-out", func(t *testing.T, shop *company, refreshToken string) { r.revoke(t, shop, refreshToken) }},
-		{"disconnect", func(t *testing.T, shop *company, _ string) {
+		{"sign-out", func(t *testing.T, shop *joinCompany, refreshToken string) { r.revoke(t, shop, refreshToken) }},
+		{"disconnect", func(t *testing.T, shop *joinCompany, _ string) {
 			require.NoError(t, r.env.Platform.Issuer.Store().Disconnect(t.Context(), shop.ID, shop.Ada, r.agent.ClientID))
 		}},
 	} {
@@ -251,16 +252,16 @@ func TestSignInDoesNotComeBack(t *testing.T) {
 	}
 }
 
-// TestConcurrentSubmit races submissions of one authorized code from the
+// TestBrowserJoinConcurrentSubmit races submissions of one authorized code from the
 // browser that loaded it: exactly one joins.
-func TestConcurrentSubmit(t *testing.T) {
+func TestBrowserJoinConcurrentSubmit(t *testing.T) {
 	t.Parallel()
-	r := setup(t)
+	r := joinSetup(t)
 	shop := r.newCompany(t, "shop", "shop.example", nil, nil)
 	for range 3 {
 		b := r.browser(t)
 		code := b.mustOpen(t, shop.Domain)
-		r.mustAuthorize(t, shop, code, newSID(), "")
+		r.mustAuthorize(t, shop, code, newJoinSID(), "")
 		statuses := make(chan int, 8)
 		for range cap(statuses) {
 			go func() {
@@ -300,8 +301,8 @@ func TestConcurrentSubmit(t *testing.T) {
 	statuses := make(chan int, 8)
 	for range cap(statuses) {
 		go func() {
-			req := newAuthorizeRequest(t, r, shop.Domain, code)
-			r.agent.Sign(t, req, sessionClaims(shop, newSID(), ""), noOptions)
+			req := newJoinAuthorizeRequest(t, r, shop.Domain, code)
+			r.agent.Sign(t, req, joinSessionClaims(shop, newJoinSID(), ""), joinNoOptions)
 			resp, err := r.env.Client.Do(req)
 			if err != nil {
 				statuses <- 0
@@ -320,23 +321,23 @@ func TestConcurrentSubmit(t *testing.T) {
 	require.Equal(t, 1, won)
 }
 
-// TestBrowsingKeepsTheSessionInUse: the browser's requests belong to the
+// TestBrowserJoinBrowsingKeepsTheSessionInUse: the browser's requests belong to the
 // Session (spec 6), so browsing the website records its use and keeps it
 // from ending idle.
-func TestBrowsingKeepsTheSessionInUse(t *testing.T) {
+func TestBrowserJoinBrowsingKeepsTheSessionInUse(t *testing.T) {
 	t.Parallel()
-	r := setup(t)
+	r := joinSetup(t)
 	shop := r.newWebsite(t)
 	b := r.browser(t)
-	sid := newSID()
-	r.join(t, b, shop.company, sid, "")
+	sid := newJoinSID()
+	r.join(t, b, shop.joinCompany, sid, "")
 	lastSeen := func() time.Time {
 		var at time.Time
 		require.NoError(t, r.env.Pool.QueryRow(context.Background(), `SELECT last_seen_at FROM sessions
 			WHERE company_id = $1 AND sid = $2`, shop.ID, sid).Scan(&at))
 		return at
 	}
-	old := time.Now().Add(-idleTimeout / 2).Truncate(time.Second)
+	old := time.Now().Add(-joinIdleTimeout / 2).Truncate(time.Second)
 	_, err := r.env.Pool.Exec(context.Background(), `UPDATE sessions SET last_seen_at = $3
 		WHERE company_id = $1 AND sid = $2`, shop.ID, sid, old)
 	require.NoError(t, err)
@@ -351,29 +352,29 @@ func TestBrowsingKeepsTheSessionInUse(t *testing.T) {
 
 // joinedSignedIn signs ada in at a fresh Company with scopes and joins a
 // new browser to a new Session with the token.
-func (r *rig) joinedSignedIn(t *testing.T, scopes ...string) (*company, *oauth2.Token, *browser, string, string) {
+func (r *joinRig) joinedSignedIn(t *testing.T, scopes ...string) (*joinCompany, *oauth2.Token, *joinBrowser, string, string) {
 	t.Helper()
 	shop := r.fresh(t)
 	tok := r.signIn(t, shop, scopes...)
 	b := r.browser(t)
-	sid := newSID()
+	sid := newJoinSID()
 	return shop, tok, b, sid, r.join(t, b, shop, sid, tok.AccessToken)
 }
 
-// TestJoinIntoAnEndedSession: a Session that ended between steps 2 and 3
+// TestBrowserJoinIntoAnEndedSession: a Session that ended between steps 2 and 3
 // gets no cookie; the failed step 3 answers with the error page.
-func TestJoinIntoAnEndedSession(t *testing.T) {
+func TestBrowserJoinIntoAnEndedSession(t *testing.T) {
 	t.Parallel()
-	r := setup(t)
+	r := joinSetup(t)
 	shop := r.fresh(t)
 	b := r.browser(t)
-	sid := newSID()
+	sid := newJoinSID()
 	code := b.mustOpen(t, shop.Domain)
 	r.mustAuthorize(t, shop, code, sid, "")
 	_, err := r.env.Pool.Exec(context.Background(), `UPDATE sessions SET ended_at = now() WHERE company_id = $1 AND sid = $2`, shop.ID, sid)
 	require.NoError(t, err)
 	resp := b.submit(t, shop.Domain, code)
 	require.Equal(t, http.StatusBadRequest, resp.Status, "%s", resp.Body)
-	require.Empty(t, b.cookie(shop.Domain, sessionCookie))
+	require.Empty(t, b.cookie(shop.Domain, joinSessionCookie))
 	require.Zero(t, r.count(t, `SELECT count(*) FROM web_sessions WHERE company_id = $1`, shop.ID))
 }

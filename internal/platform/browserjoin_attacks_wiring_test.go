@@ -1,4 +1,4 @@
-package browserjoin_test
+package platform_test
 
 import (
 	"net/http"
@@ -13,10 +13,10 @@ import (
 
 // requireRefused checks a refused step 3: an error page, no cookie set,
 // and no web session started.
-func (r *rig) requireRefused(t *testing.T, c *company, resp *peers.Response) {
+func (r *joinRig) requireRefused(t *testing.T, c *joinCompany, resp *peers.Response) {
 	t.Helper()
 	require.Equal(t, http.StatusBadRequest, resp.Status, "%s", resp.Body)
-	requirePageHeaders(t, resp.Header)
+	requireJoinPageHeaders(t, resp.Header)
 	require.Empty(t, resp.Header.Values("Set-Cookie"), "a refused join sets no cookie")
 	require.Empty(t, resp.Header.Get("Location"))
 	body := string(resp.Body)
@@ -25,17 +25,17 @@ func (r *rig) requireRefused(t *testing.T, c *company, resp *peers.Response) {
 }
 
 // usedUp reports whether a code has been submitted.
-func (r *rig) usedUp(t *testing.T, code string) bool {
+func (r *joinRig) usedUp(t *testing.T, code string) bool {
 	t.Helper()
 	return r.count(t, `SELECT count(*) FROM browser_join_codes WHERE code = sha256(convert_to($1, 'UTF8'))
 		AND submitted_at IS NOT NULL`, code) == 1
 }
 
-// TestJoinAttacks covers spec 10.6: only the browser that loaded the page
+// TestBrowserJoinAttacks covers spec 10.6: only the browser that loaded the page
 // can submit a code, and only once the Personal Agent authorized it.
-func TestJoinAttacks(t *testing.T) {
+func TestBrowserJoinAttacks(t *testing.T) {
 	t.Parallel()
-	r := setup(t)
+	r := joinSetup(t)
 	shop := r.newCompany(t, "shop", "shop.example", nil,
 		map[string]any{"domains": []string{"www.shop.example"}})
 	other := r.newCompany(t, "other", "other.example", nil, nil)
@@ -46,11 +46,11 @@ func TestJoinAttacks(t *testing.T) {
 
 	// An attacker's Personal Agent signs its own Session in to its own
 	// account and authorizes a code its own browser loaded; the victim's
-	// browser is made to post it.
+	// joinBrowser is made to post it.
 	t.Run("a code authorized for another browser, posted without a join cookie", func(t *testing.T) {
 		attacker, victim := r.browser(t), r.browser(t)
 		code := attacker.mustOpen(t, shop.Domain)
-		r.mustAuthorize(t, shop, code, newSID(), tok.AccessToken)
+		r.mustAuthorize(t, shop, code, newJoinSID(), tok.AccessToken)
 		before := webSessions(t)
 		r.requireRefused(t, shop, victim.submit(t, shop.Domain, code))
 		require.Empty(t, victim.cookieNames(shop.Domain))
@@ -63,7 +63,7 @@ func TestJoinAttacks(t *testing.T) {
 	t.Run("a code posted with another browser's join cookie", func(t *testing.T) {
 		attacker, victim := r.browser(t), r.browser(t)
 		code := attacker.mustOpen(t, shop.Domain)
-		r.mustAuthorize(t, shop, code, newSID(), tok.AccessToken)
+		r.mustAuthorize(t, shop, code, newJoinSID(), tok.AccessToken)
 		// The victim has loaded the page too, for a code of its own.
 		own := victim.mustOpen(t, shop.Domain)
 		joinCookie := victim.cookie(shop.Domain, browserjoin.JoinCookie)
@@ -71,10 +71,10 @@ func TestJoinAttacks(t *testing.T) {
 		require.Equal(t, []string{browserjoin.JoinCookie}, victim.cookieNames(shop.Domain), "no Session cookie")
 		require.Equal(t, joinCookie, victim.cookie(shop.Domain, browserjoin.JoinCookie), "the join cookie is untouched")
 		// The victim's own code, had its agent authorized it, still works.
-		sid := newSID()
+		sid := newJoinSID()
 		r.mustAuthorize(t, shop, own, sid, "")
 		require.Equal(t, http.StatusSeeOther, victim.submit(t, shop.Domain, own).Status)
-		r.requireSignedOut(t, shop, victim.cookie(shop.Domain, sessionCookie), sid)
+		r.requireSignedOut(t, shop, victim.cookie(shop.Domain, joinSessionCookie), sid)
 	})
 
 	t.Run("a join cookie the attacker planted", func(t *testing.T) {
@@ -85,7 +85,7 @@ func TestJoinAttacks(t *testing.T) {
 		// not the one from the code's page fails.
 		attacker, victim := r.browser(t), r.browser(t)
 		code := attacker.mustOpen(t, shop.Domain)
-		r.mustAuthorize(t, shop, code, newSID(), tok.AccessToken)
+		r.mustAuthorize(t, shop, code, newJoinSID(), tok.AccessToken)
 		victim.setCookie(shop.Domain, &http.Cookie{Name: browserjoin.JoinCookie, Value: "planted", Path: "/", Secure: true})
 		r.requireRefused(t, shop, victim.submit(t, shop.Domain, code))
 	})
@@ -93,15 +93,15 @@ func TestJoinAttacks(t *testing.T) {
 	t.Run("a code submitted twice", func(t *testing.T) {
 		b := r.browser(t)
 		code := b.mustOpen(t, shop.Domain)
-		sid := newSID()
+		sid := newJoinSID()
 		r.mustAuthorize(t, shop, code, sid, tok.AccessToken)
 		joinCookie := b.cookie(shop.Domain, browserjoin.JoinCookie)
 		require.Equal(t, http.StatusSeeOther, b.submit(t, shop.Domain, code).Status)
-		first := b.cookie(shop.Domain, sessionCookie)
+		first := b.cookie(shop.Domain, joinSessionCookie)
 		// Replay it with the same join cookie.
 		b.setCookie(shop.Domain, &http.Cookie{Name: browserjoin.JoinCookie, Value: joinCookie, Path: "/", Secure: true})
 		r.requireRefused(t, shop, b.submit(t, shop.Domain, code))
-		require.Equal(t, first, b.cookie(shop.Domain, sessionCookie), "the first join stands")
+		require.Equal(t, first, b.cookie(shop.Domain, joinSessionCookie), "the first join stands")
 		r.requireSignedIn(t, shop, first, sid, shop.Ada, "orders:read", "orders:write")
 	})
 
@@ -113,7 +113,7 @@ func TestJoinAttacks(t *testing.T) {
 		r.requireRefused(t, shop, b.submit(t, shop.Domain, code))
 		require.True(t, r.usedUp(t, code))
 		// Authorizing it now fails, and so does submitting it again.
-		requireError(t, r.authorize(t, shop, code, newSID(), ""), http.StatusBadRequest, "invalid_request")
+		requireJoinError(t, r.authorize(t, shop, code, newJoinSID(), ""), http.StatusBadRequest, "invalid_request")
 		require.Equal(t, joinCookie, b.cookie(shop.Domain, browserjoin.JoinCookie))
 		r.requireRefused(t, shop, b.submit(t, shop.Domain, code))
 	})
@@ -121,20 +121,20 @@ func TestJoinAttacks(t *testing.T) {
 	t.Run("a first submission without the cookie uses the code up for the right browser", func(t *testing.T) {
 		b, other := r.browser(t), r.browser(t)
 		code := b.mustOpen(t, shop.Domain)
-		r.mustAuthorize(t, shop, code, newSID(), "")
+		r.mustAuthorize(t, shop, code, newJoinSID(), "")
 		r.requireRefused(t, shop, other.submit(t, shop.Domain, code))
 		r.requireRefused(t, shop, b.submit(t, shop.Domain, code))
-		require.Empty(t, b.cookie(shop.Domain, sessionCookie))
+		require.Empty(t, b.cookie(shop.Domain, joinSessionCookie))
 	})
 
 	t.Run("an expired code", func(t *testing.T) {
 		b := r.browser(t)
 		code := b.mustOpen(t, shop.Domain)
-		r.mustAuthorize(t, shop, code, newSID(), tok.AccessToken)
+		r.mustAuthorize(t, shop, code, newJoinSID(), tok.AccessToken)
 		r.exec(t, `UPDATE browser_join_codes SET expires_at = now() - interval '1 second'
 			WHERE code = sha256(convert_to($1, 'UTF8'))`, code)
 		r.requireRefused(t, shop, b.submit(t, shop.Domain, code))
-		require.Empty(t, b.cookie(shop.Domain, sessionCookie))
+		require.Empty(t, b.cookie(shop.Domain, joinSessionCookie))
 	})
 
 	t.Run("an unauthorized code", func(t *testing.T) {
@@ -142,7 +142,7 @@ func TestJoinAttacks(t *testing.T) {
 		code := b.mustOpen(t, shop.Domain)
 		before := r.count(t, `SELECT count(*) FROM sessions WHERE company_id = $1`, shop.ID)
 		r.requireRefused(t, shop, b.submit(t, shop.Domain, code))
-		require.Empty(t, b.cookie(shop.Domain, sessionCookie))
+		require.Empty(t, b.cookie(shop.Domain, joinSessionCookie))
 		require.Equal(t, before, r.count(t, `SELECT count(*) FROM sessions WHERE company_id = $1`, shop.ID))
 	})
 
@@ -154,10 +154,10 @@ func TestJoinAttacks(t *testing.T) {
 		}
 		// No code at all, a code in the query only, a body that is not a form.
 		for _, req := range []*http.Request{
-			mustRequest(t, http.MethodPost, r.env.URL(shop.Domain, browserjoin.Path), "", "application/x-www-form-urlencoded"),
-			mustRequest(t, http.MethodPost, r.env.URL(shop.Domain, browserjoin.Path+"?code="+b.mustOpen(t, shop.Domain)), "", "application/x-www-form-urlencoded"),
-			mustRequest(t, http.MethodPost, r.env.URL(shop.Domain, browserjoin.Path), `{"code":"bc_x"}`, "application/json"),
-			mustRequest(t, http.MethodPost, r.env.URL(shop.Domain, browserjoin.Path), "code="+strings.Repeat("A", 8<<10), "application/x-www-form-urlencoded"),
+			mustJoinRequest(t, http.MethodPost, r.env.URL(shop.Domain, browserjoin.Path), "", "application/x-www-form-urlencoded"),
+			mustJoinRequest(t, http.MethodPost, r.env.URL(shop.Domain, browserjoin.Path+"?code="+b.mustOpen(t, shop.Domain)), "", "application/x-www-form-urlencoded"),
+			mustJoinRequest(t, http.MethodPost, r.env.URL(shop.Domain, browserjoin.Path), `{"code":"bc_x"}`, "application/json"),
+			mustJoinRequest(t, http.MethodPost, r.env.URL(shop.Domain, browserjoin.Path), "code="+strings.Repeat("A", 8<<10), "application/x-www-form-urlencoded"),
 		} {
 			r.requireRefused(t, shop, peers.Send(t, b.client, req))
 		}
@@ -166,13 +166,13 @@ func TestJoinAttacks(t *testing.T) {
 	t.Run("a code from another Company's domain", func(t *testing.T) {
 		b := r.browser(t)
 		code := b.mustOpen(t, other.Domain)
-		r.mustAuthorize(t, other, code, newSID(), "")
+		r.mustAuthorize(t, other, code, newJoinSID(), "")
 		// The browser carries other.example's join cookie only to
 		// other.example; even with the same value on shop.example it fails.
 		b.setCookie(shop.Domain, &http.Cookie{Name: browserjoin.JoinCookie, Value: b.cookie(other.Domain, browserjoin.JoinCookie),
 			Path: "/", Secure: true})
 		r.requireRefused(t, shop, b.submit(t, shop.Domain, code))
-		require.Empty(t, b.cookie(shop.Domain, sessionCookie))
+		require.Empty(t, b.cookie(shop.Domain, joinSessionCookie))
 	})
 
 	t.Run("a code from the Company's other domain", func(t *testing.T) {
@@ -180,26 +180,26 @@ func TestJoinAttacks(t *testing.T) {
 		const www = "www.shop.example"
 		code := b.mustOpen(t, www)
 		// Authorized on shop.example, where it was not issued: refused.
-		requireError(t, r.authorizeAs(t, r.agent, shop, shop.Domain, map[string]any{"code": code}, newSID(), ""),
+		requireJoinError(t, r.authorizeAs(t, r.agent, shop, shop.Domain, map[string]any{"code": code}, newJoinSID(), ""),
 			http.StatusBadRequest, "invalid_request")
 		// Authorized where it was issued but posted to the other domain,
 		// with the same join cookie: refused.
-		r.mustAuthorize(t, &company{Domain: www, Aud: shop.Aud}, code, newSID(), "")
+		r.mustAuthorize(t, &joinCompany{Domain: www, Aud: shop.Aud}, code, newJoinSID(), "")
 		b.setCookie(shop.Domain, &http.Cookie{Name: browserjoin.JoinCookie, Value: b.cookie(www, browserjoin.JoinCookie),
 			Path: "/", Secure: true})
 		r.requireRefused(t, shop, b.submit(t, shop.Domain, code))
-		require.Empty(t, b.cookie(shop.Domain, sessionCookie))
-		require.Empty(t, b.cookie(www, sessionCookie))
+		require.Empty(t, b.cookie(shop.Domain, joinSessionCookie))
+		require.Empty(t, b.cookie(www, joinSessionCookie))
 	})
 
 	t.Run("the page refuses framing and opener references", func(t *testing.T) {
 		p := r.browser(t).open(t, shop.Domain)
-		requirePageHeaders(t, p.Header)
+		requireJoinPageHeaders(t, p.Header)
 		csp := p.Header.Get("Content-Security-Policy")
 		require.Contains(t, csp, "form-action 'self'")
 		require.Contains(t, csp, "default-src 'none'")
 		// So does the error page.
-		requirePageHeaders(t, r.browser(t).submit(t, shop.Domain, "bc_x").Header)
+		requireJoinPageHeaders(t, r.browser(t).submit(t, shop.Domain, "bc_x").Header)
 	})
 
 	t.Run("the page escapes the Company's name", func(t *testing.T) {
@@ -215,17 +215,17 @@ func TestJoinAttacks(t *testing.T) {
 		// The victim has a Session cookie of its own agent's join; a forged
 		// post must not replace or end it.
 		victim, attacker := r.browser(t), r.browser(t)
-		sid := newSID()
+		sid := newJoinSID()
 		mine := r.join(t, victim, shop, sid, "")
 		code := attacker.mustOpen(t, shop.Domain)
-		r.mustAuthorize(t, shop, code, newSID(), tok.AccessToken)
+		r.mustAuthorize(t, shop, code, newJoinSID(), tok.AccessToken)
 		r.requireRefused(t, shop, victim.submit(t, shop.Domain, code))
-		require.Equal(t, mine, victim.cookie(shop.Domain, sessionCookie))
+		require.Equal(t, mine, victim.cookie(shop.Domain, joinSessionCookie))
 		r.requireSignedOut(t, shop, mine, sid)
 	})
 }
 
-func mustRequest(t *testing.T, method, rawURL, body, contentType string) *http.Request {
+func mustJoinRequest(t *testing.T, method, rawURL, body, contentType string) *http.Request {
 	t.Helper()
 	req, err := http.NewRequest(method, rawURL, strings.NewReader(body))
 	require.NoError(t, err)

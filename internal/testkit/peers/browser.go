@@ -1,4 +1,4 @@
-package testkit
+package peers
 
 import (
 	"bytes"
@@ -19,11 +19,11 @@ type Browser struct {
 	t      testing.TB
 }
 
-// Browser returns a new Browser on the test server.
-func (e *Env) Browser(t testing.TB) *Browser {
+// NewBrowser returns a new Browser sending its requests through tr.
+func NewBrowser(t testing.TB, tr http.RoundTripper) *Browser {
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
-	return &Browser{t: t, Client: &http.Client{Transport: e.Client.Transport, Jar: jar,
+	return &Browser{t: t, Client: &http.Client{Transport: tr, Jar: jar,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 

@@ -1,4 +1,4 @@
-package feedback_test
+package platform_test
 
 import (
 	"bytes"
@@ -78,7 +78,7 @@ func TestReportTextIsNotLogged(t *testing.T) {
 		return rec
 	}
 	admin := "Bearer " + testkit.AdminToken
-	rec := do(http.MethodPost, "/admin/v1/companies", mustJSON(t, company("shop")), "Authorization", admin)
+	rec := do(http.MethodPost, "/admin/v1/companies", mustFeedbackJSON(t, feedbackCompany("shop")), "Authorization", admin)
 	require.Equal(t, http.StatusCreated, rec.Code, "body: %s", rec.Body)
 	rec = do(http.MethodPost, "/admin/v1/companies/shop/api-keys", []byte(`{"name":"log test"}`), "Authorization", admin)
 	require.Equal(t, http.StatusCreated, rec.Code, "body: %s", rec.Body)
@@ -122,4 +122,77 @@ func TestReportTextIsNotLogged(t *testing.T) {
 	require.Equal(t, 12, strings.Count(out, `"msg":"request"`), "logs:\n%s", out)
 	require.NotContains(t, out, secret, "logs:\n%s", out)
 	require.NotContains(t, out, "About", "logs:\n%s", out)
+}
+
+// feedbackCompany is the admin API body of a Company with feedback on and
+// an alternative for one task.
+func feedbackCompany(slug string) map[string]any {
+	return map[string]any{
+		"slug":         slug,
+		"organization": map[string]any{"name": slug, "domain": slug + ".example"},
+		"feedback": map[string]any{"enabled": true, "alternatives": []any{map[string]any{
+			"task": "Pay with a gift card", "alternative": map[string]any{"instructions": "Gift cards are applied at checkout."},
+		}}},
+	}
+}
+
+func mustFeedbackJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	require.NoError(t, err)
+	return raw
+}
+
+// TestFeedbackWiring: the feedback endpoint answers only while the
+// Company's settings offer it: off, a report is a 404 before its Session
+// or body is looked at, and nothing is stored; one Company turning it off
+// leaves another's alone. On, it needs a Session (spec 5.3 step 3).
+func TestFeedbackWiring(t *testing.T) {
+	t.Parallel()
+	env := testkit.Setup(t)
+	env.CreateCompany(t, feedbackCompany("shop"))
+	env.CreateCompany(t, feedbackCompany("mall"))
+	agent := env.StartAgent(t, "")
+	report := func(slug, body string, signed bool) *peers.Response {
+		t.Helper()
+		req := peers.NewRequest(t, http.MethodPost, env.PublicURL("/t/"+slug+"/poppy/feedback"), body)
+		if signed {
+			agent.Sign(t, req, peers.SessionClaims{Aud: env.PublicURL("/t/" + slug)}, peers.SessionOptions{})
+		}
+		return peers.Send(t, env.Client, req)
+	}
+	rows := func(slug string) int {
+		t.Helper()
+		var n int
+		require.NoError(t, env.Pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM feedback f JOIN companies c ON c.id = f.company_id WHERE c.slug = $1`, slug).Scan(&n))
+		return n
+	}
+	const valid = `{"task":"Pay with a gift card","description":"No interface applies one."}`
+	patch := func(slug string, on bool) {
+		t.Helper()
+		resp := env.Admin(t, http.MethodPatch, "/admin/v1/companies/"+slug, map[string]any{"feedback": map[string]any{"enabled": on}})
+		require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+	}
+
+	patch("mall", false)
+	for _, signed := range []bool{true, false} {
+		for _, body := range []string{valid, `{`} {
+			resp := report("mall", body, signed)
+			require.Equal(t, http.StatusNotFound, resp.Status, "body: %s", resp.Body)
+			require.Equal(t, "not_found", resp.JSON(t)["error"])
+		}
+	}
+	require.Zero(t, rows("mall"))
+	resp := report("shop", valid, true)
+	require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+	require.Equal(t, 1, rows("shop"))
+	resp = report("shop", valid, false)
+	require.Equal(t, http.StatusBadRequest, resp.Status, "body: %s", resp.Body)
+	require.Equal(t, "invalid_session", resp.JSON(t)["error"])
+
+	patch("mall", true)
+	resp = report("mall", valid, true)
+	require.Equal(t, http.StatusOK, resp.Status, "body: %s", resp.Body)
+	require.Equal(t, 1, rows("mall"))
 }
