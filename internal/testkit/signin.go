@@ -12,12 +12,6 @@ import (
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
-// Browser and Page are the form-filling browser of [peers].
-type (
-	Browser = peers.Browser
-	Page    = peers.Page
-)
-
 // SignIn has user (with password) sign agent in at issuer through Direct
 // Sign-In, approving scopes on the consent page, and returns the tokens.
 // resource, when set, asks for a token for that service (RFC 8707).
