@@ -14,9 +14,9 @@ import (
 	"github.com/poppyhost/poppyhost/internal/bearer"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/operations"
+	"github.com/poppyhost/poppyhost/internal/origin"
 	"github.com/poppyhost/poppyhost/internal/sessions"
 	"github.com/poppyhost/poppyhost/internal/tenant"
-	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
 // Handler serves the Personal Agent side of the conversation endpoint.
@@ -55,7 +55,7 @@ func (h *Handler) owner(w http.ResponseWriter, r *http.Request) (Owner, bool) {
 		bearer.WriteError(w, r, err)
 		return Owner{}, false
 	}
-	o := Owner{ClientID: sess.ClientID, UserID: sess.UserID, Verified: verified.FromRequest(sess, g)}
+	o := Owner{ClientID: sess.ClientID, UserID: sess.UserID, Verified: origin.Facts(sess, g)}
 	declareOperations(o.Verified, operations.Declared(sess, r.Header.Values(operations.ExtensionsHeader)))
 	if g != nil {
 		o.AccountID = g.AccountID
