@@ -41,6 +41,7 @@ const webPassword = "correct horse battery staple"
 var webScopes = map[string]any{
 	"orders:read":  "See your orders",
 	"orders:write": "Change your orders",
+	"returns:read": "See your returns",
 }
 
 // forgedVerified is a Poppy-Verified a browser made up.
