@@ -480,11 +480,13 @@ func (s *Proxy) page(w http.ResponseWriter, r *http.Request, status int, code st
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
 	if fromScript(r) {
-		body := map[string]string{"error": code, "error_description": p.Message}
+		e := &httpx.Error{Code: code, Description: p.Message}
 		if len(p.Scopes) > 0 {
-			body["scope"] = strings.Join(p.Scopes, " ")
+			e.Extra = map[string]any{"scope": strings.Join(p.Scopes, " ")}
 		}
-		httpx.WriteJSON(w, status, body)
+		// The page's own status: a page's code may have none in httpx's
+		// table (origin_timeout), or another one there.
+		httpx.WriteJSON(w, status, e.Body())
 		return
 	}
 	h.Set("Content-Type", "text/html; charset=utf-8")
