@@ -11,7 +11,7 @@
 // The Session's cookie then stands for a web session: the Session, and
 // after a signed-in join the account and scopes of step 2, for as long as
 // the Session lasts and the Personal Agent stays signed in to that
-// account. The website proxy (internal/gateway) and the Company's own
+// account. The website proxy (internal/website) and the Company's own
 // website (/company/v1/web-sessions) ask this package what a cookie acts
 // for. The package owns browser_join_codes and web_sessions.
 package browserjoin

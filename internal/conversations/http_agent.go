@@ -12,9 +12,9 @@ import (
 	"github.com/poppyhost/poppyhost/internal/bearer"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/operations"
+	"github.com/poppyhost/poppyhost/internal/origin"
 	"github.com/poppyhost/poppyhost/internal/sessions"
 	"github.com/poppyhost/poppyhost/internal/tenant"
-	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
 // AgentOptions configure an AgentHandler.
@@ -89,7 +89,7 @@ func (h *AgentHandler) owner(r *http.Request) (Owner, error) {
 	if err != nil {
 		return Owner{}, err
 	}
-	o := Owner{ClientID: sess.ClientID, UserID: sess.UserID, Verified: verified.FromRequest(sess, g)}
+	o := Owner{ClientID: sess.ClientID, UserID: sess.UserID, Verified: origin.Facts(sess, g)}
 	declareOperations(o.Verified, operations.Declared(sess, r.Header.Values(operations.ExtensionsHeader)))
 	if g != nil {
 		o.AccountID = g.AccountID

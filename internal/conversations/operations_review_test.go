@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/gateway"
+	"github.com/poppyhost/poppyhost/internal/registry"
 )
 
 // TestOperationsConversationNotAllowed: the request a proposal names must
@@ -180,7 +180,7 @@ func TestOperationsConversationAPIRemoved(t *testing.T) {
 	s := newOpsSide(t, "conv-api-removed", opsOptions{})
 	id := s.start(t, paReq{})
 	op := s.propose(t, id, proposal("stormline-insulated-m"))
-	require.NoError(t, gateway.NewStore(s.env.Pool).DeleteAPI(context.Background(), s.id, "orders"))
+	require.NoError(t, registry.NewStore(s.env.Pool).DeleteAPI(context.Background(), s.id, "orders"))
 	require.Equal(t, http.StatusAccepted, s.pa(t, http.MethodPost, "/"+id+"/messages", approvalMsg("msg_ok", op, nil), paReq{}).Status)
 	out := s.outcomes(t, 1)[0]
 	require.Equal(t, "not_allowed", out["status"], "%v", out)

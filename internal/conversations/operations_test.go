@@ -13,8 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/gateway"
 	"github.com/poppyhost/poppyhost/internal/operations"
+	"github.com/poppyhost/poppyhost/internal/registry"
 	"github.com/poppyhost/poppyhost/internal/testkit"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
@@ -150,9 +150,9 @@ func newOpsSide(t *testing.T, name string, o opsOptions) *opsSide {
 	s.secret = resp.JSON(t)["secret"].(string)
 	s.origin = env.StartOrigin(t, "origin-"+name+".test", s.issuer, s.issuer)
 	s.origin.Handle(http.MethodPost, "/orders/o1/exchanges", s.x.serve)
-	_, err := gateway.NewStore(env.Pool).PutAPI(context.Background(), s.id, &gateway.API{Name: "orders",
+	_, err := registry.NewStore(env.Pool).PutAPI(context.Background(), s.id, &registry.API{Name: "orders",
 		Origin: s.origin.BaseURL(), OpenAPI: json.RawMessage(ordersOpenAPI),
-		TimeoutSeconds: max(o.timeout, 1), MaxRequestBytes: gateway.DefaultMaxRequestBytes, MaxResponseBytes: gateway.DefaultMaxResponseBytes}, time.Now())
+		TimeoutSeconds: max(o.timeout, 1), MaxRequestBytes: registry.DefaultMaxRequestBytes, MaxResponseBytes: registry.DefaultMaxResponseBytes}, time.Now())
 	require.NoError(t, err)
 	startJobs(t, env)
 	return s

@@ -65,7 +65,7 @@ package crosstenant_test
 //	feedback.Store           List                            yes      A's reports not listed
 //	                         (add)                           no       unexported, reached through the
 //	                                                                  feedback endpoint
-//	gateway.Store            GetAPI, APIUpdatedAt            yes      ErrNotFound
+//	registry.Store           GetAPI, APIUpdatedAt            yes      ErrNotFound
 //	                         ListAPIs, ListAPINames          yes      A's APIs not listed
 //	                         PutAPI                          yes      B's own API; A's unchanged
 //	                         DeleteAPI                       yes      ErrNotFound, A's kept

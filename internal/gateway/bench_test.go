@@ -26,7 +26,7 @@ import (
 	"github.com/lestrrat-go/jwx/v2/jwk"
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/gateway"
+	"github.com/poppyhost/poppyhost/internal/registry"
 	"github.com/poppyhost/poppyhost/internal/testkit"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 	"github.com/poppyhost/poppyhost/internal/verified"
@@ -200,15 +200,15 @@ func newGatewayBench(b *testing.B) *gatewayBench {
 	require.Equal(b, http.StatusCreated, resp.Status, "%s", resp.Body)
 
 	origin := startBenchOrigin(b, env, "shop-origin.test")
-	_, err := gateway.Compile(ctx, []byte(benchOpenAPI))
+	_, err := registry.Compile(ctx, []byte(benchOpenAPI))
 	require.NoError(b, err)
 	var companyID int64
 	require.NoError(b, env.Pool.QueryRow(ctx, `SELECT id FROM companies WHERE slug = $1`, slug).Scan(&companyID))
-	_, err = gateway.NewStore(env.Pool).PutAPI(ctx, companyID, &gateway.API{
+	_, err = registry.NewStore(env.Pool).PutAPI(ctx, companyID, &registry.API{
 		Name: benchAPI, Origin: origin.base, Description: "Orders", OpenAPI: json.RawMessage(benchOpenAPI),
-		TimeoutSeconds:   gateway.DefaultTimeoutSeconds,
-		MaxRequestBytes:  gateway.DefaultMaxRequestBytes,
-		MaxResponseBytes: gateway.DefaultMaxResponseBytes,
+		TimeoutSeconds:   registry.DefaultTimeoutSeconds,
+		MaxRequestBytes:  registry.DefaultMaxRequestBytes,
+		MaxResponseBytes: registry.DefaultMaxResponseBytes,
 	}, time.Now())
 	require.NoError(b, err)
 
@@ -676,15 +676,15 @@ func newOpsBench(b *testing.B, g *gatewayBench) *opsBench {
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	base := "https://" + net.JoinHostPort("ops-origin.test", port) + "/v1"
 
-	_, err := gateway.Compile(ctx, []byte(opsBenchOpenAPI))
+	_, err := registry.Compile(ctx, []byte(opsBenchOpenAPI))
 	require.NoError(b, err)
 	var companyID int64
 	require.NoError(b, env.Pool.QueryRow(ctx, `SELECT id FROM companies WHERE slug = $1`, slug).Scan(&companyID))
-	_, err = gateway.NewStore(env.Pool).PutAPI(ctx, companyID, &gateway.API{
+	_, err = registry.NewStore(env.Pool).PutAPI(ctx, companyID, &registry.API{
 		Name: opsBenchAPI, Origin: base, Description: "Exchanges", OpenAPI: json.RawMessage(opsBenchOpenAPI),
-		TimeoutSeconds:   gateway.DefaultTimeoutSeconds,
-		MaxRequestBytes:  gateway.DefaultMaxRequestBytes,
-		MaxResponseBytes: gateway.DefaultMaxResponseBytes,
+		TimeoutSeconds:   registry.DefaultTimeoutSeconds,
+		MaxRequestBytes:  registry.DefaultMaxRequestBytes,
+		MaxResponseBytes: registry.DefaultMaxResponseBytes,
 	}, time.Now())
 	require.NoError(b, err)
 

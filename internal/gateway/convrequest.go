@@ -7,6 +7,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/operations"
+	"github.com/poppyhost/poppyhost/internal/registry"
 	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/verified"
@@ -27,7 +28,7 @@ var ErrNotAllowed = errors.New("gateway: the request is not allowed")
 // ErrNotAllowed.
 func (g *Gateway) CheckRequest(ctx context.Context, co *tenant.Company, req *operations.Request, facts *verified.Facts) error {
 	c, err := g.load(tenant.WithCompany(ctx, co), req.API)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, registry.ErrNotFound) {
 		return notAllowed("perform.api: the Company has no API named %q registered with the gateway", req.API)
 	}
 	if err != nil {

@@ -13,6 +13,8 @@ import (
 	"github.com/poppyhost/poppyhost/internal/bearer"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/operations"
+	"github.com/poppyhost/poppyhost/internal/origin"
+	"github.com/poppyhost/poppyhost/internal/registry"
 	"github.com/poppyhost/poppyhost/internal/sessions"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/verified"
@@ -21,15 +23,12 @@ import (
 // call is one verified API call of a Company with operations on.
 type call struct {
 	co     *tenant.Company
-	api    *API
+	api    *registry.API
 	target *url.URL
 	rest   string
 	facts  *verified.Facts
 	grant  *bearer.Grant
 }
-
-// retryAfter is the Retry-After of an operation still being performed.
-const retryAfter = "5"
 
 func (k *call) owner(sess *sessions.Session) operations.Owner {
 	o := operations.Owner{ClientID: sess.ClientID, UserID: sess.UserID}
@@ -99,7 +98,7 @@ func (g *Gateway) serveOperations(w http.ResponseWriter, r *http.Request, k *cal
 		httpx.WriteError(w, r, err)
 		return
 	}
-	g.forward(w, r, k.api, k.target, jwt, func(resp *http.Response) error {
+	g.opts.Origins.Forward(w, r, k.api, k.target, jwt, func(resp *http.Response) error {
 		if !httpx.IsMediaType(resp.Header.Get("Content-Type"), operations.ProposalType) {
 			return nil
 		}
@@ -111,7 +110,7 @@ func (g *Gateway) serveOperations(w http.ResponseWriter, r *http.Request, k *cal
 		status, answer := g.proposed(ctx, k, owner, declared, raw, req, avoid)
 		replaceResponse(resp, status, answer)
 		if status == http.StatusServiceUnavailable {
-			resp.Header.Set("Retry-After", retryAfter)
+			resp.Header.Set("Retry-After", operations.RetryAfter)
 		}
 		if status == http.StatusForbidden && !declared {
 			// At an API, extension_required is a challenge (spec 3.3).
@@ -130,22 +129,23 @@ func (g *Gateway) proposed(ctx context.Context, k *call, owner operations.Owner,
 	p, err := operations.ParseProposal(raw)
 	if err != nil {
 		httpx.Logger(ctx).WarnContext(ctx, "gateway: unusable proposal", "api", k.api.Name, "err", err)
-		return http.StatusBadGateway, map[string]string{"error": CodeOriginUnreachable,
+		return http.StatusBadGateway, map[string]string{"error": origin.CodeUnreachable,
 			"error_description": "the Company's origin asked for approval in a form the platform cannot use"}
 	}
 	if !declared {
-		return http.StatusForbidden, map[string]string{"error": httpx.CodeExtensionRequired, "extension": operations.Name,
-			"error_description": "this action needs approval through the operations extension, version 3, which the request does not declare"}
+		e := operations.ExtensionRequired("this action needs approval through the operations extension, version 3, which the request does not declare")
+		return e.Status(), e.Body()
 	}
 	op, err := g.opts.Operations.Propose(ctx, k.co.ID, owner, operations.InterfaceAPI, k.api.Name, p, req, avoid, g.opts.Now())
 	if busy := (*operations.PerformingError)(nil); errors.As(err, &busy) {
-		return http.StatusServiceUnavailable, performingBody(ctx)
+		return http.StatusServiceUnavailable, operations.PerformingBody(ctx)
 	}
 	if err != nil {
 		httpx.Logger(ctx).ErrorContext(ctx, "gateway: record operation", "api", k.api.Name, "err", err)
 		return http.StatusInternalServerError, map[string]string{"error": httpx.CodeInternal}
 	}
-	return http.StatusForbidden, map[string]any{"error": operations.CodeApprovalRequired, "operation": op}
+	e := operations.ApprovalRequired(op)
+	return e.Status(), e.Body()
 }
 
 // writeOutcome answers an approval at an API with what became of it:
@@ -154,29 +154,16 @@ func (g *Gateway) proposed(ctx context.Context, k *call, owner operations.Owner,
 func writeOutcome(w http.ResponseWriter, r *http.Request, a *operations.Approval, out *operations.Outcome) {
 	switch out.Kind {
 	case operations.OutcomePerformed:
-		writeStored(w, out.Response)
+		operations.WriteStored(w, out.Response)
 	case operations.OutcomePerforming:
-		writePerforming(w, r)
+		operations.WritePerforming(w, r)
 	case operations.OutcomeRetry:
-		writeRetry(w, r, out.RetryAfter)
+		operations.WriteRetry(w, r, out.RetryAfter)
 	case operations.OutcomeDeclined:
-		httpx.WriteJSON(w, http.StatusForbidden, declineBody(a, out.Decline))
+		httpx.WriteError(w, r, operations.Declined(a, out.Decline))
 	case operations.OutcomeNewTerms:
-		httpx.WriteJSON(w, http.StatusForbidden, map[string]any{"error": operations.CodeApprovalRequired,
-			"operation": out.Operation})
+		httpx.WriteError(w, r, operations.ApprovalRequired(out.Operation))
 	}
-}
-
-// declineBody is approval_declined at an API (extension 6).
-func declineBody(a *operations.Approval, d *operations.Decline) map[string]any {
-	out := map[string]any{"error": operations.CodeApprovalDeclined, "operation_id": a.OperationID, "revision": a.Revision}
-	if d.Reason != "" {
-		out["reason"] = d.Reason
-	}
-	if len(d.Alternative) > 0 && string(d.Alternative) != "null" {
-		out["alternative"] = d.Alternative
-	}
-	return out
 }
 
 // replaceResponse makes resp a JSON answer of status.
@@ -192,47 +179,4 @@ func replaceResponse(resp *http.Response, status int, v any) {
 	resp.Body = io.NopCloser(bytes.NewReader(raw))
 	resp.ContentLength = int64(len(raw))
 	resp.Header.Set("Content-Length", strconv.Itoa(len(raw)))
-}
-
-// writeStored answers with the origin's stored answer (extension 7).
-func writeStored(w http.ResponseWriter, resp *operations.Response) {
-	for name, v := range map[string]string{"Content-Type": resp.ContentType, "Location": resp.Location, "ETag": resp.ETag} {
-		if v != "" {
-			w.Header().Set(name, v)
-		}
-	}
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(resp.Status)
-	_, _ = w.Write(resp.Body)
-}
-
-// writePerforming answers a retry of an operation being performed, or
-// whose outcome is unknown: never a failure (extension 7).
-func writePerforming(w http.ResponseWriter, r *http.Request) {
-	// Not a failure (extension 7), so not logged as one.
-	w.Header().Set("Retry-After", retryAfter)
-	httpx.WriteJSON(w, http.StatusServiceUnavailable, performingBody(r.Context()))
-}
-
-// writeRetry answers an approval whose origin performed nothing and asked
-// for the request again later: the Personal Agent sends the same request
-// with the same approval again (extension 7), which can perform it.
-func writeRetry(w http.ResponseWriter, r *http.Request, after int) {
-	w.Header().Set("Retry-After", strconv.Itoa(after))
-	httpx.WriteJSON(w, http.StatusServiceUnavailable, retryBody(r.Context()))
-}
-
-// retryBody is the body of a 503 for an approval nothing was performed
-// for yet.
-func retryBody(ctx context.Context) map[string]string {
-	return map[string]string{"error": httpx.CodeUnavailable,
-		"error_description": "nothing was performed yet: the Company asks for the request again later; send the same request with the same approval after Retry-After seconds",
-		"request_id":        httpx.RequestID(ctx)}
-}
-
-// performingBody is the body of a 503 while an operation is performed.
-func performingBody(ctx context.Context) map[string]string {
-	return map[string]string{"error": httpx.CodeUnavailable,
-		"error_description": "the operation is being performed; send the same request again after Retry-After seconds",
-		"request_id":        httpx.RequestID(ctx)}
 }

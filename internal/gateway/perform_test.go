@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,8 +14,10 @@ import (
 	"github.com/lestrrat-go/jwx/v2/jwk"
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/gateway"
 	"github.com/poppyhost/poppyhost/internal/operations"
+	"github.com/poppyhost/poppyhost/internal/operations/opstest"
+	"github.com/poppyhost/poppyhost/internal/origin"
+	"github.com/poppyhost/poppyhost/internal/registry"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
@@ -25,73 +26,12 @@ import (
 // contract): the Company's approval hook, and what the origin answers an
 // approved call, through the gateway and the settle job.
 
-// hook is a Company's approval hook on a test origin: it answers as mode
-// says and keeps every request's body.
-type hook struct {
-	origin *peers.Origin
-	url    string
-	mode   atomic.Value // "ok", a decline, an error or "hang": see serve
-	mu     sync.Mutex
-	bodies [][]byte
-}
-
-func (h *hook) serve(w http.ResponseWriter, r *http.Request) {
-	raw, _ := io.ReadAll(r.Body)
-	h.mu.Lock()
-	h.bodies = append(h.bodies, raw)
-	h.mu.Unlock()
-	switch h.mode.Load() {
-	case "ok":
-		w.WriteHeader(http.StatusNoContent)
-	case "decline":
-		w.Header().Set("Content-Type", "application/poppy-decline+json")
-		w.WriteHeader(http.StatusOK)
-		_, _ = io.WriteString(w, `{"reason": "Exchanges over $50 need the account holder.", "ignored": true,
-			"alternative": {"instructions": "Exchange it in the app.",
-				"references": [{"type": "web", "url": "https://shop.example/exchanges"}]}}`)
-	case "decline-http":
-		w.Header().Set("Content-Type", "application/poppy-decline+json; charset=utf-8")
-		w.WriteHeader(http.StatusForbidden)
-		_, _ = io.WriteString(w, `{"reason": "Not today.",
-			"alternative": {"references": [{"type": "web", "url": "http://shop.example/exchanges"}]}}`)
-	case "decline-garbage":
-		w.Header().Set("Content-Type", "application/poppy-decline+json")
-		_, _ = io.WriteString(w, `{"reason": 12, "alternative": "call us"`)
-	case "fail":
-		http.Error(w, "hook down", http.StatusInternalServerError)
-	case "redirect":
-		http.Redirect(w, r, "https://elsewhere.example/hook", http.StatusFound)
-	case "json":
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"approved": true}`)
-	case "forbidden":
-		http.Error(w, "no", http.StatusForbidden)
-	case "hang":
-		// Longer than the platform waits for a hook.
-		select {
-		case <-r.Context().Done():
-		case <-time.After(20 * time.Second):
-		}
-		w.WriteHeader(http.StatusNoContent)
-	}
-}
-
-func (h *hook) calls() [][]byte {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([][]byte(nil), h.bodies...)
-}
-
 // addHook starts an approval hook on host and makes it the Company's.
-func addHook(t *testing.T, r *rig, host string) *hook {
+func addHook(t *testing.T, r *rig, host string) *opstest.Hook {
 	t.Helper()
-	h := &hook{origin: r.env.StartOrigin(t, host, r.issuer, r.issuer)}
-	h.mode.Store("ok")
-	// The origin's base URL: peers.Origin checks aud against it.
-	h.url = h.origin.BaseURL()
-	h.origin.Handle(http.MethodPost, "/", h.serve)
+	h := opstest.StartHook(t, r.env, host, r.issuer)
 	resp := r.env.Admin(t, http.MethodPatch, "/admin/v1/companies/"+r.slug,
-		map[string]any{"operations": map[string]any{"enabled": true, "approval_hook": h.url}})
+		map[string]any{"operations": map[string]any{"enabled": true, "approval_hook": h.URL}})
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 	return h
 }
@@ -139,7 +79,7 @@ func companyOperation(t *testing.T, r *rig, key, id string) listedOperation {
 
 // approvedCalls counts the origin's requests that carried an approval of
 // operation id, and checks each one's Idempotency-Key.
-func approvedCalls(t *testing.T, o *peers.Origin, op opBody) int {
+func approvedCalls(t *testing.T, o *peers.Origin, op opstest.Op) int {
 	t.Helper()
 	n := 0
 	for _, rec := range o.Received() {
@@ -157,7 +97,7 @@ func approvedCalls(t *testing.T, o *peers.Origin, op opBody) int {
 func exchanger(t *testing.T, r *rig) func(approvalHeader string) *peers.Response {
 	token := r.signIn(t, r.agent, "ada", "orders:read", "orders:write")
 	return func(approvalHeader string) *peers.Response {
-		o := opts{token: token, header: []string{"Poppy-Extensions", declares}}
+		o := opts{token: token, header: []string{"Poppy-Extensions", opstest.Declares}}
 		if approvalHeader != "" {
 			o.header = append(o.header, "Poppy-Approval", approvalHeader)
 		}
@@ -205,7 +145,7 @@ func verifyAt(t *testing.T, r *rig, token, aud string) error {
 // answer: an error, never a decline or a performance.
 func requireOriginError(t *testing.T, resp *peers.Response) {
 	t.Helper()
-	requireError(t, resp, http.StatusBadGateway, gateway.CodeOriginUnreachable)
+	requireError(t, resp, http.StatusBadGateway, origin.CodeUnreachable)
 }
 
 // TestOperationsApprovalHook: an approval that passes the checks is
@@ -221,20 +161,20 @@ func TestOperationsApprovalHook(t *testing.T) {
 	exchange := exchanger(t, r)
 
 	t.Run("204 performs", func(t *testing.T) {
-		op := requireOperation(t, exchange(""))
-		require.Empty(t, h.calls(), "no approval, no hook")
-		done := exchange(approval(op, `, reference="apr_1"`))
+		op := opstest.RequireOperation(t, exchange(""))
+		require.Empty(t, h.Calls(), "no approval, no hook")
+		done := exchange(opstest.Approval(op, `, reference="apr_1"`))
 		require.Equal(t, http.StatusCreated, done.Status, "%s", done.Body)
-		require.Equal(t, int32(1), x.performed.Load())
+		require.Equal(t, int32(1), x.Performed.Load())
 		require.Equal(t, 1, approvedCalls(t, r.origin, op))
 
-		calls := h.calls()
+		calls := h.Calls()
 		require.Len(t, calls, 1)
-		last := h.origin.Last()
+		last := h.Origin.Last()
 		require.Equal(t, http.MethodPost, last.Method)
 		require.Equal(t, "application/json", last.Header.Get("Content-Type"))
-		claims := r.verify(t, last.Header.Get("Poppy-Verified"), h.url)
-		require.Equal(t, h.url, claims.Audience)
+		claims := r.verify(t, last.Header.Get("Poppy-Verified"), h.URL)
+		require.Equal(t, h.URL, claims.Audience)
 		require.Equal(t, op.Operation.OperationID, claims.OperationID)
 		require.Equal(t, op.Operation.Revision, claims.Revision)
 		require.Equal(t, "user", claims.Approver)
@@ -268,17 +208,17 @@ func TestOperationsApprovalHook(t *testing.T) {
 			"approver": "user", "approved_at": float64(1791487260), "input_type": "tap", "reference": "apr_1"}, body.Approval)
 
 		// A retry gets the stored answer without asking the hook again.
-		retry := exchange(approval(op, ""))
+		retry := exchange(opstest.Approval(op, ""))
 		require.Equal(t, http.StatusCreated, retry.Status)
 		require.Equal(t, string(done.Body), string(retry.Body))
-		require.Len(t, h.calls(), 1)
+		require.Len(t, h.Calls(), 1)
 	})
 
 	t.Run("decline", func(t *testing.T) {
-		before := x.performed.Load()
-		op := requireOperation(t, exchange(""))
-		h.mode.Store("decline")
-		resp := exchange(approval(op, ""))
+		before := x.Performed.Load()
+		op := opstest.RequireOperation(t, exchange(""))
+		h.Mode.Store("decline")
+		resp := exchange(opstest.Approval(op, ""))
 		require.Equal(t, http.StatusForbidden, resp.Status, "%s", resp.Body)
 		require.Equal(t, "application/json", strings.Split(resp.Header.Get("Content-Type"), ";")[0])
 		require.JSONEq(t, fmt.Sprintf(`{"error": "approval_declined", "operation_id": %q, "revision": %q,
@@ -293,45 +233,45 @@ func TestOperationsApprovalHook(t *testing.T) {
 
 		// The same approval again, the hook willing now: never accepted,
 		// never performed; a new revision instead.
-		h.mode.Store("ok")
-		hooked := len(h.calls())
-		again := requireOperation(t, exchange(approval(op, "")))
+		h.Mode.Store("ok")
+		hooked := len(h.Calls())
+		again := opstest.RequireOperation(t, exchange(opstest.Approval(op, "")))
 		require.Equal(t, op.Operation.OperationID, again.Operation.OperationID)
 		require.NotEqual(t, op.Operation.Revision, again.Operation.Revision)
-		require.Len(t, h.calls(), hooked, "a declined revision fails the checks before the hook")
-		plain := requireOperation(t, exchange(""))
+		require.Len(t, h.Calls(), hooked, "a declined revision fails the checks before the hook")
+		plain := opstest.RequireOperation(t, exchange(""))
 		require.NotEqual(t, op.Operation.Revision, plain.Operation.Revision, "a declined revision is never offered again")
 		require.Zero(t, approvedCalls(t, r.origin, op))
-		require.Equal(t, before, x.performed.Load())
+		require.Equal(t, before, x.Performed.Load())
 
 		// A decline whose alternative links over http: the alternative is
 		// dropped, the decline stands.
-		h.mode.Store("decline-http")
-		resp = exchange(approval(plain, ""))
+		h.Mode.Store("decline-http")
+		resp = exchange(opstest.Approval(plain, ""))
 		require.Equal(t, http.StatusForbidden, resp.Status, "%s", resp.Body)
 		require.JSONEq(t, fmt.Sprintf(`{"error": "approval_declined", "operation_id": %q, "revision": %q,
 			"reason": "Not today."}`, plain.Operation.OperationID, plain.Operation.Revision), string(resp.Body))
 		require.Zero(t, approvedCalls(t, r.origin, plain))
-		require.Equal(t, before, x.performed.Load())
+		require.Equal(t, before, x.Performed.Load())
 
 		// A decline the platform cannot read is still a decline, with
 		// nothing of its body.
-		op = requireOperation(t, exchange(""))
-		h.mode.Store("decline-garbage")
-		resp = exchange(approval(op, ""))
+		op = opstest.RequireOperation(t, exchange(""))
+		h.Mode.Store("decline-garbage")
+		resp = exchange(opstest.Approval(op, ""))
 		require.Equal(t, http.StatusForbidden, resp.Status, "%s", resp.Body)
 		require.JSONEq(t, fmt.Sprintf(`{"error": "approval_declined", "operation_id": %q, "revision": %q}`,
 			op.Operation.OperationID, op.Operation.Revision), string(resp.Body))
 		require.Zero(t, approvedCalls(t, r.origin, op))
-		h.mode.Store("ok")
+		h.Mode.Store("ok")
 	})
 
 	t.Run("hook fails, then answers", func(t *testing.T) {
-		op := requireOperation(t, exchange(""))
+		op := opstest.RequireOperation(t, exchange(""))
 		// Neither 204 nor a decline: an error, whatever else it says.
 		for _, mode := range []string{"fail", "redirect", "json", "forbidden"} {
-			h.mode.Store(mode)
-			requireOriginError(t, exchange(approval(op, "")))
+			h.Mode.Store(mode)
+			requireOriginError(t, exchange(opstest.Approval(op, "")))
 		}
 		listed := companyOperation(t, r, key, op.Operation.OperationID)
 		require.Equal(t, "proposed", listed.Status, "nothing recorded")
@@ -346,11 +286,11 @@ func TestOperationsApprovalHook(t *testing.T) {
 		require.Zero(t, approvedCalls(t, r.origin, op))
 
 		// The same approval once the hook answers 204.
-		h.mode.Store("ok")
-		before := x.performed.Load()
-		done := exchange(approval(op, ""))
+		h.Mode.Store("ok")
+		before := x.Performed.Load()
+		done := exchange(opstest.Approval(op, ""))
 		require.Equal(t, http.StatusCreated, done.Status, "%s", done.Body)
-		require.Equal(t, before+1, x.performed.Load())
+		require.Equal(t, before+1, x.Performed.Load())
 		require.Equal(t, 1, approvedCalls(t, r.origin, op))
 		require.Equal(t, "performed", companyOperation(t, r, key, op.Operation.OperationID).Status)
 	})
@@ -365,20 +305,20 @@ func TestOperationsApprovalHookTimeout(t *testing.T) {
 	key := apiKey(t, r)
 	exchange := exchanger(t, r)
 
-	op := requireOperation(t, exchange(""))
-	h.mode.Store("hang")
+	op := opstest.RequireOperation(t, exchange(""))
+	h.Mode.Store("hang")
 	started := time.Now()
-	requireOriginError(t, exchange(approval(op, "")))
+	requireOriginError(t, exchange(opstest.Approval(op, "")))
 	require.Less(t, time.Since(started), 19*time.Second, "the platform stops waiting for the hook")
 	listed := companyOperation(t, r, key, op.Operation.OperationID)
 	require.Equal(t, "proposed", listed.Status, "nothing recorded")
 	require.Nil(t, listed.Approval)
 	require.Zero(t, approvedCalls(t, r.origin, op))
 
-	h.mode.Store("ok")
-	done := exchange(approval(op, ""))
+	h.Mode.Store("ok")
+	done := exchange(opstest.Approval(op, ""))
 	require.Equal(t, http.StatusCreated, done.Status, "%s", done.Body)
-	require.Equal(t, int32(1), x.performed.Load())
+	require.Equal(t, int32(1), x.Performed.Load())
 }
 
 // TestOperationsOrigin500Settles: an approved call that the origin answers
@@ -389,7 +329,7 @@ func TestOperationsApprovalHookTimeout(t *testing.T) {
 func TestOperationsOrigin500Settles(t *testing.T) {
 	t.Parallel()
 	r, x := newOperationsRig(t, "ops-500")
-	r.putAPI(t, gateway.API{Name: proxyAPI, Origin: r.origin.BaseURL(), TimeoutSeconds: 1})
+	r.putAPI(t, registry.API{Name: proxyAPI, Origin: r.origin.BaseURL(), TimeoutSeconds: 1})
 	var failures atomic.Int32
 	failures.Store(2) // the first call and the settle job's first try
 	r.origin.Handle(http.MethodPost, "/orders/o1/exchanges", func(w http.ResponseWriter, req *http.Request) {
@@ -397,38 +337,38 @@ func TestOperationsOrigin500Settles(t *testing.T) {
 			http.Error(w, "database unavailable", http.StatusInternalServerError)
 			return
 		}
-		x.serve(w, req)
+		x.Serve(w, req)
 	})
 	exchange := exchanger(t, r)
-	op := requireOperation(t, exchange(""))
+	op := opstest.RequireOperation(t, exchange(""))
 
 	for range 3 {
-		resp := exchange(approval(op, ""))
+		resp := exchange(opstest.Approval(op, ""))
 		require.Equal(t, http.StatusServiceUnavailable, resp.Status, "%s", resp.Body)
 		require.NotEmpty(t, resp.Header.Get("Retry-After"))
 		require.Equal(t, "unavailable", resp.JSON(t)["error"])
 	}
 	require.Equal(t, 1, approvedCalls(t, r.origin, op), "retries wait for the outcome; they do not call the origin")
-	require.Zero(t, x.performed.Load())
+	require.Zero(t, x.Performed.Load())
 
 	startJobs(t, r)
 	var done *peers.Response
 	require.Eventually(t, func() bool {
-		done = exchange(approval(op, ""))
+		done = exchange(opstest.Approval(op, ""))
 		return done.Status != http.StatusServiceUnavailable
 	}, 45*time.Second, 500*time.Millisecond, "the settle job learns the outcome")
 	require.Equal(t, http.StatusCreated, done.Status, "%s", done.Body)
 	require.Equal(t, "/orders/o1/exchanges/ex_1", done.Header.Get("Location"))
-	require.Equal(t, int32(1), x.performed.Load(), "performed once")
+	require.Equal(t, int32(1), x.Performed.Load(), "performed once")
 	require.Equal(t, 3, approvedCalls(t, r.origin, op), "the first call and two settle tries, with the same key")
 	for range 2 {
-		retry := exchange(approval(op, ""))
+		retry := exchange(opstest.Approval(op, ""))
 		require.Equal(t, http.StatusCreated, retry.Status)
 		require.Equal(t, string(done.Body), string(retry.Body))
 	}
 	require.Equal(t, 3, approvedCalls(t, r.origin, op))
 	waitSettled(t, r, op.Operation.OperationID)
-	require.Equal(t, int32(1), x.performed.Load())
+	require.Equal(t, int32(1), x.Performed.Load())
 }
 
 // TestOperationsAnswerTooLarge: an origin's answer to an approved call
@@ -438,12 +378,12 @@ func TestOperationsOrigin500Settles(t *testing.T) {
 func TestOperationsAnswerTooLarge(t *testing.T) {
 	t.Parallel()
 	r, _ := newOperationsRig(t, "ops-large")
-	r.putAPI(t, gateway.API{Name: proxyAPI, Origin: r.origin.BaseURL(), TimeoutSeconds: 1, MaxResponseBytes: 1024})
+	r.putAPI(t, registry.API{Name: proxyAPI, Origin: r.origin.BaseURL(), TimeoutSeconds: 1, MaxResponseBytes: 1024})
 	var performed atomic.Int32
-	proposals := &exchangeOrigin{keys: map[string]string{}}
+	proposals := opstest.NewExchangeOrigin()
 	r.origin.Handle(http.MethodPost, "/orders/o1/exchanges", func(w http.ResponseWriter, req *http.Request) {
 		if peers.OriginClaims(req).OperationID == "" {
-			proposals.serve(w, req)
+			proposals.Serve(w, req)
 			return
 		}
 		n := performed.Add(1)
@@ -454,10 +394,10 @@ func TestOperationsAnswerTooLarge(t *testing.T) {
 		_, _ = fmt.Fprintf(w, `{"exchange_id": "ex_%d", "receipt": %q}`, n, strings.Repeat("x", 4096))
 	})
 	exchange := exchanger(t, r)
-	op := requireOperation(t, exchange(""))
+	op := opstest.RequireOperation(t, exchange(""))
 
 	for i := range 3 {
-		resp := exchange(approval(op, ""))
+		resp := exchange(opstest.Approval(op, ""))
 		require.Equal(t, http.StatusCreated, resp.Status, "try %d: %s", i, resp.Body)
 		require.Equal(t, "/orders/o1/exchanges/ex_1", resp.Header.Get("Location"))
 		require.Equal(t, `"v1"`, resp.Header.Get("ETag"))
@@ -476,11 +416,11 @@ func TestOperationsAnswerTooLarge(t *testing.T) {
 func TestOperationsOrigin4xxStored(t *testing.T) {
 	t.Parallel()
 	r, _ := newOperationsRig(t, "ops-422")
-	r.putAPI(t, gateway.API{Name: proxyAPI, Origin: r.origin.BaseURL(), TimeoutSeconds: 1})
-	proposals := &exchangeOrigin{keys: map[string]string{}}
+	r.putAPI(t, registry.API{Name: proxyAPI, Origin: r.origin.BaseURL(), TimeoutSeconds: 1})
+	proposals := opstest.NewExchangeOrigin()
 	r.origin.Handle(http.MethodPost, "/orders/o1/exchanges", func(w http.ResponseWriter, req *http.Request) {
 		if peers.OriginClaims(req).OperationID == "" {
-			proposals.serve(w, req)
+			proposals.Serve(w, req)
 			return
 		}
 		w.Header().Set("Content-Type", "application/problem+json")
@@ -488,14 +428,14 @@ func TestOperationsOrigin4xxStored(t *testing.T) {
 		_, _ = io.WriteString(w, `{"title": "The order was already exchanged."}`)
 	})
 	exchange := exchanger(t, r)
-	op := requireOperation(t, exchange(""))
+	op := opstest.RequireOperation(t, exchange(""))
 
-	first := exchange(approval(op, ""))
+	first := exchange(opstest.Approval(op, ""))
 	require.Equal(t, http.StatusUnprocessableEntity, first.Status, "%s", first.Body)
 	require.Equal(t, "application/problem+json", first.Header.Get("Content-Type"))
 	require.JSONEq(t, `{"title": "The order was already exchanged."}`, string(first.Body))
 	for range 2 {
-		retry := exchange(approval(op, ""))
+		retry := exchange(opstest.Approval(op, ""))
 		require.Equal(t, http.StatusUnprocessableEntity, retry.Status)
 		require.Equal(t, "application/problem+json", retry.Header.Get("Content-Type"))
 		require.Equal(t, string(first.Body), string(retry.Body))
@@ -518,14 +458,14 @@ func TestOperationsUnusableNewTerms(t *testing.T) {
 			_, _ = io.WriteString(w, `{"terms": ["not", "an", "object"]}`)
 			return
 		}
-		x.serve(w, req)
+		x.Serve(w, req)
 	})
 	exchange := exchanger(t, r)
-	op := requireOperation(t, exchange(""))
-	requireOriginError(t, exchange(approval(op, "")))
-	again := requireOperation(t, exchange(approval(op, "")))
+	op := opstest.RequireOperation(t, exchange(""))
+	requireOriginError(t, exchange(opstest.Approval(op, "")))
+	again := opstest.RequireOperation(t, exchange(opstest.Approval(op, "")))
 	require.Equal(t, op.Operation.OperationID, again.Operation.OperationID)
 	require.NotEqual(t, op.Operation.Revision, again.Operation.Revision)
 	require.Equal(t, 1, approvedCalls(t, r.origin, op))
-	require.Zero(t, x.performed.Load())
+	require.Zero(t, x.Performed.Load())
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -17,34 +15,29 @@ import (
 	"github.com/poppyhost/poppyhost/internal/bearer"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/operations"
+	"github.com/poppyhost/poppyhost/internal/origin"
+	"github.com/poppyhost/poppyhost/internal/registry"
 	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/sessions"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
-// Error codes of the gateway's own failures, beside the protocol's.
-const (
-	CodeOriginUnreachable = httpx.CodeOriginUnreachable
-	CodeOriginTimeout     = "origin_timeout"
-	CodeOriginTooLarge    = "origin_response_too_large"
-)
-
 // cacheFor is how long a compiled API is used before the gateway checks
 // whether it changed; a change reaches every replica within it.
 const cacheFor = 2 * time.Second
 
-// Options configure the gateway and the hosted MCP server.
+// Options configure the gateway. Every field is required but Now.
 type Options struct {
-	Store  *Store
+	// Store has the registered APIs.
+	Store  *registry.Store
 	Tokens *bearer.Validator
-	// Keys sign Poppy-Verified.
-	Keys verified.Signer
-	URLs tenant.URLs
-	// Origins reaches Company origins and tools: the platform's fetch
-	// options (with AllowPrivate only in development and tests).
-	Origins *safehttp.Client
-	Logger  *slog.Logger
+	URLs   tenant.URLs
+	// Origins calls the APIs' origins.
+	Origins *origin.Caller
+	// Session is the Session middleware (sessions.Manager.Require with the
+	// rate limits), which every call passes.
+	Session func(http.Handler) http.Handler
 	// Operations keeps the operations of Companies that turned the
 	// extension on; SetEngine gives the engine that performs them.
 	Operations *operations.Store
@@ -55,9 +48,7 @@ type Options struct {
 // Gateway serves registered APIs at {issuer}/api/{name}/... and their
 // descriptions at {issuer}/openapi/{name}.json.
 type Gateway struct {
-	opts      Options
-	transport http.RoundTripper
-	errorLog  *log.Logger
+	opts Options
 	// engine performs approved operations (SetEngine).
 	engine *operations.Engine
 
@@ -72,8 +63,8 @@ type apiKey struct {
 
 // compiled is a registered API ready to serve.
 type compiled struct {
-	api     *API
-	spec    *Spec
+	api     *registry.API
+	spec    *registry.Spec
 	origin  *url.URL
 	checked time.Time
 	// published is its description as served, made on first request
@@ -87,31 +78,28 @@ func (opts Options) withDefaults() Options {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
 	return opts
 }
 
 // New returns a Gateway.
 func New(opts Options) (*Gateway, error) {
 	opts = opts.withDefaults()
-	g := &Gateway{opts: opts, cache: map[apiKey]*compiled{}, transport: opts.Origins.RoundTripper(),
-		errorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn)}
-	return g, nil
+	if opts.Store == nil || opts.Tokens == nil || opts.Origins == nil || opts.Session == nil {
+		return nil, errors.New("gateway: Store, Tokens, Origins and Session are required")
+	}
+	return &Gateway{opts: opts, cache: map[apiKey]*compiled{}}, nil
 }
 
 // SetEngine gives the gateway the engine that performs approved
 // operations; the engine routes through the gateway (Route), so it is made
-// after it. Call it before serving when Operations is set.
+// after it (origin.Router). Call it before serving when Operations is set.
 func (g *Gateway) SetEngine(e *operations.Engine) { g.engine = e }
 
-// Mount mounts the gateway's routes under {issuer}, after the Company is in
-// the context. session is the Session middleware (sessions.Manager.Require
-// with the rate limits).
-func (g *Gateway) Mount(r chi.Router, session func(http.Handler) http.Handler) {
+// Public serves the APIs at /api/{name}/... and their descriptions at
+// /openapi/{name}.json under /t/{slug}.
+func (g *Gateway) Public(r chi.Router) {
 	r.Get("/openapi/{name}.json", g.serveDescription)
-	r.With(session).Handle("/api/{name}/*", http.HandlerFunc(g.serve))
+	r.With(g.opts.Session).Handle("/api/{name}/*", http.HandlerFunc(g.serve))
 }
 
 // load returns the Company's API named name, compiled, from the cache when
@@ -131,7 +119,7 @@ func (g *Gateway) load(ctx context.Context, name string) (*compiled, error) {
 	}
 	if c != nil {
 		updated, err := g.opts.Store.APIUpdatedAt(ctx, co.ID, name)
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		if err != nil && !errors.Is(err, registry.ErrNotFound) {
 			return nil, err
 		}
 		if err == nil && updated.Equal(c.api.UpdatedAt) {
@@ -142,7 +130,7 @@ func (g *Gateway) load(ctx context.Context, name string) (*compiled, error) {
 		}
 	}
 	api, err := g.opts.Store.GetAPI(ctx, co.ID, name)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, registry.ErrNotFound) {
 		g.mu.Lock()
 		delete(g.cache, key)
 		g.mu.Unlock()
@@ -151,7 +139,7 @@ func (g *Gateway) load(ctx context.Context, name string) (*compiled, error) {
 	if err != nil {
 		return nil, err
 	}
-	spec, err := Compile(ctx, api.OpenAPI)
+	spec, err := registry.Compile(ctx, api.OpenAPI)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: stored description of %s no longer compiles: %w", name, err)
 	}
@@ -161,7 +149,7 @@ func (g *Gateway) load(ctx context.Context, name string) (*compiled, error) {
 	}
 	c = &compiled{api: api, spec: spec, origin: origin, checked: now, companyAt: co.UpdatedAt,
 		published: sync.OnceValues(func() ([]byte, error) {
-			return Published(api.OpenAPI, URL(g.opts.URLs, co, name), g.opts.URLs.Issuer(co))
+			return registry.Published(api.OpenAPI, registry.URL(g.opts.URLs, co, name), g.opts.URLs.Issuer(co))
 		})}
 	g.put(key, c)
 	return c, nil
@@ -173,21 +161,10 @@ func (g *Gateway) put(key apiKey, c *compiled) {
 	g.mu.Unlock()
 }
 
-// URL is an API's gateway URL, the servers entry of its description.
-func URL(urls tenant.URLs, c *tenant.Company, name string) string {
-	return urls.Base(c) + "/api/" + name
-}
-
-// DescriptionURL is where an API's description is served, its url in
-// poppy.json.
-func DescriptionURL(urls tenant.URLs, c *tenant.Company, name string) string {
-	return urls.Base(c) + "/openapi/" + name + ".json"
-}
-
 func (g *Gateway) serveDescription(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	c, err := g.load(ctx, chi.URLParam(r, "name"))
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, registry.ErrNotFound) {
 		httpx.NotFound(w, r)
 		return
 	}
@@ -210,7 +187,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	co := tenant.FromContext(ctx)
 	c, err := g.load(ctx, chi.URLParam(r, "name"))
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, registry.ErrNotFound) {
 		httpx.WriteError(w, r, httpx.Errorf(httpx.CodeNotFound, "this Company has no API of that name"))
 		return
 	}
@@ -245,8 +222,8 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, r, httpx.Errorf(httpx.CodeRequestTooLarge, "the body is larger than this API's %d bytes", c.api.MaxRequestBytes))
 		return
 	}
-	facts := verified.FromRequest(sessions.FromContext(ctx), grant)
-	target := originTarget(c.origin, rest, r.URL.RawQuery)
+	facts := origin.Facts(sessions.FromContext(ctx), grant)
+	target := origin.Target(c.origin, rest, r.URL.RawQuery)
 	r.Body = http.MaxBytesReader(w, r.Body, c.api.MaxRequestBytes)
 	if co.Settings.Operations.Enabled {
 		g.serveOperations(w, r, &call{co: co, api: c.api, target: target, rest: rest, facts: facts, grant: grant})
@@ -257,14 +234,14 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, r, err)
 		return
 	}
-	g.forward(w, r, c.api, target, jwt, nil)
+	g.opts.Origins.Forward(w, r, c.api, target, jwt, nil)
 }
 
 // sign makes the Poppy-Verified of a call to target.
-func (g *Gateway) sign(ctx context.Context, co *tenant.Company, api *API, target *url.URL, method string,
+func (g *Gateway) sign(ctx context.Context, co *tenant.Company, api *registry.API, target *url.URL, method string,
 	facts *verified.Facts) (string, error) {
-	return verified.Sign(ctx, g.opts.Keys, co.ID, verified.Claims{Issuer: g.opts.URLs.Identifier(co), Audience: api.Origin,
-		Facts: *facts, API: api.Name, Method: method, Path: target.EscapedPath()}, g.opts.Now())
+	return g.opts.Origins.Sign(ctx, co, verified.Claims{Audience: api.Origin,
+		Facts: *facts, API: api.Name, Method: method, Path: target.EscapedPath()})
 }
 
 // URLPath is the escaped path of an API's gateway URL on the platform's
@@ -273,7 +250,7 @@ func URLPath(c *tenant.Company, name string) string { return "/t/" + c.Slug + "/
 
 // authorize validates the access token, when there is one, for the
 // Session, then checks the operation's access against it.
-func (g *Gateway) authorize(ctx context.Context, r *http.Request, co *tenant.Company, access *Access) (*bearer.Grant, error) {
+func (g *Gateway) authorize(ctx context.Context, r *http.Request, co *tenant.Company, access *registry.Access) (*bearer.Grant, error) {
 	grant, err := g.opts.Tokens.Authorize(ctx, r, bearer.Resource{})
 	if err != nil {
 		return nil, err
@@ -293,14 +270,4 @@ func (g *Gateway) authorize(ctx context.Context, r *http.Request, co *tenant.Com
 		ch.Description = "the access token lacks scopes this operation needs"
 	}
 	return nil, ch
-}
-
-// originTarget is the URL a request for escapedPath (with rawQuery) goes
-// to at origin: the origin's path followed by the request's, as escaped.
-func originTarget(origin *url.URL, escapedPath, rawQuery string) *url.URL {
-	target := *origin
-	target.RawPath = strings.TrimSuffix(origin.EscapedPath(), "/") + escapedPath
-	target.Path, _ = url.PathUnescape(target.RawPath)
-	target.RawQuery = rawQuery
-	return &target
 }

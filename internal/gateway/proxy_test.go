@@ -2,11 +2,9 @@ package gateway_test
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"io"
 	"mime"
-	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
@@ -19,7 +17,7 @@ import (
 	"github.com/lestrrat-go/jwx/v2/jwk"
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/gateway"
+	"github.com/poppyhost/poppyhost/internal/registry"
 	"github.com/poppyhost/poppyhost/internal/testkit"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 	"github.com/poppyhost/poppyhost/internal/verified"
@@ -140,13 +138,13 @@ func addCompany(t *testing.T, env *testkit.Env, agent *peers.Agent, slug, origin
 	}
 	require.NoError(t, env.Pool.QueryRow(context.Background(), `SELECT id FROM companies WHERE slug = $1`, slug).Scan(&r.companyID))
 	r.origin = env.StartOrigin(t, originHost, r.issuer, r.issuer)
-	r.putAPI(t, gateway.API{Name: proxyAPI, Origin: r.origin.BaseURL()})
+	r.putAPI(t, registry.API{Name: proxyAPI, Origin: r.origin.BaseURL()})
 	return r
 }
 
 // putAPI registers api (zero limits take the defaults) straight in the
 // store.
-func (r *rig) putAPI(t *testing.T, api gateway.API) {
+func (r *rig) putAPI(t *testing.T, api registry.API) {
 	t.Helper()
 	if api.OpenAPI == nil {
 		api.OpenAPI = ordersDoc(t)
@@ -155,12 +153,12 @@ func (r *rig) putAPI(t *testing.T, api gateway.API) {
 		api.TimeoutSeconds = 10
 	}
 	if api.MaxRequestBytes == 0 {
-		api.MaxRequestBytes = gateway.DefaultMaxRequestBytes
+		api.MaxRequestBytes = registry.DefaultMaxRequestBytes
 	}
 	if api.MaxResponseBytes == 0 {
-		api.MaxResponseBytes = gateway.DefaultMaxResponseBytes
+		api.MaxResponseBytes = registry.DefaultMaxResponseBytes
 	}
-	_, err := gateway.NewStore(r.env.Pool).PutAPI(context.Background(), r.companyID, &api, time.Now())
+	_, err := registry.NewStore(r.env.Pool).PutAPI(context.Background(), r.companyID, &api, time.Now())
 	require.NoError(t, err)
 }
 
@@ -223,21 +221,6 @@ func (r *rig) call(t *testing.T, method, path string, body any, o opts) *peers.R
 
 // http1 returns a client that reaches the platform over HTTP/1.1, which
 // alone can carry Connection headers.
-func (r *rig) http1(t *testing.T) *http.Client {
-	t.Helper()
-	addr := net.JoinHostPort("127.0.0.1", r.env.Port)
-	tr := &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: r.env.CA.Pool(), MinVersion: tls.VersionTLS12},
-		TLSNextProto:    map[string]func(string, *tls.Conn) http.RoundTripper{},
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, network, addr)
-		},
-	}
-	t.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tr, Timeout: 20 * time.Second}
-}
-
 // verify checks a Poppy-Verified JWT as a receiver with audience aud does,
 // against the Company's published key set.
 func (r *rig) verify(t *testing.T, token, aud string) *verified.Claims {
@@ -341,7 +324,7 @@ func TestProxyForwardsVerifiedFacts(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, "verified")
 	token := r.signIn(t, r.agent, "ada", "orders:read")
-	h1 := r.http1(t)
+	h1 := r.env.HTTP1Client(t)
 
 	t.Run("at the origin's root", func(t *testing.T) {
 		r.origin.Handle(http.MethodGet, "/orders/o1", func(w http.ResponseWriter, req *http.Request) {
@@ -402,7 +385,7 @@ func TestProxyForwardsVerifiedFacts(t *testing.T) {
 		// answers 401 itself); what the gateway sent is checked here as a
 		// receiver at {BaseURL}/v1 checks it.
 		base := r.origin.BaseURL() + "/v1"
-		r.putAPI(t, gateway.API{Name: "orders-v1", Origin: base})
+		r.putAPI(t, registry.API{Name: "orders-v1", Origin: base})
 		r.origin.Reset()
 		resp := r.call(t, http.MethodGet, "/api/orders-v1/orders/o1?x=1", nil,
 			opts{token: token, sid: "sidVerifiedV1", header: hostileHeaders, client: h1})
@@ -744,7 +727,7 @@ func TestProxyLimits(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, "limits")
 	const reqMax, respMax = 1024, 4096
-	r.putAPI(t, gateway.API{Name: "limited", Origin: r.origin.BaseURL(), TimeoutSeconds: 1,
+	r.putAPI(t, registry.API{Name: "limited", Origin: r.origin.BaseURL(), TimeoutSeconds: 1,
 		MaxRequestBytes: reqMax, MaxResponseBytes: respMax})
 	limited := func(path string) string { return "/api/limited" + path }
 	token := r.signIn(t, r.agent, "ada", "orders:read", "orders:write")
@@ -858,7 +841,7 @@ func TestProxyLimits(t *testing.T) {
 
 	t.Run("origin down", func(t *testing.T) {
 		down := r.env.StartOrigin(t, "origin-limits-down.test", r.issuer, r.issuer)
-		r.putAPI(t, gateway.API{Name: "down", Origin: down.BaseURL(), TimeoutSeconds: 2})
+		r.putAPI(t, registry.API{Name: "down", Origin: down.BaseURL(), TimeoutSeconds: 2})
 		resp := r.call(t, http.MethodGet, "/api/down/products", nil, opts{})
 		require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 		down.Close()
@@ -900,7 +883,7 @@ func TestProxyRateLimit(t *testing.T) {
 func TestProxyTenancy(t *testing.T) {
 	t.Parallel()
 	a := newRig(t, "tenancy")
-	a.putAPI(t, gateway.API{Name: "a-only", Origin: a.origin.BaseURL()})
+	a.putAPI(t, registry.API{Name: "a-only", Origin: a.origin.BaseURL()})
 	b := addCompany(t, a.env, a.agent, "other", "origin-tenancy-b.test")
 	tokenA := a.signIn(t, a.agent, "ada", "orders:read")
 
@@ -1030,7 +1013,7 @@ func TestProxyCache(t *testing.T) {
 		return time.Since(start)
 	}
 
-	r.putAPI(t, gateway.API{Name: proxyAPI, Origin: r.origin.BaseURL(), OpenAPI: ordersDoc(t, "/products")})
+	r.putAPI(t, registry.API{Name: proxyAPI, Origin: r.origin.BaseURL(), OpenAPI: ordersDoc(t, "/products")})
 	took := eventually(func() bool { return products() == http.StatusNotFound }, "removing /products")
 	require.Less(t, took, 3500*time.Millisecond)
 	resp := r.call(t, http.MethodGet, api("/products"), nil, opts{})
@@ -1043,12 +1026,12 @@ func TestProxyCache(t *testing.T) {
 
 	// A new origin takes effect the same way.
 	moved := r.env.StartOrigin(t, "origin-cache-moved.test", r.issuer, r.issuer)
-	r.putAPI(t, gateway.API{Name: proxyAPI, Origin: moved.BaseURL()})
+	r.putAPI(t, registry.API{Name: proxyAPI, Origin: moved.BaseURL()})
 	eventually(func() bool { return products() == http.StatusOK && moved.Calls(http.MethodGet, "/products") > 0 }, "moving the origin")
 	require.NoError(t, moved.Last().VerifyErr)
 	require.Equal(t, moved.BaseURL(), moved.Last().Claims.Audience)
 
-	require.NoError(t, gateway.NewStore(r.env.Pool).DeleteAPI(context.Background(), r.companyID, proxyAPI))
+	require.NoError(t, registry.NewStore(r.env.Pool).DeleteAPI(context.Background(), r.companyID, proxyAPI))
 	eventually(func() bool { return products() == http.StatusNotFound }, "deleting the API")
 	resp = r.call(t, http.MethodGet, api("/products"), nil, opts{})
 	requireError(t, resp, http.StatusNotFound, "not_found")

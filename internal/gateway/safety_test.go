@@ -12,8 +12,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/gateway"
 	"github.com/poppyhost/poppyhost/internal/operations"
+	"github.com/poppyhost/poppyhost/internal/operations/opstest"
+	"github.com/poppyhost/poppyhost/internal/registry"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
@@ -45,20 +46,20 @@ func TestOperationsExactNumbers(t *testing.T) {
 	})
 	token := r.signIn(t, r.agent, "ada", "orders:read", "orders:write")
 	send := func(body, approvalHeader string) *peers.Response {
-		o := opts{token: token, header: []string{"Poppy-Extensions", declares}}
+		o := opts{token: token, header: []string{"Poppy-Extensions", opstest.Declares}}
 		if approvalHeader != "" {
 			o.header = append(o.header, "Poppy-Approval", approvalHeader)
 		}
 		return r.call(t, http.MethodPost, api("/orders/o1/exchanges"), body, o)
 	}
-	op := requireOperation(t, send(`{"amount": 9007199254740993}`, ""))
+	op := opstest.RequireOperation(t, send(`{"amount": 9007199254740993}`, ""))
 	// The same amount written otherwise is the same request.
-	again := requireOperation(t, send(`{ "amount" : 9007199254740993e0 }`, ""))
+	again := opstest.RequireOperation(t, send(`{ "amount" : 9007199254740993e0 }`, ""))
 	require.Equal(t, op.Operation.Revision, again.Operation.Revision)
 
 	// Another amount with the first's approval: a new revision, nothing
 	// performed.
-	other := requireOperation(t, send(`{"amount": 9007199254740992}`, approval(op, "")))
+	other := opstest.RequireOperation(t, send(`{"amount": 9007199254740992}`, opstest.Approval(op, "")))
 	require.Equal(t, op.Operation.OperationID, other.Operation.OperationID)
 	require.NotEqual(t, op.Operation.Revision, other.Operation.Revision)
 	require.Zero(t, performed.Load())
@@ -72,7 +73,7 @@ func TestOperationsExactNumbers(t *testing.T) {
 	require.Len(t, r.origin.Received(), calls)
 
 	// The approved amount, exactly, with its terms in Poppy-Verified.
-	done := send(`{"amount": 9007199254740992}`, approval(other, ""))
+	done := send(`{"amount": 9007199254740992}`, opstest.Approval(other, ""))
 	require.Equal(t, http.StatusCreated, done.Status, "%s", done.Body)
 	// JSONEq would compare as float64, where the two amounts are one.
 	require.True(t, operations.SameJSON([]byte(`{"performed": {"amount": 9007199254740992},
@@ -95,16 +96,16 @@ func TestOperationsHookDeclineLosesToClaim(t *testing.T) {
 			close(sending) // claimed, and being sent
 			<-release
 		}
-		x.serve(w, req)
+		x.Serve(w, req)
 	})
 	exchange := exchanger(t, r)
-	op := requireOperation(t, exchange(""))
+	op := opstest.RequireOperation(t, exchange(""))
 
 	first := make(chan *peers.Response, 1)
-	go func() { first <- exchange(approval(op, "")) }()
+	go func() { first <- exchange(opstest.Approval(op, "")) }()
 	<-sending
-	h.mode.Store("decline")
-	second := exchange(approval(op, ""))
+	h.Mode.Store("decline")
+	second := exchange(opstest.Approval(op, ""))
 	require.Equal(t, http.StatusServiceUnavailable, second.Status, "%s", second.Body)
 	require.NotEmpty(t, second.Header.Get("Retry-After"))
 	require.NotContains(t, string(second.Body), "approval_declined")
@@ -113,10 +114,10 @@ func TestOperationsHookDeclineLosesToClaim(t *testing.T) {
 	require.Equal(t, http.StatusCreated, done.Status, "%s", done.Body)
 
 	// Every later retry gets the stored answer, the hook declining or not.
-	retry := exchange(approval(op, ""))
+	retry := exchange(opstest.Approval(op, ""))
 	require.Equal(t, http.StatusCreated, retry.Status, "%s", retry.Body)
 	require.Equal(t, string(done.Body), string(retry.Body))
-	require.Equal(t, int32(1), x.performed.Load())
+	require.Equal(t, int32(1), x.Performed.Load())
 	key := apiKey(t, r)
 	listed := companyOperation(t, r, key, op.Operation.OperationID)
 	require.Equal(t, "performed", listed.Status)
@@ -132,7 +133,7 @@ func TestOperationsHookDeclineLosesToClaim(t *testing.T) {
 func TestOperationsOutcomeClasses(t *testing.T) {
 	t.Parallel()
 	r, x := newOperationsRig(t, "ops-classes")
-	r.putAPI(t, gateway.API{Name: proxyAPI, Origin: r.origin.BaseURL(), TimeoutSeconds: 1})
+	r.putAPI(t, registry.API{Name: proxyAPI, Origin: r.origin.BaseURL(), TimeoutSeconds: 1})
 	var answer atomic.Value
 	answer.Store("")
 	r.origin.Handle(http.MethodPost, "/orders/o1/exchanges", func(w http.ResponseWriter, req *http.Request) {
@@ -149,34 +150,34 @@ func TestOperationsOutcomeClasses(t *testing.T) {
 				return
 			}
 		}
-		x.serve(w, req)
+		x.Serve(w, req)
 	})
 	exchange := exchanger(t, r)
-	op := requireOperation(t, exchange(""))
+	op := opstest.RequireOperation(t, exchange(""))
 
 	answer.Store("429")
-	busy := exchange(approval(op, ""))
+	busy := exchange(opstest.Approval(op, ""))
 	require.Equal(t, http.StatusServiceUnavailable, busy.Status, "%s", busy.Body)
 	require.Equal(t, "7", busy.Header.Get("Retry-After"))
 	require.Contains(t, busy.JSON(t)["error_description"], "nothing was performed")
 	answer.Store("")
-	done := exchange(approval(op, ""))
+	done := exchange(opstest.Approval(op, ""))
 	require.Equal(t, http.StatusCreated, done.Status, "the same approval performs it: %s", done.Body)
-	require.Equal(t, int32(1), x.performed.Load())
+	require.Equal(t, int32(1), x.Performed.Load())
 
-	second := requireOperation(t, exchange(""))
+	second := opstest.RequireOperation(t, exchange(""))
 	require.NotEqual(t, op.Operation.OperationID, second.Operation.OperationID, "performed: a new action")
 	answer.Store("409")
-	inFlight := exchange(approval(second, ""))
+	inFlight := exchange(opstest.Approval(second, ""))
 	require.Equal(t, http.StatusServiceUnavailable, inFlight.Status, "%s", inFlight.Body)
 	require.NotContains(t, string(inFlight.Body), "in progress", "a 409 is not the operation's answer")
-	require.Equal(t, http.StatusServiceUnavailable, exchange(approval(second, "")).Status)
+	require.Equal(t, http.StatusServiceUnavailable, exchange(opstest.Approval(second, "")).Status)
 	answer.Store("")
 	startJobs(t, r)
 	waitSettled(t, r, second.Operation.OperationID)
-	settled := exchange(approval(second, ""))
+	settled := exchange(opstest.Approval(second, ""))
 	require.Equal(t, http.StatusCreated, settled.Status, "%s", settled.Body)
-	require.Equal(t, int32(2), x.performed.Load())
+	require.Equal(t, int32(2), x.Performed.Load())
 }
 
 // TestOperationsUnknownResolved: an operation whose settle job cannot
@@ -187,16 +188,16 @@ func TestOperationsOutcomeClasses(t *testing.T) {
 func TestOperationsUnknownResolved(t *testing.T) {
 	t.Parallel()
 	r, x := newOperationsRig(t, "ops-unknown")
-	r.putAPI(t, gateway.API{Name: proxyAPI, Origin: r.origin.BaseURL(), TimeoutSeconds: 1})
+	r.putAPI(t, registry.API{Name: proxyAPI, Origin: r.origin.BaseURL(), TimeoutSeconds: 1})
 	r.origin.Handle(http.MethodPost, "/orders/o1/exchanges", func(w http.ResponseWriter, req *http.Request) {
 		if peers.OriginClaims(req).OperationID != "" {
 			time.Sleep(1500 * time.Millisecond) // past the API's timeout
 		}
-		x.serve(w, req)
+		x.Serve(w, req)
 	})
 	exchange := exchanger(t, r)
-	op := requireOperation(t, exchange(""))
-	require.Equal(t, http.StatusServiceUnavailable, exchange(approval(op, "")).Status)
+	op := opstest.RequireOperation(t, exchange(""))
+	require.Equal(t, http.StatusServiceUnavailable, exchange(opstest.Approval(op, "")).Status)
 	key := apiKey(t, r)
 	resp := r.env.Do(t, http.MethodDelete, r.env.PublicURL("/company/v1/apis/"+proxyAPI), nil, "Authorization", "Bearer "+key)
 	require.Equal(t, http.StatusNoContent, resp.Status, "%s", resp.Body)
@@ -242,35 +243,11 @@ func TestOperationsUnknownResolved(t *testing.T) {
 	require.Equal(t, http.StatusConflict, resolve(`{"performed": false, "by": "ops"}`).Status, "resolved once")
 
 	// The API registered again: a retry gets the resolution's answer.
-	r.putAPI(t, gateway.API{Name: proxyAPI, Origin: r.origin.BaseURL(), TimeoutSeconds: 1})
-	retry := exchange(approval(op, ""))
+	r.putAPI(t, registry.API{Name: proxyAPI, Origin: r.origin.BaseURL(), TimeoutSeconds: 1})
+	retry := exchange(opstest.Approval(op, ""))
 	require.Equal(t, http.StatusCreated, retry.Status, "%s", retry.Body)
 	require.JSONEq(t, `{"exchange_id": "ex_1"}`, string(retry.Body))
 	other := r.env.Do(t, http.MethodGet, r.env.PublicURL("/company/v1/operations/op_NOTOURS"), nil,
 		"Authorization", "Bearer "+key)
 	require.Equal(t, http.StatusNotFound, other.Status)
-}
-
-// TestOperationsMCPBatchWithApproval: an approved call's answer may be 503
-// (extension 7), which would stand for a whole JSON-RPC batch and drop the
-// results of calls that ran. A batch with an approval is refused before
-// anything runs.
-func TestOperationsMCPBatchWithApproval(t *testing.T) {
-	t.Parallel()
-	g, xs := setupMCPOperations(t)
-	token := g.signIn(t, []string{"orders:write"}, g.issuer("stormline")+"/mcp")
-	origin := g.origins["stormline/exchange_item"]
-	headers := []string{"MCP-Protocol-Version", mcpVersion, "Poppy-Extensions", declares}
-	op := toolOperation(t, readToolResult(t, g.post(t, "stormline", newSID(), token,
-		toolsCall("exchange_item", jacketArgs), headers...)))
-	calls := len(origin.Received())
-
-	other := toolsCall("exchange_item", map[string]any{"item_id": "itm_9", "replacement_sku": "x"})
-	other["id"] = 2
-	batch := []any{other, approvedCall("exchange_item", jacketArgs, op, nil)}
-	resp := g.post(t, "stormline", newSID(), token, batch, headers...)
-	require.Equal(t, http.StatusBadRequest, resp.Status, "%s", resp.Body)
-	require.Contains(t, string(resp.Body), "not in a JSON-RPC batch")
-	require.Len(t, origin.Received(), calls, "nothing in the batch ran")
-	require.Zero(t, xs["stormline"].performed.Load())
 }

@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/gateway"
 	"github.com/poppyhost/poppyhost/internal/httpx"
+	"github.com/poppyhost/poppyhost/internal/registry"
 	"github.com/poppyhost/poppyhost/internal/testkit"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
@@ -30,12 +30,12 @@ func TestSlowUploads(t *testing.T) {
 			"responses": map[string]any{"200": map[string]any{"description": "OK"}}}}},
 	})
 	require.NoError(t, err)
-	r.putAPI(t, gateway.API{Name: "uploads", Origin: r.origin.BaseURL(), OpenAPI: doc})
+	r.putAPI(t, registry.API{Name: "uploads", Origin: r.origin.BaseURL(), OpenAPI: doc})
 
 	for _, proto := range []struct {
 		name   string
 		client *http.Client
-	}{{"HTTP/2", r.client}, {"HTTP/1.1", r.http1(t)}} {
+	}{{"HTTP/2", r.client}, {"HTTP/1.1", r.env.HTTP1Client(t)}} {
 		t.Run(proto.name, func(t *testing.T) {
 			send := func(tr peers.Trickle, declared int64) *peers.Response {
 				t.Helper()

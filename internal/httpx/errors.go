@@ -43,6 +43,11 @@ const (
 	// CodeOriginUnreachable: a Company's origin or approval hook gave no
 	// usable answer.
 	CodeOriginUnreachable = "origin_unreachable"
+	// The Operations extension's codes (extension 4, 6): approval_required
+	// carries the operation to approve, approval_declined the declined
+	// revision.
+	CodeApprovalRequired = "approval_required"
+	CodeApprovalDeclined = "approval_declined"
 
 	// The conversation codes of spec 8.13.
 	CodeConversationNotFound = "conversation_not_found"
@@ -75,6 +80,8 @@ var statusOf = map[string]int{
 	CodeInternal:             http.StatusInternalServerError,
 	CodeUnavailable:          http.StatusServiceUnavailable,
 	CodeOriginUnreachable:    http.StatusBadGateway,
+	CodeApprovalRequired:     http.StatusForbidden,
+	CodeApprovalDeclined:     http.StatusForbidden,
 
 	CodeConversationNotFound:   http.StatusNotFound,
 	CodeConversationClosed:     http.StatusConflict,
@@ -191,6 +198,13 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	WriteJSON(w, status, withExtra(body, e.Extra))
+}
+
+// Body is the JSON body of e as WriteError writes it below status 500,
+// for an answer that is not written to a ResponseWriter (an origin's
+// response replaced, an MCP tool result).
+func (e *Error) Body() json.RawMessage {
+	return withExtra(errorBody{Error: e.Code, Description: e.Description, Fields: e.Fields}, e.Extra)
 }
 
 // withExtra returns body with extra's members after its own, as

@@ -40,8 +40,8 @@ const MetaApproval = "personalagentprotocol.org/approval"
 
 // Error codes of the extension.
 const (
-	CodeApprovalRequired = "approval_required"
-	CodeApprovalDeclined = "approval_declined"
+	CodeApprovalRequired = httpx.CodeApprovalRequired
+	CodeApprovalDeclined = httpx.CodeApprovalDeclined
 )
 
 // Operation is an operation as Personal Agents see it (extension 3).

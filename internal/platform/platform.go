@@ -34,11 +34,15 @@ import (
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/issuer"
 	"github.com/poppyhost/poppyhost/internal/jobs"
+	"github.com/poppyhost/poppyhost/internal/mcpserver"
 	"github.com/poppyhost/poppyhost/internal/operations"
+	"github.com/poppyhost/poppyhost/internal/origin"
+	"github.com/poppyhost/poppyhost/internal/registry"
 	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/sessions"
 	"github.com/poppyhost/poppyhost/internal/signing"
 	"github.com/poppyhost/poppyhost/internal/tenant"
+	"github.com/poppyhost/poppyhost/internal/website"
 	"github.com/poppyhost/poppyhost/migrations"
 )
 
@@ -141,20 +145,28 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		Client: safehttp.New(opts.Fetch), Logger: logger, Now: now,
 	})
 	delivery.AddWorkers(queue.Workers)
-	apis := gateway.NewStore(opts.Pool)
+	sess := sessions.NewManager(sessions.NewVerifier(resolver, sessions.VerifierOptions{Now: now}), p.Sessions, opts.URLs)
+	// session verifies the Session header once the body has arrived, or
+	// its first 64 KiB: a body that never comes is refused (408) before
+	// the Session's first use is recorded.
+	session := func(next http.Handler) http.Handler {
+		return httpx.ReadAhead(64 << 10)(sess.Require(limits)(next))
+	}
+	apis := registry.NewStore(opts.Pool)
 	opStore := operations.NewStore(opts.Pool)
 	origins := opts.Fetch
 	origins.MaxIdleConnsPerHost = 64
 	originClient := safehttp.New(origins)
-	gwOpts := gateway.Options{Store: apis, Tokens: tokens, Keys: keys, URLs: opts.URLs,
-		Origins: originClient, Logger: logger, Operations: opStore, Now: now}
-	gw, err := gateway.New(gwOpts)
+	caller := origin.New(origin.Options{Keys: keys, URLs: opts.URLs, Origins: originClient, Logger: logger, Now: now})
+	gw, err := gateway.New(gateway.Options{Store: apis, Tokens: tokens, URLs: opts.URLs, Origins: caller,
+		Session: session, Operations: opStore, Now: now})
 	if err != nil {
 		return nil, err
 	}
-	// The engine performs approved operations for every interface, and
-	// routes each through the gateway.
-	engine, err := operations.NewEngine(operations.EngineOptions{Store: opStore, Router: gw, Keys: keys, URLs: opts.URLs,
+	// The engine performs approved operations for every interface, where
+	// origin.Router says.
+	router := origin.Router{Registry: apis, Check: gw.CheckRequest}
+	engine, err := operations.NewEngine(operations.EngineOptions{Store: opStore, Router: router, Keys: keys, URLs: opts.URLs,
 		Transport: originClient.RoundTripper(), Jobs: queue.Client, Companies: p.Tenants, Logger: logger,
 		Registerer: reg, Now: now})
 	if err != nil {
@@ -174,17 +186,11 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	convStore := conversations.NewStore(opts.Pool,
 		conversations.StoreOptions{Enqueue: delivery, Operations: convOps, Now: now})
 	opHandler := operations.NewHandler(opStore, now)
-	mcp := gateway.NewMCP(gw)
+	mcp := mcpserver.New(mcpserver.Options{Store: apis, Tokens: tokens, URLs: opts.URLs, Origins: caller,
+		Session: session, Operations: opStore, Engine: engine, Logger: logger, Now: now})
 	queue.AddSweeps(slices.Concat(sessions.Sweeps(p.Sessions), clientauth.Sweeps(replays), accounts.Sweeps(p.Accounts),
 		signing.Sweeps(keys), issuer.Sweeps(oauth.Store()), browserjoin.Sweeps(joins),
 		conversations.Sweeps(convStore, p.Tenants), engine.Sweeps())...)
-	sess := sessions.NewManager(sessions.NewVerifier(resolver, sessions.VerifierOptions{Now: now}), p.Sessions, opts.URLs)
-	// session verifies the Session header once the body has arrived, or
-	// its first 64 KiB: a body that never comes is refused (408) before
-	// the Session's first use is recorded.
-	session := func(next http.Handler) http.Handler {
-		return httpx.ReadAhead(64 << 10)(sess.Require(limits)(next))
-	}
 	reports := feedback.NewHandler(feedback.NewStore(opts.Pool))
 	convs := conversations.NewAgentHandler(convStore, p.Hub, conversations.AgentOptions{Tokens: tokens,
 		Middleware: []func(http.Handler) http.Handler{
@@ -192,10 +198,12 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		}})
 	companyConvs := conversations.NewCompanyHandler(convStore, p.Hub, delivery)
 
-	registry := gateway.NewRegistry(gateway.RegistryOptions{Store: apis, Fetch: safehttp.New(opts.Fetch),
+	registrations := registry.NewHandler(registry.Options{Store: apis, Fetch: safehttp.New(opts.Fetch),
 		AllowPrivate: opts.Fetch.AllowPrivate, Now: now})
 	join := browserjoin.New(browserjoin.Options{Store: joins, Tokens: tokens, Logger: logger, Now: now})
-	disc := discovery.NewHandler(opts.URLs, gateway.Listings{Store: apis, URLs: opts.URLs})
+	web := website.New(website.Options{Origins: caller, Sessions: join, Session: session, Tokens: tokens,
+		Operations: opStore, Engine: engine, Now: now})
+	disc := discovery.NewHandler(opts.URLs, registry.Listings{Store: apis, URLs: opts.URLs})
 	admin := tenant.NewAdmin(p.Tenants, p.Accounts, opts.URLs, opts.Fetch.AllowPrivate)
 
 	mountOps := func(r chi.Router) {
@@ -211,7 +219,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	mountOps(platform)
 	// The operator and Company APIs take no path or query text that
 	// PostgreSQL would refuse.
-	admin.MountAdmin(platform.With(httpx.RequireText), reports.MountReports, sess.MountEnd, keys.MountAdmin, registry.Mount,
+	admin.MountAdmin(platform.With(httpx.RequireText), reports.MountReports, sess.MountEnd, keys.MountAdmin, registrations.Admin,
 		opHandler.Mount)
 	platform.Route("/company/v1", func(r chi.Router) {
 		r.Use(httpx.RequireText, tenant.RequireAPIKey(p.Tenants))
@@ -219,7 +227,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		reports.MountReports(r)
 		sess.MountEnd(r)
 		companyConvs.CompanyAPI(r)
-		registry.Mount(r)
+		registrations.CompanyAPI(r)
 		join.MountCompany(r)
 		opHandler.Mount(r)
 	})
@@ -237,9 +245,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 			sess.Require(limits), tokens.Require(bearer.Resource{})).
 			Post("/poppy/feedback", reports.ServeFeedback)
 		// Website operations (extension 6): no scope, as an API otherwise.
-		r.With(offered(func(s *tenant.Settings) bool { return s.Operations.Enabled && s.Operations.Web }),
-			session, tokens.Require(bearer.Resource{})).
-			Post(gateway.OperationsPath, gw.ServeWebOperations)
+		web.Public(r.With(offered(func(s *tenant.Settings) bool { return s.Operations.Enabled && s.Operations.Web })))
 		// Every Company has signing keys: they sign Poppy-Verified for its
 		// origin and agent webhook even without an issuer.
 		r.Get("/oauth/jwks.json", keys.ServeJWKS)
@@ -247,8 +253,8 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 			r.Use(offered(func(s *tenant.Settings) bool { return s.Auth.Issuer }))
 			oauth.Mount(r, func(grant string) func(http.Handler) http.Handler { return offered(offers(grant)) })
 		})
-		gw.Mount(r, session)
-		mcp.Mount(r, session)
+		gw.Public(r)
+		mcp.Public(r)
 		convs.Public(r)
 	})
 
@@ -262,7 +268,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	// Every other path of a Company domain is the Company's website,
 	// proxied to web.origin (404 without one). A path above asked with
 	// another method stays ours: 405.
-	company.NotFound(gateway.NewWebsite(gw, join).ServeHTTP)
+	web.Domain(company)
 
 	host := tenant.HostRouter(p.Tenants, opts.URLs.Public.Hostname(), platform, company, ops)
 	p.handler = httpx.Instrument(logger, metrics, httpx.PaceBodies(opts.Bodies)(opts.Proxies.Middleware(host)))

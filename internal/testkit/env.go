@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -118,6 +120,23 @@ type testWriter struct{ t testing.TB }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// HTTP1Client reaches every host name on the test server over HTTPS
+// with HTTP/1.1 only, as Client does over HTTP/2.
+func (e *Env) HTTP1Client(t testing.TB) *http.Client {
+	t.Helper()
+	addr := net.JoinHostPort("127.0.0.1", e.Port)
+	tr := &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: e.CA.Pool(), MinVersion: tls.VersionTLS12},
+		TLSNextProto:    map[string]func(string, *tls.Conn) http.RoundTripper{},
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		},
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 20 * time.Second}
 }
 
 // PublicURL returns the https URL of path on the platform's own host.

@@ -13,15 +13,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/lestrrat-go/jwx/v2/jwa"
 	"github.com/lestrrat-go/jwx/v2/jwk"
 	"github.com/lestrrat-go/jwx/v2/jws"
-
-	"github.com/poppyhost/poppyhost/internal/bearer"
-	"github.com/poppyhost/poppyhost/internal/sessions"
 )
 
 // Header is the request header that carries the JWT.
@@ -46,23 +42,6 @@ type Facts struct {
 	Scopes  []string `json:"scopes"`
 	// Extensions the Personal Agent declares, name to version (spec 3.3).
 	Extensions map[string]string `json:"extensions,omitempty"`
-}
-
-// FromRequest returns the facts of a request: its Session and, signed in,
-// the grant of its access token (nil signed out). A request of an MCP
-// client that does not speak Poppy has a grant and no Session (spec 7).
-func FromRequest(sess *sessions.Session, g *bearer.Grant) *Facts {
-	f := &Facts{Scopes: []string{}}
-	if sess != nil {
-		f.ClientID, f.SID, f.UserID, f.AgentID, f.Extensions = sess.ClientID, sess.SID, sess.UserID, sess.AgentID, sess.Extensions
-	} else if g != nil {
-		f.ClientID = g.ClientID
-	}
-	if g != nil {
-		f.Account = strconv.FormatInt(g.AccountID, 10)
-		f.Scopes = append(f.Scopes, g.Scopes...)
-	}
-	return f
 }
 
 // Claims are the JWT's claims: the facts, who vouches for them (iss: the

@@ -1,4 +1,4 @@
-package gateway_test
+package website_test
 
 import (
 	"context"
@@ -18,11 +18,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/browserjoin"
-	"github.com/poppyhost/poppyhost/internal/gateway"
+	"github.com/poppyhost/poppyhost/internal/origin"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/testkit"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 	"github.com/poppyhost/poppyhost/internal/verified"
+	"github.com/poppyhost/poppyhost/internal/website"
 )
 
 // The website proxy (spec 6, step 4; DESIGN.md "Hosts and routes")
@@ -35,6 +36,16 @@ import (
 // how an ordinary visitor's request shows up.
 
 const webPassword = "correct horse battery staple"
+
+// webScopes are the test Companies' scopes.
+var webScopes = map[string]any{
+	"orders:read":  "See your orders",
+	"orders:write": "Change your orders",
+	"returns:read": "See your returns",
+}
+
+// forgedVerified is a Poppy-Verified a browser made up.
+const forgedVerified = "eyJhbGciOiJub25lIn0.eyJhY2NvdW50IjoiMSJ9."
 
 // webRules are the scope rules of the test Companies: orders need
 // orders:read, changing them orders:write too.
@@ -72,7 +83,7 @@ func newWebSite(t *testing.T, name string, web map[string]any) *webSite {
 	env.CreateCompany(t, map[string]any{
 		"slug":         s.slug,
 		"organization": map[string]any{"name": "Shop", "domain": s.domain},
-		"auth":         map[string]any{"scopes": proxyScopes},
+		"auth":         map[string]any{"scopes": webScopes},
 		"web":          w,
 	})
 	resp := env.Admin(t, http.MethodPost, "/admin/v1/companies/"+s.slug+"/accounts",
@@ -399,14 +410,14 @@ func TestWebsiteSignOut(t *testing.T) {
 	b := s.join(t, "sidWebOut1", s.signIn(t, "orders:read"))
 	old := b.token(s)
 	s.origin.Handle(http.MethodPost, "/logout", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set(gateway.WebSessionHeader, "end")
+		w.Header().Set(website.WebSessionHeader, "end")
 		w.Header().Add("Set-Cookie", "shop_login=; Path=/; Max-Age=0")
 		w.WriteHeader(http.StatusSeeOther)
 	})
 
 	resp := s.do(t, b.client, http.MethodPost, "/logout", "")
 	require.Equal(t, http.StatusSeeOther, resp.Status, "%s", resp.Body)
-	require.Empty(t, resp.Header.Values(gateway.WebSessionHeader))
+	require.Empty(t, resp.Header.Values(website.WebSessionHeader))
 	require.ElementsMatch(t, []string{"shop_login=; Path=/; Max-Age=0",
 		"shop_session=; Path=/; Domain=shop.example; Max-Age=0; HttpOnly; Secure; SameSite=Lax"},
 		resp.Header.Values("Set-Cookie"))
@@ -445,10 +456,10 @@ func TestWebsiteOriginCookies(t *testing.T) {
 		w.Header().Set("Link", "</style.css>; rel=preload")
 		w.Header().Add("Set-Cookie", tenant.DefaultWebCookie+"=early; Path=/; Secure")
 		w.Header().Add("Set-Cookie", "hint=1")
-		w.Header().Set(gateway.WebSessionHeader, "end")
+		w.Header().Set(website.WebSessionHeader, "end")
 		w.WriteHeader(http.StatusEarlyHints)
 		w.Header().Del("Set-Cookie")
-		w.Header().Del(gateway.WebSessionHeader)
+		w.Header().Del(website.WebSessionHeader)
 		for _, c := range forged {
 			w.Header().Add("Set-Cookie", c)
 		}
@@ -470,7 +481,7 @@ func TestWebsiteOriginCookies(t *testing.T) {
 	require.Len(t, early, 1)
 	require.Equal(t, "</style.css>; rel=preload", early[0].Get("Link"))
 	require.Equal(t, []string{"hint=1"}, early[0].Values("Set-Cookie"))
-	require.Empty(t, early[0].Values(gateway.WebSessionHeader))
+	require.Empty(t, early[0].Values(website.WebSessionHeader))
 	require.NotEmpty(t, b.token(s), "the 103's Poppy-Web-Session ended nothing")
 
 	resp = s.do(t, b.client, http.MethodGet, "/products", nil)
@@ -487,7 +498,7 @@ func TestWebsiteOriginDown(t *testing.T) {
 		"could not be reached")
 	resp := s.do(t, nil, http.MethodGet, "/products", nil, "Accept", "application/json")
 	require.Equal(t, http.StatusBadGateway, resp.Status)
-	require.Equal(t, gateway.CodeOriginUnreachable, resp.JSON(t)["error"])
+	require.Equal(t, origin.CodeUnreachable, resp.JSON(t)["error"])
 }
 
 // TestWebsitePlatformPaths: the platform's own paths on a Company domain
@@ -558,7 +569,7 @@ func TestWebsiteUpgrade(t *testing.T) {
 	})
 
 	// No client timeout, which would hide the connection behind the body.
-	h1 := (&rig{env: s.env}).http1(t)
+	h1 := s.env.HTTP1Client(t)
 	h1.Jar, h1.Timeout = b.jar, 0
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -1,10 +1,9 @@
-package gateway
+package origin
 
 import (
 	"context"
 	"errors"
 	"io"
-	"log"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
@@ -15,12 +14,13 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/operations"
+	"github.com/poppyhost/poppyhost/internal/registry"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
-// strippedHeaders never reach an origin: the Personal Agent's credentials,
-// our cookies (the gateway is on the platform's host, so every cookie
-// there is ours), a Poppy-Verified the caller made up, and claims about
+// strippedHeaders never reach an API's origin: the Personal Agent's
+// credentials, our cookies (the API proxy is on the platform's host, so
+// every cookie there is ours), a Poppy-Verified the caller made up, and claims about
 // the connection the origin could mistake for ours. Hop-by-hop headers
 // are dropped by httputil.ReverseProxy, as is every X-Forwarded-* header
 // (stripForwarded). Poppy-Approval and Idempotency-Key are stripped too:
@@ -45,22 +45,20 @@ func stripForwarded(h http.Header) {
 	}
 }
 
-// errResponseTooLarge: the origin's answer is larger than the API allows.
-var errResponseTooLarge = errors.New("gateway: origin response too large")
+// errResponseTooLarge: the origin's answer is larger than allowed.
+var errResponseTooLarge = errors.New("origin: response too large")
 
-// forward sends r to target with Poppy-Verified jwt and streams the answer
-// back, without the origin's cookies and within the API's limits.
-// modify, when set, may change the origin's final response.
-func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, api *API, target *url.URL, jwt string,
+// Forward sends r, a call of api, to target with Poppy-Verified jwt and
+// streams the answer back, without the origin's cookies and within the
+// API's limits. modify, when set, may change the origin's final response.
+func (c *Caller) Forward(w http.ResponseWriter, r *http.Request, api *registry.API, target *url.URL, jwt string,
 	modify func(*http.Response) error) {
-	c := &relay{
-		modify:      modify,
-		transport:   g.transport,
-		errorLog:    g.errorLog,
-		target:      target,
-		timeout:     time.Duration(api.TimeoutSeconds) * time.Second,
-		maxResponse: api.MaxResponseBytes,
-		rewrite: func(out *http.Request) {
+	c.Relay(w, r, &Relay{
+		Modify:      modify,
+		Target:      target,
+		Timeout:     time.Duration(api.TimeoutSeconds) * time.Second,
+		MaxResponse: api.MaxResponseBytes,
+		Rewrite: func(out *http.Request) {
 			for _, h := range strippedHeaders {
 				out.Header.Del(h)
 			}
@@ -68,71 +66,69 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, api *API, targ
 		},
 		// An origin may not set cookies on the platform's host, where they
 		// would reach other Companies' pages.
-		head: func(_ int, h http.Header) { h.Del("Set-Cookie") },
-		fail: func(w http.ResponseWriter, r *http.Request, code string, cause error) {
+		Head: func(_ int, h http.Header) { h.Del("Set-Cookie") },
+		Fail: func(w http.ResponseWriter, r *http.Request, code string, cause error) {
 			switch code {
 			case httpx.CodeRequestTooLarge:
 				httpx.WriteError(w, r, httpx.Errorf(httpx.CodeRequestTooLarge, "the body is larger than this API's %d bytes", api.MaxRequestBytes))
-			case CodeOriginTooLarge:
-				g.originError(w, r, api, http.StatusBadGateway, code,
+			case CodeTooLarge:
+				apiError(w, r, api, http.StatusBadGateway, code,
 					"the Company's origin answered with more than this API allows", cause)
-			case CodeOriginTimeout:
-				g.originError(w, r, api, http.StatusGatewayTimeout, code,
+			case CodeTimeout:
+				apiError(w, r, api, http.StatusGatewayTimeout, code,
 					"the Company's origin did not answer in time", cause)
 			default:
-				g.originError(w, r, api, http.StatusBadGateway, code,
+				apiError(w, r, api, http.StatusBadGateway, code,
 					"the Company's origin could not be reached", cause)
 			}
 		},
-	}
-	c.serve(w, r)
+	})
 }
 
-// relay is one request forwarded to an origin with httputil.ReverseProxy:
-// an API gateway call (forward) or a website request (Website). The
+// Relay is one request forwarded to an origin with
+// httputil.ReverseProxy: an API call (Forward) or a website request. The
 // timeout bounds each wait for the origin: for its response headers, and
 // then between reads of its body, so an origin that stops answering ends
 // the call instead of holding it.
-type relay struct {
-	transport http.RoundTripper
-	errorLog  *log.Logger
-	target    *url.URL
-	timeout   time.Duration
-	// maxResponse bounds the origin's answer; 0 leaves it unbounded.
-	maxResponse int64
-	// upgrades lets a 101 Switching Protocols answer through (WebSocket):
+type Relay struct {
+	Target  *url.URL
+	Timeout time.Duration
+	// MaxResponse bounds the origin's answer; 0 leaves it unbounded.
+	MaxResponse int64
+	// Upgrades lets a 101 Switching Protocols answer through (WebSocket):
 	// the connection then belongs to the two ends, without the timeout.
-	upgrades bool
-	// rewrite finishes the request to the origin, whose X-Forwarded-*
+	Upgrades bool
+	// Rewrite finishes the request to the origin, whose X-Forwarded-*
 	// headers are already gone.
-	rewrite func(out *http.Request)
-	// modify, when set, checks or changes the origin's final response
+	Rewrite func(out *http.Request)
+	// Modify, when set, checks or changes the origin's final response
 	// head; an error fails the call as unreachable.
-	modify func(resp *http.Response) error
-	// head, when set, changes every response head as it is written, 1xx
+	Modify func(resp *http.Response) error
+	// Head, when set, changes every response head as it is written, 1xx
 	// ones included: httputil.ReverseProxy forwards an origin's
-	// informational responses (103 Early Hints) itself, before modify
+	// informational responses (103 Early Hints) itself, before Modify
 	// sees the final one.
-	head func(code int, h http.Header)
-	// fail answers a failed call; code is httpx.CodeRequestTooLarge (the
-	// request body passed an http.MaxBytesReader's limit),
-	// CodeOriginTooLarge, CodeOriginTimeout or CodeOriginUnreachable.
-	fail func(w http.ResponseWriter, r *http.Request, code string, cause error)
+	Head func(code int, h http.Header)
+	// Fail answers a failed call; code is httpx.CodeRequestTooLarge (the
+	// request body passed an http.MaxBytesReader's limit), CodeTooLarge,
+	// CodeTimeout or CodeUnreachable.
+	Fail func(w http.ResponseWriter, r *http.Request, code string, cause error)
 }
 
 // unbounded stands for no limit on an origin's answer.
 const unbounded = 1 << 62
 
-func (c *relay) serve(w http.ResponseWriter, r *http.Request) {
+// Relay forwards r as rl describes and streams the answer back.
+func (c *Caller) Relay(w http.ResponseWriter, r *http.Request, rl *Relay) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	var timedOut atomic.Bool
-	timer := time.AfterFunc(c.timeout, func() {
+	timer := time.AfterFunc(rl.Timeout, func() {
 		timedOut.Store(true)
 		cancel()
 	})
 	defer timer.Stop()
-	limit := c.maxResponse
+	limit := rl.MaxResponse
 	if limit <= 0 {
 		limit = unbounded
 	}
@@ -141,19 +137,19 @@ func (c *relay) serve(w http.ResponseWriter, r *http.Request) {
 		Transport: c.transport,
 		ErrorLog:  c.errorLog,
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL = c.target
+			pr.Out.URL = rl.Target
 			pr.Out.Host = ""
 			stripForwarded(pr.Out.Header)
-			c.rewrite(pr.Out)
+			rl.Rewrite(pr.Out)
 		},
 		ModifyResponse: func(resp *http.Response) error {
-			timer.Reset(c.timeout)
-			if c.modify != nil {
-				if err := c.modify(resp); err != nil {
+			timer.Reset(rl.Timeout)
+			if rl.Modify != nil {
+				if err := rl.Modify(resp); err != nil {
 					return err
 				}
 			}
-			if resp.StatusCode == http.StatusSwitchingProtocols && c.upgrades {
+			if resp.StatusCode == http.StatusSwitchingProtocols && rl.Upgrades {
 				// httputil.ReverseProxy needs the body as it is, to write
 				// to; the upgraded connection is not the origin's
 				// silence.
@@ -163,7 +159,7 @@ func (c *relay) serve(w http.ResponseWriter, r *http.Request) {
 			if resp.ContentLength > limit {
 				return errResponseTooLarge
 			}
-			resp.Body = &originBody{r: resp.Body, left: limit, timer: timer, timeout: c.timeout}
+			resp.Body = &originBody{r: resp.Body, left: limit, timer: timer, timeout: rl.Timeout}
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -174,24 +170,24 @@ func (c *relay) serve(w http.ResponseWriter, r *http.Request) {
 				// or client_closed_request (httpx.PaceBodies).
 				httpx.WriteError(w, r, err)
 			case errors.As(err, &tooBig):
-				c.fail(w, r, httpx.CodeRequestTooLarge, err)
+				rl.Fail(w, r, httpx.CodeRequestTooLarge, err)
 			case errors.Is(err, errResponseTooLarge):
-				c.fail(w, r, CodeOriginTooLarge, err)
+				rl.Fail(w, r, CodeTooLarge, err)
 			case timedOut.Load():
-				c.fail(w, r, CodeOriginTimeout, err)
+				rl.Fail(w, r, CodeTimeout, err)
 			default:
-				c.fail(w, r, CodeOriginUnreachable, err)
+				rl.Fail(w, r, CodeUnreachable, err)
 			}
 		},
 	}
 	out := r.WithContext(ctx)
 	if r.Body != nil && r.Body != http.NoBody {
 		// A slow upload is the caller's pace, not the origin's silence.
-		out.Body = &pacedBody{r: r.Body, timer: timer, timeout: c.timeout}
+		out.Body = &pacedBody{r: r.Body, timer: timer, timeout: rl.Timeout}
 	}
 	var rw http.ResponseWriter = w
-	if c.head != nil {
-		rw = headWriter{w, c.head}
+	if rl.Head != nil {
+		rw = headWriter{w, rl.Head}
 	}
 	proxy.ServeHTTP(rw, out)
 }
@@ -211,7 +207,7 @@ func (b *pacedBody) Read(p []byte) (int, error) {
 
 func (b *pacedBody) Close() error { return b.r.Close() }
 
-// headWriter lets a relay change each response head as it is written.
+// headWriter lets a Relay change each response head as it is written.
 type headWriter struct {
 	http.ResponseWriter
 	head func(code int, h http.Header)
@@ -226,8 +222,8 @@ func (w headWriter) WriteHeader(code int) {
 // hijacking an upgraded connection).
 func (w headWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// originError answers a failed call with a JSON error and logs its cause.
-func (g *Gateway) originError(w http.ResponseWriter, r *http.Request, api *API, status int, code, desc string, cause error) {
+// apiError answers a failed API call with a JSON error and logs its cause.
+func apiError(w http.ResponseWriter, r *http.Request, api *registry.API, status int, code, desc string, cause error) {
 	httpx.Logger(r.Context()).WarnContext(r.Context(), "gateway: origin call failed",
 		slog.String("api", api.Name), slog.String("code", code), slog.Any("err", cause))
 	httpx.WriteJSON(w, status, map[string]string{"error": code, "error_description": desc})

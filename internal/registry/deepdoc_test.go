@@ -1,4 +1,4 @@
-package gateway_test
+package registry_test
 
 import (
 	"encoding/json"

@@ -7,20 +7,20 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/gateway"
+	"github.com/poppyhost/poppyhost/internal/registry"
 )
 
 func TestGateway(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	store := gateway.NewStore(w.pool)
+	store := registry.NewStore(w.pool)
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	api := &gateway.API{Name: "orders", Origin: "https://alpha.example", Description: "A's orders",
+	api := &registry.API{Name: "orders", Origin: "https://alpha.example", Description: "A's orders",
 		OpenAPI: json.RawMessage(`{"openapi": "3.1.0"}`), TimeoutSeconds: 10, MaxRequestBytes: 1 << 20,
 		MaxResponseBytes: 1 << 20}
 	_, err := store.PutAPI(w.ctx, w.a.ID, api, t0)
 	require.NoError(t, err)
-	tool := &gateway.Tool{Name: "track", Description: "A's tracking", InputSchema: json.RawMessage(`{"type": "object"}`),
+	tool := &registry.Tool{Name: "track", Description: "A's tracking", InputSchema: json.RawMessage(`{"type": "object"}`),
 		Scopes: []string{"orders"}, URL: "https://alpha.example/track", TimeoutSeconds: 10}
 	_, err = store.PutTool(w.ctx, w.a.ID, tool, t0)
 	require.NoError(t, err)
@@ -50,8 +50,8 @@ func TestGateway(t *testing.T) {
 		{"GetTool", func() error { _, err := store.GetTool(w.ctx, w.b.ID, "track"); return err }},
 		{"DeleteTool", func() error { return store.DeleteTool(w.ctx, w.b.ID, "track") }},
 	} {
-		t.Run("gateway.Store/"+c.method, func(t *testing.T) {
-			require.ErrorIs(t, c.call(), gateway.ErrNotFound)
+		t.Run("registry.Store/"+c.method, func(t *testing.T) {
+			require.ErrorIs(t, c.call(), registry.ErrNotFound)
 			keptA(t)
 		})
 	}
@@ -70,14 +70,14 @@ func TestGateway(t *testing.T) {
 			return 0, err
 		}},
 	} {
-		t.Run("gateway.Store/"+c.method, func(t *testing.T) {
+		t.Run("registry.Store/"+c.method, func(t *testing.T) {
 			n, err := c.count()
 			require.NoError(t, err)
 			require.Zero(t, n, "none of A's")
 			keptA(t)
 		})
 	}
-	t.Run("gateway.Store/PutAPI", func(t *testing.T) {
+	t.Run("registry.Store/PutAPI", func(t *testing.T) {
 		b := *api
 		b.Origin, b.Description = "https://bravo.example", "B's orders"
 		created, err := store.PutAPI(w.ctx, w.b.ID, &b, t0.Add(time.Hour))
@@ -85,7 +85,7 @@ func TestGateway(t *testing.T) {
 		require.True(t, created, "B's own API, not a replacement of A's")
 		keptA(t)
 	})
-	t.Run("gateway.Store/PutTool", func(t *testing.T) {
+	t.Run("registry.Store/PutTool", func(t *testing.T) {
 		b := *tool
 		b.URL, b.Description = "https://bravo.example/track", "B's tracking"
 		created, err := store.PutTool(w.ctx, w.b.ID, &b, t0.Add(time.Hour))

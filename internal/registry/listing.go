@@ -1,4 +1,4 @@
-package gateway
+package registry
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
-// Listings puts the gateway in poppy.json (discovery.APIs): each
+// Listings puts the registry in poppy.json (discovery.APIs): each
 // registered API as an openapi entry whose url is its description as the
 // gateway serves it, and the hosted MCP server once a tool is registered.
 type Listings struct {
@@ -14,7 +14,7 @@ type Listings struct {
 	URLs  tenant.URLs
 }
 
-// Listed returns the Company's gateway entries.
+// Listed returns the Company's registered APIs and MCP server.
 func (l Listings) Listed(ctx context.Context, c *tenant.Company) ([]tenant.API, error) {
 	apis, err := l.Store.ListAPINames(ctx, c.ID)
 	if err != nil {
@@ -32,4 +32,16 @@ func (l Listings) Listed(ctx context.Context, c *tenant.Company) ([]tenant.API, 
 		out = append(out, tenant.API{Type: "mcp", URL: l.URLs.MCPResource(c), Description: c.Settings.MCP.Description})
 	}
 	return out, nil
+}
+
+// URL is an API's URL at the API proxy, the servers entry of its
+// description.
+func URL(urls tenant.URLs, c *tenant.Company, name string) string {
+	return urls.Base(c) + "/api/" + name
+}
+
+// DescriptionURL is where the API proxy serves an API's description, its
+// url in poppy.json.
+func DescriptionURL(urls tenant.URLs, c *tenant.Company, name string) string {
+	return urls.Base(c) + "/openapi/" + name + ".json"
 }

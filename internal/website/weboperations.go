@@ -1,4 +1,4 @@
-package gateway
+package website
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/browserjoin"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/operations"
+	"github.com/poppyhost/poppyhost/internal/origin"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
@@ -27,7 +28,7 @@ import (
 // with a proposal, the platform makes it an operation and answers 403 with
 // Poppy-Operation (sid, ref) and a waiting page; the Personal Agent gets
 // the operation and records its approval at {issuer}/poppy/operations
-// (ServeWebOperations); the browser's next request for exactly the
+// (serveOperations); the browser's next request for exactly the
 // approved revision uses the approval up and performs it at most once.
 
 // WebTarget is the target of every website operation: a Company has one
@@ -64,7 +65,7 @@ type webRequest struct {
 // the request goes to the origin with the returned webRequest, nil for a
 // request that cannot become an operation (no web session, a join that
 // did not declare the extension, or a body over webMaxOperationBody).
-func (s *Website) webOperation(w http.ResponseWriter, r *http.Request, c *tenant.Company,
+func (s *Proxy) webOperation(w http.ResponseWriter, r *http.Request, c *tenant.Company,
 	ws *browserjoin.WebSession) (*webRequest, bool) {
 	if ws == nil || !webOperationsOn(c) || ws.Extensions[operations.Name] != operations.Version {
 		return nil, false
@@ -97,8 +98,8 @@ func (s *Website) webOperation(w http.ResponseWriter, r *http.Request, c *tenant
 // one approval; one that another request used meanwhile is passed over.
 // An approval that no longer passes the checks leaves the request to be
 // handled as one without approval.
-func (s *Website) useApproval(w http.ResponseWriter, r *http.Request, c *tenant.Company, wr *webRequest) bool {
-	ctx, store := r.Context(), s.g.opts.Operations
+func (s *Proxy) useApproval(w http.ResponseWriter, r *http.Request, c *tenant.Company, wr *webRequest) bool {
+	ctx, store := r.Context(), s.opts.Operations
 	found, err := store.Find(ctx, c.ID, wr.owner, wr.req, s.opts.Now())
 	if err != nil {
 		httpx.WriteError(w, r, err)
@@ -114,7 +115,7 @@ func (s *Website) useApproval(w http.ResponseWriter, r *http.Request, c *tenant.
 		if !won {
 			continue
 		}
-		out, err := s.g.engine.Perform(ctx, &operations.Action{Company: c, Interface: operations.InterfaceWeb,
+		out, err := s.opts.Engine.Perform(ctx, &operations.Action{Company: c, Interface: operations.InterfaceWeb,
 			Target: WebTarget, Owner: wr.owner, Facts: wr.ws.Facts(), Request: wr.req}, a)
 		if err != nil || out.Kind == operations.OutcomeUnapproved || out.Kind == operations.OutcomeNeedsAccount ||
 			out.Kind == operations.OutcomeStale || out.Kind == operations.OutcomeRetry {
@@ -130,7 +131,7 @@ func (s *Website) useApproval(w http.ResponseWriter, r *http.Request, c *tenant.
 		}
 		switch out.Kind {
 		case operations.OutcomePerformed:
-			writeStored(w, out.Response)
+			operations.WriteStored(w, out.Response)
 		case operations.OutcomePerforming:
 			s.performing(w, r)
 		case operations.OutcomeRetry:
@@ -159,7 +160,7 @@ func (s *Website) useApproval(w http.ResponseWriter, r *http.Request, c *tenant.
 // browser is told why. The Personal Agent does not learn of it: a website
 // that declines through the approval hook, where the approval is
 // recorded, tells it (extension 6, "Declining an approval").
-func (s *Website) declined(w http.ResponseWriter, r *http.Request, d *operations.Decline) {
+func (s *Proxy) declined(w http.ResponseWriter, r *http.Request, d *operations.Decline) {
 	msg := "The website declined this action. Nothing was done."
 	if d != nil && d.Reason != "" {
 		msg += " The website says: " + d.Reason
@@ -169,8 +170,8 @@ func (s *Website) declined(w http.ResponseWriter, r *http.Request, d *operations
 
 // performing answers a request whose operation is being performed, or
 // whose outcome is not known yet: never a failure (extension 7).
-func (s *Website) performing(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Retry-After", retryAfter)
+func (s *Proxy) performing(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Retry-After", operations.RetryAfter)
 	s.page(w, r, http.StatusServiceUnavailable, httpx.CodeUnavailable, websitePage{Title: "In progress",
 		Message: "This action is being done. Try again in a few seconds to see how it went."})
 }
@@ -179,7 +180,7 @@ func (s *Website) performing(w http.ResponseWriter, r *http.Request) {
 // the browser gets: the operation's reference and a waiting page for a
 // request handled as its Session (wr), or a refusal the Personal Agent
 // cannot approve otherwise. The proposal itself never reaches the browser.
-func (s *Website) proposal(r *http.Request, c *tenant.Company, wr *webRequest, resp *http.Response) error {
+func (s *Proxy) proposal(r *http.Request, c *tenant.Company, wr *webRequest, resp *http.Response) error {
 	defer resp.Body.Close()
 	body, ok, err := decodedBody(resp)
 	if err != nil {
@@ -217,7 +218,7 @@ func decodedBody(resp *http.Response) (body io.Reader, ok bool, err error) {
 }
 
 // propose writes the answer to a request whose origin proposed raw.
-func (s *Website) propose(w http.ResponseWriter, r *http.Request, c *tenant.Company, wr *webRequest, raw []byte) error {
+func (s *Proxy) propose(w http.ResponseWriter, r *http.Request, c *tenant.Company, wr *webRequest, raw []byte) error {
 	ctx := r.Context()
 	if wr == nil {
 		// No Session to send the operation to: the Company's own
@@ -229,11 +230,11 @@ func (s *Website) propose(w http.ResponseWriter, r *http.Request, c *tenant.Comp
 	p, err := operations.ParseProposal(raw)
 	if err != nil {
 		httpx.Logger(ctx).WarnContext(ctx, "website: unusable proposal", slog.Any("err", err))
-		s.page(w, r, http.StatusBadGateway, CodeOriginUnreachable, websitePage{Title: "This page is not available",
+		s.page(w, r, http.StatusBadGateway, origin.CodeUnreachable, websitePage{Title: "This page is not available",
 			Message: "The website asked for approval in a form that cannot be used. Nothing was done."})
 		return nil
 	}
-	op, err := s.g.opts.Operations.Propose(ctx, c.ID, wr.owner, operations.InterfaceWeb, WebTarget, p, wr.req,
+	op, err := s.opts.Operations.Propose(ctx, c.ID, wr.owner, operations.InterfaceWeb, WebTarget, p, wr.req,
 		wr.avoid, s.opts.Now())
 	if busy := (*operations.PerformingError)(nil); errors.As(err, &busy) {
 		s.performing(w, r)
@@ -250,7 +251,7 @@ func (s *Website) propose(w http.ResponseWriter, r *http.Request, c *tenant.Comp
 // "Websites"): 403 with Poppy-Operation, and approval_required for a
 // script, or a page that waits with a Continue control that repeats the
 // request. It never carries the operation.
-func (s *Website) waiting(w http.ResponseWriter, r *http.Request, c *tenant.Company, wr *webRequest,
+func (s *Proxy) waiting(w http.ResponseWriter, r *http.Request, c *tenant.Company, wr *webRequest,
 	op *operations.Operation) {
 	d := httpsfv.NewDictionary()
 	d.Add("sid", httpsfv.NewItem(wr.ws.SID))
@@ -264,7 +265,7 @@ func (s *Website) waiting(w http.ResponseWriter, r *http.Request, c *tenant.Comp
 	h.Set(OperationHeader, v)
 	if fromScript(r) {
 		h.Set("Cache-Control", "no-store")
-		httpx.WriteJSON(w, http.StatusForbidden, map[string]string{"error": operations.CodeApprovalRequired})
+		httpx.WriteError(w, r, &httpx.Error{Code: operations.CodeApprovalRequired})
 		return
 	}
 	again := &continueControl{Action: "https://" + r.Host + r.URL.RequestURI(), Method: http.MethodPost}

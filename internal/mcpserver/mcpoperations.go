@@ -1,4 +1,4 @@
-package gateway
+package mcpserver
 
 // Operations at the hosted MCP server (extension 4, 6, 7, "MCP"): a tool
 // whose origin answers with a proposal returns the operation as an error
@@ -18,6 +18,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/bearer"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/operations"
+	"github.com/poppyhost/poppyhost/internal/registry"
 	"github.com/poppyhost/poppyhost/internal/sessions"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
@@ -81,9 +82,9 @@ func (c *toolCall) approval(meta mcp.Meta) (*operations.Approval, *mcp.CallToolR
 // call's result, or none with stale set when check 3 failed (the call
 // then goes to the origin for a new revision), or none when the approval
 // is not this Session's to give (the call is one without approval).
-func (c *toolCall) performApproved(ctx context.Context, t *Tool, args []byte,
+func (c *toolCall) performApproved(ctx context.Context, t *registry.Tool, args []byte,
 	a *operations.Approval) (result *mcp.CallToolResult, stale bool, err error) {
-	out, err := c.m.g.engine.Perform(ctx, &operations.Action{Company: c.co, Interface: operations.InterfaceMCP, Target: t.Name,
+	out, err := c.m.opts.Engine.Perform(ctx, &operations.Action{Company: c.co, Interface: operations.InterfaceMCP, Target: t.Name,
 		Owner: c.owner(), Facts: c.facts, Request: toolRequest(args)}, a)
 	if herr := (*httpx.Error)(nil); errors.As(err, &herr) {
 		return toolError(herr.Description), false, nil
@@ -114,7 +115,7 @@ func (c *toolCall) performApproved(ctx context.Context, t *Tool, args []byte,
 // proposed answers a call whose origin asked for approval (a proposal) or
 // declined without one. Without the extension declared no operation is
 // returned: an ordinary tool error (extension 2).
-func (c *toolCall) proposed(ctx context.Context, t *Tool, args []byte, ans *operations.Response,
+func (c *toolCall) proposed(ctx context.Context, t *registry.Tool, args []byte, ans *operations.Response,
 	avoid string) *mcp.CallToolResult {
 	if httpx.IsMediaType(ans.ContentType, operations.DeclineType) {
 		msg := "The Company declined this action; nothing was done."
@@ -160,7 +161,7 @@ func declinedResult(a *operations.Approval, d *operations.Decline) *mcp.CallTool
 		text += " " + d.Reason
 	}
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}},
-		StructuredContent: declineBody(a, d)}
+		StructuredContent: operations.Declined(a, d).Body()}
 }
 
 // performingResult marks the request's answer as 503 with Retry-After
@@ -171,7 +172,7 @@ func declinedResult(a *operations.Approval, d *operations.Decline) *mcp.CallTool
 func (c *toolCall) performingResult() *mcp.CallToolResult {
 	c.unavailable.Store(true)
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "Not done by this call: " +
-		"this action's operation is being performed and has not failed. Call again after " + retryAfter +
+		"this action's operation is being performed and has not failed. Call again after " + operations.RetryAfter +
 		" seconds to learn how it went."}}}
 }
 
@@ -205,9 +206,9 @@ func (p *performingWriter) WriteHeader(code int) {
 	if code == http.StatusOK && p.call.unavailable.Load() && !p.call.batch {
 		p.swallow = true
 		if after := p.call.retryAfter.Load(); after > 0 {
-			writeRetry(p.ResponseWriter, p.r, int(after))
+			operations.WriteRetry(p.ResponseWriter, p.r, int(after))
 		} else {
-			writePerforming(p.ResponseWriter, p.r)
+			operations.WritePerforming(p.ResponseWriter, p.r)
 		}
 		return
 	}
@@ -229,7 +230,7 @@ func (p *performingWriter) Unwrap() http.ResponseWriter { return p.ResponseWrite
 // approval of an operation that belongs to an account of the same
 // Personal Agent and User (extension 3); it is an HTTP answer, so it is
 // made before the SDK serves the calls.
-func (m *MCP) accountChallenge(ctx context.Context, co *tenant.Company, sess *sessions.Session, grant *bearer.Grant,
+func (m *Server) accountChallenge(ctx context.Context, co *tenant.Company, sess *sessions.Session, grant *bearer.Grant,
 	calls []calledTool) (*bearer.Challenge, error) {
 	if grant != nil || sess == nil || !co.Settings.Operations.Enabled {
 		return nil, nil

@@ -1,4 +1,4 @@
-package gateway
+package mcpserver
 
 // The hosted MCP server (spec 7, "MCP servers") is served with the MCP Go
 // SDK's Streamable HTTP transport in stateless mode: every POST builds a
@@ -31,7 +31,6 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -45,6 +44,8 @@ import (
 	"github.com/poppyhost/poppyhost/internal/bearer"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/operations"
+	"github.com/poppyhost/poppyhost/internal/origin"
+	"github.com/poppyhost/poppyhost/internal/registry"
 	"github.com/poppyhost/poppyhost/internal/sessions"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/verified"
@@ -54,32 +55,47 @@ import (
 const (
 	// MaxMCPRequestBytes bounds a JSON-RPC request body, the SDK's default.
 	MaxMCPRequestBytes = mcp.DefaultMaxRequestBodyBytes
-	// MaxToolResponseBytes bounds a tool origin's answer.
-	MaxToolResponseBytes = 4 << 20
 	// maxToolErrorText is how much of a refusing origin's body a tool
 	// error shows.
 	maxToolErrorText = 4 << 10
 )
 
-// MCP is each Company's hosted MCP server at {issuer}/mcp.
-type MCP struct {
-	g       *Gateway
+// Options configure the hosted MCP server. Every field is required but
+// Operations, Engine, Logger and Now.
+type Options struct {
+	// Store has the registered tools.
+	Store  *registry.Store
+	Tokens *bearer.Validator
+	URLs   tenant.URLs
+	// Origins calls the tools' URLs.
+	Origins *origin.Caller
+	// Session is the Session middleware (sessions.Manager.Require with the
+	// rate limits), which a request with the Session header passes.
+	Session func(http.Handler) http.Handler
+	// Operations keeps the operations of Companies that turned the
+	// extension on, and Engine performs them.
+	Operations *operations.Store
+	Engine     *operations.Engine
+	Logger     *slog.Logger
+	// Now is the clock [time.Now].
+	Now func() time.Time
+}
+
+// Server is each Company's hosted MCP server at {issuer}/mcp.
+type Server struct {
 	opts    Options
-	client  *http.Client
 	handler *mcp.StreamableHTTPHandler
 }
 
-// NewMCP returns the hosted MCP server of g: its Origins reach the tools'
-// URLs, and its operations are performed by g.
-func NewMCP(g *Gateway) *MCP {
-	opts := g.opts
-	m := &MCP{g: g, opts: opts}
-	if opts.Origins != nil {
-		// Tools are performed by one POST: a redirect is the origin's
-		// answer, not somewhere to send the arguments and Poppy-Verified.
-		m.client = &http.Client{Transport: opts.Origins.RoundTripper(),
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+// New returns the hosted MCP server.
+func New(opts Options) *Server {
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	m := &Server{opts: opts}
 	m.handler = mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		s, _ := r.Context().Value(serverKey{}).(*mcp.Server)
 		return s
@@ -102,13 +118,13 @@ func NewMCP(g *Gateway) *MCP {
 // serverKey carries the request's *mcp.Server to the SDK's getServer.
 type serverKey struct{}
 
-// Mount mounts /mcp under {issuer}; session is the Session middleware. A
-// request without the Session header is an MCP client that does not speak
-// Poppy (spec 7, "Other MCP clients"): it needs an access token for the
-// server and its calls belong to no Session.
-func (m *MCP) Mount(r chi.Router, session func(http.Handler) http.Handler) {
+// Public serves /mcp under /t/{slug}. A request with the Session header
+// passes the Session middleware; one without is an MCP client that does
+// not speak Poppy (spec 7, "Other MCP clients"): it needs an access token
+// for the server and its calls belong to no Session.
+func (m *Server) Public(r chi.Router) {
 	serve := http.HandlerFunc(m.serve)
-	withSession := session(serve)
+	withSession := m.opts.Session(serve)
 	r.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, ok := r.Header[sessions.Header]; ok {
 			withSession.ServeHTTP(w, r)
@@ -120,7 +136,7 @@ func (m *MCP) Mount(r chi.Router, session func(http.Handler) http.Handler) {
 
 // ServeMetadata serves the server's protected resource metadata (RFC 9728)
 // at {PUBLIC_URL}/.well-known/oauth-protected-resource/t/{slug}/mcp.
-func (m *MCP) ServeMetadata(w http.ResponseWriter, r *http.Request) {
+func (m *Server) ServeMetadata(w http.ResponseWriter, r *http.Request) {
 	co := tenant.FromContext(r.Context())
 	tools := m.tools(w, r, co)
 	if tools == nil {
@@ -154,7 +170,7 @@ func (m *MCP) ServeMetadata(w http.ResponseWriter, r *http.Request) {
 
 // tools returns the Company's tools. Without any the server does not
 // exist: it answers 404 (or the error) and returns nil.
-func (m *MCP) tools(w http.ResponseWriter, r *http.Request, co *tenant.Company) []*Tool {
+func (m *Server) tools(w http.ResponseWriter, r *http.Request, co *tenant.Company) []*registry.Tool {
 	tools, err := m.opts.Store.ListTools(r.Context(), co.ID)
 	if err != nil {
 		httpx.WriteError(w, r, err)
@@ -169,7 +185,7 @@ func (m *MCP) tools(w http.ResponseWriter, r *http.Request, co *tenant.Company) 
 
 // serve checks a request's access and the scopes of the tools it calls,
 // then answers it with a server built for it.
-func (m *MCP) serve(w http.ResponseWriter, r *http.Request) {
+func (m *Server) serve(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	co := tenant.FromContext(ctx)
 	sess := sessions.FromContext(ctx)
@@ -230,7 +246,7 @@ func (m *MCP) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	call := &toolCall{m: m, co: co, sess: sess, grant: grant, facts: verified.FromRequest(sess, grant), log: httpx.Logger(ctx),
+	call := &toolCall{m: m, co: co, sess: sess, grant: grant, facts: origin.Facts(sess, grant), log: httpx.Logger(ctx),
 		batch: batch}
 	call.declare(operations.Declared(sess, r.Header.Values(operations.ExtensionsHeader)) || carriesApproval(calls))
 	server := mcp.NewServer(&mcp.Implementation{Name: co.Slug, Version: "poppyhost"}, &mcp.ServerOptions{
@@ -291,12 +307,12 @@ func decodeCalls(body []byte) ([]calledTool, bool) {
 // grant (nil signed out) lacks, or nil. Unknown names pass: the SDK
 // answers them. Signed in, it is MCP's step-up: 403 insufficient_scope
 // with the scopes the calls need.
-func scopeChallenge(tools []*Tool, called []calledTool, grant *bearer.Grant) *bearer.Challenge {
+func scopeChallenge(tools []*registry.Tool, called []calledTool, grant *bearer.Grant) *bearer.Challenge {
 	var needed []string
 	refused := false
 	for _, call := range called {
 		name := call.name
-		i := slices.IndexFunc(tools, func(t *Tool) bool { return t.Name == name })
+		i := slices.IndexFunc(tools, func(t *registry.Tool) bool { return t.Name == name })
 		if i < 0 || len(tools[i].Scopes) == 0 {
 			continue
 		}
@@ -323,7 +339,7 @@ func scopeChallenge(tools []*Tool, called []calledTool, grant *bearer.Grant) *be
 // addTool adds t to server. The SDK panics on a schema it refuses (an
 // input schema without type object, bad x-mcp-header annotations); a
 // Company's registration is data, so that becomes an error.
-func addTool(server *mcp.Server, t *Tool, h mcp.ToolHandler) (err error) {
+func addTool(server *mcp.Server, t *registry.Tool, h mcp.ToolHandler) (err error) {
 	tool := &mcp.Tool{Name: t.Name, Title: t.Title, Description: t.Description,
 		InputSchema: json.RawMessage(t.InputSchema)}
 	if len(t.InputSchema) == 0 {
@@ -349,7 +365,7 @@ func addTool(server *mcp.Server, t *Tool, h mcp.ToolHandler) (err error) {
 
 // toolCall performs tool calls for one request.
 type toolCall struct {
-	m     *MCP
+	m     *Server
 	co    *tenant.Company
 	sess  *sessions.Session // nil for MCP clients that do not speak Poppy
 	grant *bearer.Grant     // nil signed out
@@ -373,7 +389,7 @@ type toolCall struct {
 // to t.URL with Poppy-Verified, and the answer as the call's result.
 // Failures of the origin are tool errors (isError), which the model sees,
 // not protocol errors.
-func (c *toolCall) handler(t *Tool) mcp.ToolHandler {
+func (c *toolCall) handler(t *registry.Tool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		// serve has refused the call already; this keeps a body it read
 		// otherwise than the SDK from reaching the origin.
@@ -419,64 +435,19 @@ func (c *toolCall) handler(t *Tool) mcp.ToolHandler {
 // callOrigin POSTs a call's arguments to t.URL with Poppy-Verified and
 // reads the answer; failed is the tool error when the origin did not
 // answer usably.
-func (c *toolCall) callOrigin(ctx context.Context, t *Tool, args []byte) (*operations.Response, *mcp.CallToolResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, toolTimeout(t))
-	defer cancel()
-	target, err := url.Parse(t.URL)
-	if err != nil {
-		return nil, c.failed(ctx, t, "the tool's URL is not valid", err), nil
+func (c *toolCall) callOrigin(ctx context.Context, t *registry.Tool, args []byte) (*operations.Response, *mcp.CallToolResult, error) {
+	ans, err := c.m.opts.Origins.CallTool(ctx, c.co, t, c.facts, args)
+	if f := (*origin.Failure)(nil); errors.As(err, &f) {
+		return nil, c.failed(ctx, t, f.Reason, f.Err), nil
 	}
-	jwt, err := verified.Sign(ctx, c.m.opts.Keys, c.co.ID, verified.Claims{
-		Issuer: c.m.opts.URLs.Identifier(c.co), Audience: t.URL, Facts: *c.facts,
-		Tool: t.Name, Method: http.MethodPost, Path: toolPath(target),
-	}, c.m.opts.Now())
 	if err != nil {
 		return nil, nil, err
 	}
-	// A new request: nothing of the Personal Agent's (Authorization,
-	// Poppy-Session, cookies) reaches the origin.
-	out, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL, bytes.NewReader(args))
-	if err != nil {
-		return nil, c.failed(ctx, t, "the tool's URL is not valid", err), nil
-	}
-	out.Header.Set("Content-Type", "application/json")
-	out.Header.Set("Accept", "application/json")
-	out.Header.Set(verified.Header, jwt)
-	resp, err := c.m.client.Do(out)
-	if err != nil {
-		return nil, c.originFailed(ctx, t, err), nil
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxToolResponseBytes+1))
-	if err != nil {
-		return nil, c.originFailed(ctx, t, err), nil
-	}
-	if len(body) > MaxToolResponseBytes {
-		return nil, c.failed(ctx, t, fmt.Sprintf("the Company's origin answered with more than %d bytes", MaxToolResponseBytes),
-			errResponseTooLarge), nil
-	}
-	return &operations.Response{Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: body}, nil, nil
-}
-
-// toolPath is the escaped path of a tool's URL, as Poppy-Verified states it.
-func toolPath(u *url.URL) string {
-	if p := u.EscapedPath(); p != "" {
-		return p
-	}
-	return "/"
-}
-
-// toolTimeout bounds a call of t.
-func toolTimeout(t *Tool) time.Duration {
-	timeout := time.Duration(t.TimeoutSeconds) * time.Second
-	if timeout <= 0 {
-		timeout = DefaultTimeoutSeconds * time.Second
-	}
-	return min(timeout, MaxTimeoutSeconds*time.Second)
+	return ans, nil, nil
 }
 
 // result turns the origin's answer into the call's result.
-func (c *toolCall) result(ctx context.Context, t *Tool, resp *operations.Response) *mcp.CallToolResult {
+func (c *toolCall) result(ctx context.Context, t *registry.Tool, resp *operations.Response) *mcp.CallToolResult {
 	body := resp.Body
 	media, _, _ := mime.ParseMediaType(resp.ContentType)
 	isJSON := httpx.IsJSON(resp.ContentType)
@@ -513,17 +484,9 @@ func (c *toolCall) result(ctx context.Context, t *Tool, resp *operations.Respons
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(body)}}}
 }
 
-// originFailed is the result of a call the origin did not answer.
-func (c *toolCall) originFailed(ctx context.Context, t *Tool, err error) *mcp.CallToolResult {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return c.failed(ctx, t, "the Company's origin did not answer in time", err)
-	}
-	return c.failed(ctx, t, "the Company's origin could not be reached", err)
-}
-
 // failed logs a failed call, without its Poppy-Verified, and returns msg
 // as a tool error.
-func (c *toolCall) failed(ctx context.Context, t *Tool, msg string, err error) *mcp.CallToolResult {
+func (c *toolCall) failed(ctx context.Context, t *registry.Tool, msg string, err error) *mcp.CallToolResult {
 	c.log.WarnContext(ctx, "mcp: tool call failed", slog.String("tool", t.Name), slog.String("reason", msg), slog.Any("err", err))
 	return toolError(msg)
 }

@@ -1,4 +1,4 @@
-package gateway
+package registry
 
 import (
 	"bytes"
@@ -68,8 +68,8 @@ var openAPITypes = []string{
 	"text/yaml", "application/vnd.oai.openapi", "text/plain",
 }
 
-// RegistryOptions configure a Registry.
-type RegistryOptions struct {
+// Options configure a Handler.
+type Options struct {
 	Store *Store
 	// Fetch fetches descriptions registered by openapi_url.
 	Fetch *safehttp.Client
@@ -80,22 +80,27 @@ type RegistryOptions struct {
 	Now func() time.Time
 }
 
-// Registry is the Company API and admin API for registering APIs and tools.
-type Registry struct {
-	opts RegistryOptions
+// Handler is the Company API and admin API for registering APIs and tools.
+type Handler struct {
+	opts Options
 }
 
-// NewRegistry returns a Registry.
-func NewRegistry(opts RegistryOptions) *Registry {
+// NewHandler returns a Handler.
+func NewHandler(opts Options) *Handler {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Registry{opts: opts}
+	return &Handler{opts: opts}
 }
 
-// Mount mounts /apis and /tools on r, which has the Company in its context
-// (the admin API's /companies/{slug} and /company/v1).
-func (reg *Registry) Mount(r chi.Router) {
+// CompanyAPI serves /apis and /tools under /company/v1.
+func (reg *Handler) CompanyAPI(r chi.Router) { reg.routes(r) }
+
+// Admin serves /apis and /tools under /admin/v1/companies/{slug}.
+func (reg *Handler) Admin(r chi.Router) { reg.routes(r) }
+
+// routes are the same on both APIs; r has the Company in its context.
+func (reg *Handler) routes(r chi.Router) {
 	r.Get("/apis", reg.listAPIs)
 	r.Get("/apis/{name}", reg.getAPI)
 	r.Put("/apis/{name}", reg.putAPI)
@@ -114,7 +119,7 @@ type apiListItem struct {
 	OpenAPI json.RawMessage `json:"openapi,omitempty"`
 }
 
-func (reg *Registry) listAPIs(w http.ResponseWriter, r *http.Request) {
+func (reg *Handler) listAPIs(w http.ResponseWriter, r *http.Request) {
 	apis, err := reg.opts.Store.ListAPIs(r.Context(), tenant.FromContext(r.Context()).ID)
 	if err != nil {
 		httpx.WriteError(w, r, err)
@@ -127,7 +132,7 @@ func (reg *Registry) listAPIs(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{"apis": items})
 }
 
-func (reg *Registry) getAPI(w http.ResponseWriter, r *http.Request) {
+func (reg *Handler) getAPI(w http.ResponseWriter, r *http.Request) {
 	a, err := reg.opts.Store.GetAPI(r.Context(), tenant.FromContext(r.Context()).ID, chi.URLParam(r, "name"))
 	if err != nil {
 		writeRegError(w, r, err, "API")
@@ -136,7 +141,7 @@ func (reg *Registry) getAPI(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, http.StatusOK, a)
 }
 
-func (reg *Registry) putAPI(w http.ResponseWriter, r *http.Request) {
+func (reg *Handler) putAPI(w http.ResponseWriter, r *http.Request) {
 	var body map[string]json.RawMessage
 	if err := httpx.DecodeJSON(w, r, &body, httpx.DecodeOptions{MaxBytes: maxAPIBody}); err != nil {
 		httpx.WriteError(w, r, err)
@@ -150,7 +155,7 @@ func (reg *Registry) putAPI(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, putStatus(created), a)
 }
 
-func (reg *Registry) deleteAPI(w http.ResponseWriter, r *http.Request) {
+func (reg *Handler) deleteAPI(w http.ResponseWriter, r *http.Request) {
 	err := reg.opts.Store.DeleteAPI(r.Context(), tenant.FromContext(r.Context()).ID, chi.URLParam(r, "name"))
 	if err != nil {
 		writeRegError(w, r, err, "API")
@@ -159,7 +164,7 @@ func (reg *Registry) deleteAPI(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (reg *Registry) listTools(w http.ResponseWriter, r *http.Request) {
+func (reg *Handler) listTools(w http.ResponseWriter, r *http.Request) {
 	tools, err := reg.opts.Store.ListTools(r.Context(), tenant.FromContext(r.Context()).ID)
 	if err != nil {
 		httpx.WriteError(w, r, err)
@@ -171,7 +176,7 @@ func (reg *Registry) listTools(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, http.StatusOK, map[string]any{"tools": tools})
 }
 
-func (reg *Registry) getTool(w http.ResponseWriter, r *http.Request) {
+func (reg *Handler) getTool(w http.ResponseWriter, r *http.Request) {
 	t, err := reg.opts.Store.GetTool(r.Context(), tenant.FromContext(r.Context()).ID, chi.URLParam(r, "name"))
 	if err != nil {
 		writeRegError(w, r, err, "tool")
@@ -180,7 +185,7 @@ func (reg *Registry) getTool(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, http.StatusOK, t)
 }
 
-func (reg *Registry) putTool(w http.ResponseWriter, r *http.Request) {
+func (reg *Handler) putTool(w http.ResponseWriter, r *http.Request) {
 	var body map[string]json.RawMessage
 	if err := httpx.DecodeJSON(w, r, &body, httpx.DecodeOptions{MaxBytes: maxToolBody}); err != nil {
 		httpx.WriteError(w, r, err)
@@ -194,7 +199,7 @@ func (reg *Registry) putTool(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, putStatus(created), t)
 }
 
-func (reg *Registry) deleteTool(w http.ResponseWriter, r *http.Request) {
+func (reg *Handler) deleteTool(w http.ResponseWriter, r *http.Request) {
 	err := reg.opts.Store.DeleteTool(r.Context(), tenant.FromContext(r.Context()).ID, chi.URLParam(r, "name"))
 	if err != nil {
 		writeRegError(w, r, err, "tool")
@@ -221,7 +226,7 @@ func writeRegError(w http.ResponseWriter, r *http.Request, err error, what strin
 // registerAPI validates a PUT /apis/{name} body, fetches the description
 // when it is given by URL, and stores the API. Nothing is stored unless
 // every field is valid.
-func (reg *Registry) registerAPI(ctx context.Context, co *tenant.Company, name string, body map[string]json.RawMessage) (*API, bool, error) {
+func (reg *Handler) registerAPI(ctx context.Context, co *tenant.Company, name string, body map[string]json.RawMessage) (*API, bool, error) {
 	f := regFields{body: body}
 	if !apiNameRe.MatchString(name) {
 		f.Add("name", "must be 1 to %d letters, digits, hyphens or underscores", maxRegName)
@@ -298,7 +303,7 @@ func (reg *Registry) registerAPI(ctx context.Context, co *tenant.Company, name s
 
 // registerTool validates a PUT /tools/{name} body and stores the tool.
 // Nothing is stored unless every field is valid.
-func (reg *Registry) registerTool(ctx context.Context, co *tenant.Company, name string, body map[string]json.RawMessage) (*Tool, bool, error) {
+func (reg *Handler) registerTool(ctx context.Context, co *tenant.Company, name string, body map[string]json.RawMessage) (*Tool, bool, error) {
 	f := regFields{body: body}
 	if !toolNameRe.MatchString(name) {
 		f.Add("name", "must be 1 to %d letters, digits, hyphens, underscores or dots (MCP tool names)", maxRegName)
@@ -347,7 +352,7 @@ func (reg *Registry) registerTool(ctx context.Context, co *tenant.Company, name 
 
 // checkRoom refuses a new registration once the Company has max of them;
 // replacing one is always allowed.
-func (reg *Registry) checkRoom(ctx context.Context, table string, companyID int64, name string, max int, what string) error {
+func (reg *Handler) checkRoom(ctx context.Context, table string, companyID int64, name string, max int, what string) error {
 	n, exists, err := reg.opts.Store.registrations(ctx, table, companyID, name)
 	if err != nil {
 		return err

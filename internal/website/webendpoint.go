@@ -1,4 +1,4 @@
-package gateway
+package website
 
 import (
 	"errors"
@@ -7,19 +7,19 @@ import (
 	"github.com/poppyhost/poppyhost/internal/bearer"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/operations"
+	"github.com/poppyhost/poppyhost/internal/origin"
 	"github.com/poppyhost/poppyhost/internal/sessions"
 	"github.com/poppyhost/poppyhost/internal/tenant"
-	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
-// OperationsPath is operations.EndpointPath, where the platform mounts
-// ServeWebOperations under {issuer}.
+// OperationsPath is operations.EndpointPath, where the Personal Agent
+// approves website operations under {issuer} (Public).
 const OperationsPath = operations.EndpointPath
 
 // maxRefBody bounds a request to OperationsPath: {"ref"} and little more.
 const maxRefBody = 8 << 10
 
-// ServeWebOperations serves POST {issuer}/poppy/operations (extension 4
+// serveOperations serves POST {issuer}/poppy/operations (extension 4
 // and 6, "Websites") after the Session and token checks, for a Company
 // whose website uses operations. Without Poppy-Approval it answers for
 // the body's ref: its status once approved, the operation to approve, a
@@ -27,7 +27,7 @@ const maxRefBody = 8 << 10
 // declare the extension gets extension_required (extension 2). With one
 // it makes checks 1 to 3, asks the approval hook, and records the
 // approval (204); nothing is performed until the browser asks again.
-func (g *Gateway) ServeWebOperations(w http.ResponseWriter, r *http.Request) {
+func (s *Proxy) serveOperations(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	co := tenant.FromContext(ctx)
 	var body struct {
@@ -47,9 +47,8 @@ func (g *Gateway) ServeWebOperations(w http.ResponseWriter, r *http.Request) {
 		// An approval declares the extension; without one, no operation
 		// goes to a request that does not (extension 2).
 		w.Header().Set("Cache-Control", "no-store")
-		httpx.WriteJSON(w, http.StatusForbidden, map[string]string{"error": httpx.CodeExtensionRequired,
-			"extension":         operations.Name,
-			"error_description": "this endpoint answers only requests that declare the operations extension, version 3"})
+		httpx.WriteError(w, r, operations.ExtensionRequired(
+			"this endpoint answers only requests that declare the operations extension, version 3"))
 		return
 	}
 	id, rev, ok := operations.ParseRef(body.Ref)
@@ -64,20 +63,20 @@ func (g *Gateway) ServeWebOperations(w http.ResponseWriter, r *http.Request) {
 	}
 	if a != nil {
 		act := &operations.Action{Company: co, Interface: operations.InterfaceWeb, Target: WebTarget, Owner: owner,
-			Facts: verified.FromRequest(sess, grant)}
-		if g.approveWeb(w, r, act, id, rev, a) {
+			Facts: origin.Facts(sess, grant)}
+		if s.approveWeb(w, r, act, id, rev, a) {
 			return
 		}
 	}
-	g.answerRef(w, r, co, owner, id, rev)
+	s.answerRef(w, r, co, owner, id, rev)
 }
 
 // approveWeb makes the checks of extension 6 for approval a sent with ref
 // {id}.{rev}, and records it. It reports false when the request is to be
 // answered as one without an approval: check 1 or 3 failed.
-func (g *Gateway) approveWeb(w http.ResponseWriter, r *http.Request, act *operations.Action, id, rev string,
+func (s *Proxy) approveWeb(w http.ResponseWriter, r *http.Request, act *operations.Action, id, rev string,
 	a *operations.Approval) bool {
-	ctx, store, co, now := r.Context(), g.opts.Operations, act.Company, g.opts.Now()
+	ctx, store, co, now := r.Context(), s.opts.Operations, act.Company, s.opts.Now()
 	op, err := store.Lookup(ctx, co.ID, a.OperationID)
 	if err != nil {
 		httpx.WriteError(w, r, err)
@@ -90,7 +89,7 @@ func (g *Gateway) approveWeb(w http.ResponseWriter, r *http.Request, act *operat
 	// Check 1.
 	if ok, challenge := approvable(op, act.Owner); !ok {
 		if challenge {
-			g.challenge(w, r, co)
+			s.challenge(w, r, co)
 		}
 		return challenge
 	}
@@ -114,7 +113,7 @@ func (g *Gateway) approveWeb(w http.ResponseWriter, r *http.Request, act *operat
 		w.WriteHeader(http.StatusNoContent)
 		return true
 	}
-	decline, err := g.engine.AskHook(ctx, act, op.Current, a)
+	decline, err := s.opts.Engine.AskHook(ctx, act, op.Current, a)
 	if errors.Is(err, operations.ErrClaimed) {
 		// Claimed meanwhile: the lookup says how it stands.
 		return false
@@ -125,7 +124,7 @@ func (g *Gateway) approveWeb(w http.ResponseWriter, r *http.Request, act *operat
 	}
 	if decline != nil {
 		// Nothing recorded; askHook retired the revision.
-		httpx.WriteJSON(w, http.StatusForbidden, declineBody(a, decline))
+		httpx.WriteError(w, r, operations.Declined(a, decline))
 		return true
 	}
 	recorded, err := store.Record(ctx, co.ID, a, act.Facts, now)
@@ -157,18 +156,18 @@ func approvable(op *operations.WebOperation, owner operations.Owner) (ok, challe
 
 // challenge asks a signed-out Session to sign in to the account an
 // operation belongs to (extension 3).
-func (g *Gateway) challenge(w http.ResponseWriter, r *http.Request, co *tenant.Company) {
+func (s *Proxy) challenge(w http.ResponseWriter, r *http.Request, co *tenant.Company) {
 	bearer.WriteError(w, r, &bearer.Challenge{Description: "this operation belongs to an account: sign in to approve it",
-		ResourceMetadata: g.opts.Tokens.MetadataURL(co, bearer.Resource{})})
+		ResourceMetadata: s.opts.Tokens.MetadataURL(co, bearer.Resource{})})
 }
 
 // answerRef answers for ref {id}.{rev} without an approval (extension 4
 // and 6): the operation's status once approved, the current revision to
 // approve, a challenge for the account, or invalid_request for a ref the
 // Session cannot use.
-func (g *Gateway) answerRef(w http.ResponseWriter, r *http.Request, co *tenant.Company, owner operations.Owner,
+func (s *Proxy) answerRef(w http.ResponseWriter, r *http.Request, co *tenant.Company, owner operations.Owner,
 	id, rev string) {
-	ctx, store := r.Context(), g.opts.Operations
+	ctx, store := r.Context(), s.opts.Operations
 	op, err := store.Lookup(ctx, co.ID, id)
 	if err != nil {
 		httpx.WriteError(w, r, err)
@@ -180,7 +179,7 @@ func (g *Gateway) answerRef(w http.ResponseWriter, r *http.Request, co *tenant.C
 	}
 	if ok, challenge := approvable(op, owner); !ok {
 		if challenge {
-			g.challenge(w, r, co)
+			s.challenge(w, r, co)
 		} else {
 			writeUnusableRef(w, r)
 		}
@@ -201,16 +200,14 @@ func (g *Gateway) answerRef(w http.ResponseWriter, r *http.Request, co *tenant.C
 		// to perform it: the Personal Agent learns so (extension 6), and
 		// does not send that approval again.
 		w.Header().Set("Cache-Control", "no-store")
-		httpx.WriteJSON(w, http.StatusForbidden, declineBody(&operations.Approval{OperationID: id, Revision: rev},
-			declined))
-	case op.Retired || !g.opts.Now().Before(op.Current.ExpiresAt):
+		httpx.WriteError(w, r, operations.Declined(&operations.Approval{OperationID: id, Revision: rev}, declined))
+	case op.Retired || !s.opts.Now().Before(op.Current.ExpiresAt):
 		writeUnusableRef(w, r)
 	case op.Approved:
 		writeWebStatus(w, id, operations.StatusApproved)
 	default:
 		w.Header().Set("Cache-Control", "no-store")
-		httpx.WriteJSON(w, http.StatusForbidden, map[string]any{"error": operations.CodeApprovalRequired,
-			"operation": op.Current})
+		httpx.WriteError(w, r, operations.ApprovalRequired(op.Current))
 	}
 }
 

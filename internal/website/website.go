@@ -1,10 +1,10 @@
-package gateway
+package website
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"html/template"
-	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -14,9 +14,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-chi/chi/v5"
+
+	"github.com/poppyhost/poppyhost/internal/bearer"
 	"github.com/poppyhost/poppyhost/internal/browserjoin"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/operations"
+	"github.com/poppyhost/poppyhost/internal/origin"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
@@ -51,9 +55,6 @@ import (
 const WebSessionHeader = "Poppy-Web-Session"
 
 const (
-	// websiteTimeout bounds each wait for the website's origin: for its
-	// response headers, then between reads of its body.
-	websiteTimeout = 60 * time.Second
 	// websiteMaxRequestBytes bounds a request body (uploads). Answers
 	// are not bounded: they stream through.
 	websiteMaxRequestBytes = 100 << 20
@@ -68,28 +69,52 @@ type WebSessions interface {
 	End(ctx context.Context, c *tenant.Company, token string) (bool, error)
 }
 
-// Website proxies a Company's domains to its website origin.
-type Website struct {
-	opts      Options
-	g         *Gateway
-	sessions  WebSessions
-	transport http.RoundTripper
-	errorLog  *log.Logger
+// Options configure a Proxy. Every field is required but Operations,
+// Engine and Now.
+type Options struct {
+	// Origins calls the website's origin.
+	Origins *origin.Caller
+	// Sessions answers what a Session cookie acts for.
+	Sessions WebSessions
+	// Session (the Session middleware) and Tokens check a Personal
+	// Agent's requests to OperationsPath.
+	Session func(http.Handler) http.Handler
+	Tokens  *bearer.Validator
+	// Operations keeps the operations of Companies whose website uses the
+	// extension, and Engine performs them.
+	Operations *operations.Store
+	Engine     *operations.Engine
+	// Now is the clock [time.Now].
+	Now func() time.Time
 }
 
-// NewWebsite returns the website proxy of gateway g, which performs its
-// operations. Of g's options it uses Keys, URLs, Origins, Operations,
-// Logger and Now.
-func NewWebsite(g *Gateway, sessions WebSessions) *Website {
-	opts := g.opts
-	return &Website{opts: opts, g: g, sessions: sessions, transport: opts.Origins.RoundTripper(),
-		errorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn)}
+// Proxy proxies a Company's domains to its website origin.
+type Proxy struct {
+	opts Options
+}
+
+// New returns a Proxy.
+func New(opts Options) *Proxy {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Proxy{opts: opts}
+}
+
+// Domain serves every path of a Company domain that no other route of r
+// serves.
+func (s *Proxy) Domain(r chi.Router) { r.NotFound(s.ServeHTTP) }
+
+// Public serves OperationsPath under /t/{slug}, to Sessions with a valid
+// access token when they send one.
+func (s *Proxy) Public(r chi.Router) {
+	r.With(s.opts.Session, s.opts.Tokens.Require(bearer.Resource{})).Post(OperationsPath, s.serveOperations)
 }
 
 // ServeHTTP proxies a request for a Company domain, the Company in the
 // context, to its web.origin; a Company without one has no website here
 // (404).
-func (s *Website) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	c := tenant.FromContext(ctx)
 	web := &c.Settings.Web
@@ -97,9 +122,9 @@ func (s *Website) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpx.NotFound(w, r)
 		return
 	}
-	origin, err := url.Parse(web.Origin)
+	base, err := url.Parse(web.Origin)
 	if err != nil {
-		httpx.WriteError(w, r, fmt.Errorf("gateway: stored web.origin of %s: %w", c.Slug, err))
+		httpx.WriteError(w, r, fmt.Errorf("website: stored web.origin of %s: %w", c.Slug, err))
 		return
 	}
 	name := web.Cookie()
@@ -107,7 +132,7 @@ func (s *Website) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	joined := len(tokens) > 0
 	var ws *browserjoin.WebSession
 	if joined {
-		if ws, err = s.sessions.Lookup(ctx, c, r); err != nil {
+		if ws, err = s.opts.Sessions.Lookup(ctx, c, r); err != nil {
 			httpx.Logger(ctx).ErrorContext(ctx, "website: look up web session", slog.Any("err", err))
 			w.Header().Set("Retry-After", "5")
 			s.page(w, r, http.StatusServiceUnavailable, httpx.CodeUnavailable, websitePage{
@@ -138,13 +163,12 @@ func (s *Website) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	target := originTarget(origin, r.URL.EscapedPath(), r.URL.RawQuery)
+	target := origin.Target(base, r.URL.EscapedPath(), r.URL.RawQuery)
 	jwt := ""
 	if ws != nil {
-		jwt, err = verified.Sign(ctx, s.opts.Keys, c.ID, verified.Claims{
-			Issuer: s.opts.URLs.Identifier(c), Audience: web.Origin, Facts: *ws.Facts(),
-			Method: r.Method, Path: target.EscapedPath(),
-		}, s.opts.Now())
+		jwt, err = s.opts.Origins.Sign(ctx, c, verified.Claims{
+			Audience: web.Origin, Facts: *ws.Facts(), Method: r.Method, Path: target.EscapedPath(),
+		})
 		if err != nil {
 			httpx.WriteError(w, r, err)
 			return
@@ -158,13 +182,11 @@ func (s *Website) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ours := []string{name, browserjoin.JoinCookie}
 	r.Body = http.MaxBytesReader(w, r.Body, websiteMaxRequestBytes)
-	call := &relay{
-		transport: s.transport,
-		errorLog:  s.errorLog,
-		target:    target,
-		timeout:   websiteTimeout,
-		upgrades:  true,
-		rewrite: func(out *http.Request) {
+	s.opts.Origins.Relay(w, r, &origin.Relay{
+		Target:   target,
+		Timeout:  origin.WebsiteTimeout,
+		Upgrades: true,
+		Rewrite: func(out *http.Request) {
 			for _, h := range websiteStripped {
 				out.Header.Del(h)
 			}
@@ -181,7 +203,7 @@ func (s *Website) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				out.Header.Set(verified.Header, jwt)
 			}
 		},
-		modify: func(resp *http.Response) error {
+		Modify: func(resp *http.Response) error {
 			dropCookies(resp.Header, ours)
 			end := strings.EqualFold(strings.TrimSpace(resp.Header.Get(WebSessionHeader)), "end")
 			resp.Header.Del(WebSessionHeader)
@@ -200,15 +222,14 @@ func (s *Website) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		},
 		// Informational answers (103 Early Hints) pass before modify sees
 		// the final one: the same cookies are dropped from them.
-		head: func(code int, h http.Header) {
+		Head: func(code int, h http.Header) {
 			if code < http.StatusOK {
 				dropCookies(h, ours)
 				h.Del(WebSessionHeader)
 			}
 		},
-		fail: s.fail,
-	}
-	call.serve(w, r)
+		Fail: s.fail,
+	})
 }
 
 // websiteStripped never reach the website: a Poppy-Verified the browser
@@ -217,16 +238,16 @@ func (s *Website) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Hop-by-hop headers are dropped by httputil.ReverseProxy, and every
 // X-Forwarded-* header the browser sent by the relay.
 var websiteStripped = []string{verified.Header, "Poppy-Session", "Forwarded", "X-Real-Ip", "X-Client-Ip",
-	"True-Client-Ip", operations.ApprovalHeader, IdempotencyKeyHeader}
+	"True-Client-Ip", operations.ApprovalHeader, origin.IdempotencyKeyHeader}
 
 // end ends the web sessions of tokens: the website signed the browser
 // out. It runs even if the browser has gone, and a failure is logged: the
 // cookie is deleted all the same.
-func (s *Website) end(ctx context.Context, c *tenant.Company, tokens []string) {
+func (s *Proxy) end(ctx context.Context, c *tenant.Company, tokens []string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endTimeout)
 	defer cancel()
 	for _, t := range tokens {
-		if _, err := s.sessions.End(ctx, c, t); err != nil {
+		if _, err := s.opts.Sessions.End(ctx, c, t); err != nil {
 			httpx.Logger(ctx).ErrorContext(ctx, "website: end web session", slog.Any("err", err))
 		}
 	}
@@ -395,7 +416,7 @@ func missingScopes(need, have []string) []string {
 // needScopes answers a joined browser whose web session lacks scopes a
 // page needs with a page naming them, so the Personal Agent can request
 // them (spec 6, 5.4).
-func (s *Website) needScopes(w http.ResponseWriter, r *http.Request, c *tenant.Company, ws *browserjoin.WebSession, missing []string) {
+func (s *Proxy) needScopes(w http.ResponseWriter, r *http.Request, c *tenant.Company, ws *browserjoin.WebSession, missing []string) {
 	p := websitePage{Title: "More access needed", Scopes: missing}
 	name := c.Settings.Organization.Name
 	switch {
@@ -413,14 +434,14 @@ func (s *Website) needScopes(w http.ResponseWriter, r *http.Request, c *tenant.C
 }
 
 // fail answers a request the origin did not answer.
-func (s *Website) fail(w http.ResponseWriter, r *http.Request, code string, cause error) {
+func (s *Proxy) fail(w http.ResponseWriter, r *http.Request, code string, cause error) {
 	p := websitePage{Title: "This page is not available"}
 	status := http.StatusBadGateway
 	switch code {
 	case httpx.CodeRequestTooLarge:
 		status = http.StatusRequestEntityTooLarge
 		p.Title, p.Message = "Too large", fmt.Sprintf("What was sent is larger than the %d bytes this website accepts.", websiteMaxRequestBytes)
-	case CodeOriginTimeout:
+	case origin.CodeTimeout:
 		status = http.StatusGatewayTimeout
 		p.Message = "The website did not answer in time. Try again later."
 	default:
@@ -444,54 +465,28 @@ type websitePage struct {
 	Continue *continueControl
 }
 
-var websiteTemplate = template.Must(template.New("website").Parse(`<!doctype html>
-<html lang="en">
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{{.Title}}</title>
-<style>body{font-family:system-ui,sans-serif;max-width:40rem;margin:3rem auto;padding:0 1rem;line-height:1.5}code{font-size:1.05em}</style>
-<h1>{{.Title}}</h1>
-<p>{{.Message}}</p>
-{{- if .Scopes}}
-<p>Missing scopes:</p>
-<ul id="missing-scopes">
-{{- range .Scopes}}
-<li><code>{{.}}</code></li>
-{{- end}}
-</ul>
-{{- end}}
-{{- with .Continue}}
-{{- if .Link}}
-<p>Once it is approved, continue to do it.</p>
-<p><a id="continue" href="{{.Action}}">Continue</a></p>
-{{- else if .Method}}
-<p>Once it is approved, continue to do it.</p>
-<form id="continue" method="{{.Method}}" action="{{.Action}}">
-{{- range .Fields}}
-<input type="hidden" name="{{.Name}}" value="{{.Value}}">
-{{- end}}
-<button type="submit">Continue</button>
-</form>
-{{- else}}
-<p>This page cannot send the request again. Once it is approved, reload this page to send it again (your browser asks first), or repeat the action on the website.</p>
-{{- end}}
-{{- end}}
-</html>
-`))
+// page.html is the page of every answer the proxy gives a browser itself.
+//
+//go:embed page.html
+var pageHTML string
+
+var websiteTemplate = template.Must(template.New("website").Parse(pageHTML))
 
 // page writes a page: HTML, unless a script asked (fromScript), which
 // gets {"error", "error_description"} and, for missing scopes, "scope"
 // (space-separated, as in OAuth). It is never stored, and its only form
 // (Continue) submits to the same domain.
-func (s *Website) page(w http.ResponseWriter, r *http.Request, status int, code string, p websitePage) {
+func (s *Proxy) page(w http.ResponseWriter, r *http.Request, status int, code string, p websitePage) {
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
 	if fromScript(r) {
-		body := map[string]string{"error": code, "error_description": p.Message}
+		e := &httpx.Error{Code: code, Description: p.Message}
 		if len(p.Scopes) > 0 {
-			body["scope"] = strings.Join(p.Scopes, " ")
+			e.Extra = map[string]any{"scope": strings.Join(p.Scopes, " ")}
 		}
-		httpx.WriteJSON(w, status, body)
+		// The page's own status: a page's code may have none in httpx's
+		// table (origin_timeout), or another one there.
+		httpx.WriteJSON(w, status, e.Body())
 		return
 	}
 	h.Set("Content-Type", "text/html; charset=utf-8")

@@ -1,4 +1,4 @@
-package gateway
+package registry
 
 import (
 	"context"
@@ -7,20 +7,21 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/poppyhost/poppyhost/internal/db"
 )
 
 // ErrNotFound: no API or tool of that name.
-var ErrNotFound = errors.New("gateway: not found")
+var ErrNotFound = errors.New("registry: not found")
 
 // Store keeps registered APIs and tools in PostgreSQL. Every query is for
 // one Company.
 type Store struct {
-	pool *pgxpool.Pool
+	db db.Executor
 }
 
-// NewStore returns a Store on pool.
-func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+// NewStore returns a Store on db, a pool or a transaction.
+func NewStore(db db.Executor) *Store { return &Store{db: db} }
 
 const apiColumns = `name, origin, description, openapi, openapi_url, timeout_seconds, max_request_bytes,
 	max_response_bytes, created_at, updated_at`
@@ -29,16 +30,16 @@ func scanAPI(row pgx.Row) (*API, error) {
 	var a API
 	err := row.Scan(&a.Name, &a.Origin, &a.Description, &a.OpenAPI, &a.OpenAPIURL, &a.TimeoutSeconds,
 		&a.MaxRequestBytes, &a.MaxResponseBytes, &a.CreatedAt, &a.UpdatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
+	if err != nil {
+		return nil, db.NotFound(err, ErrNotFound)
 	}
-	return &a, err
+	return &a, nil
 }
 
 // PutAPI creates or replaces the API named a.Name, stamped now, and
 // reports whether it was created.
 func (s *Store) PutAPI(ctx context.Context, companyID int64, a *API, now time.Time) (created bool, err error) {
-	err = s.pool.QueryRow(ctx, `INSERT INTO gateway_apis (company_id, `+apiColumns+`)
+	err = s.db.QueryRow(ctx, `INSERT INTO gateway_apis (company_id, `+apiColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)
 		ON CONFLICT (company_id, name) DO UPDATE SET origin = EXCLUDED.origin, description = EXCLUDED.description,
 			openapi = EXCLUDED.openapi, openapi_url = EXCLUDED.openapi_url, timeout_seconds = EXCLUDED.timeout_seconds,
@@ -52,7 +53,7 @@ func (s *Store) PutAPI(ctx context.Context, companyID int64, a *API, now time.Ti
 
 // GetAPI returns the API named name, or ErrNotFound.
 func (s *Store) GetAPI(ctx context.Context, companyID int64, name string) (*API, error) {
-	return scanAPI(s.pool.QueryRow(ctx, `SELECT `+apiColumns+` FROM gateway_apis
+	return scanAPI(s.db.QueryRow(ctx, `SELECT `+apiColumns+` FROM gateway_apis
 		WHERE company_id = $1 AND name = $2`, companyID, name))
 }
 
@@ -60,17 +61,14 @@ func (s *Store) GetAPI(ctx context.Context, companyID int64, name string) (*API,
 // ErrNotFound: the gateway's cache checks it instead of reloading.
 func (s *Store) APIUpdatedAt(ctx context.Context, companyID int64, name string) (time.Time, error) {
 	var t time.Time
-	err := s.pool.QueryRow(ctx, `SELECT updated_at FROM gateway_apis WHERE company_id = $1 AND name = $2`,
+	err := s.db.QueryRow(ctx, `SELECT updated_at FROM gateway_apis WHERE company_id = $1 AND name = $2`,
 		companyID, name).Scan(&t)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return t, ErrNotFound
-	}
-	return t, err
+	return t, db.NotFound(err, ErrNotFound)
 }
 
 // ListAPIs returns the Company's APIs by name.
 func (s *Store) ListAPIs(ctx context.Context, companyID int64) ([]*API, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+apiColumns+` FROM gateway_apis WHERE company_id = $1 ORDER BY name`, companyID)
+	rows, err := s.db.Query(ctx, `SELECT `+apiColumns+` FROM gateway_apis WHERE company_id = $1 ORDER BY name`, companyID)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +84,7 @@ type Listing struct {
 // ListAPINames returns the Company's APIs' names and descriptions by name,
 // without their descriptions' documents, for poppy.json.
 func (s *Store) ListAPINames(ctx context.Context, companyID int64) ([]Listing, error) {
-	rows, err := s.pool.Query(ctx, `SELECT name, description FROM gateway_apis WHERE company_id = $1 ORDER BY name`, companyID)
+	rows, err := s.db.Query(ctx, `SELECT name, description FROM gateway_apis WHERE company_id = $1 ORDER BY name`, companyID)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +93,7 @@ func (s *Store) ListAPINames(ctx context.Context, companyID int64) ([]Listing, e
 
 // DeleteAPI removes the API named name, or returns ErrNotFound.
 func (s *Store) DeleteAPI(ctx context.Context, companyID int64, name string) error {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM gateway_apis WHERE company_id = $1 AND name = $2`, companyID, name)
+	tag, err := s.db.Exec(ctx, `DELETE FROM gateway_apis WHERE company_id = $1 AND name = $2`, companyID, name)
 	if err == nil && tag.RowsAffected() == 0 {
 		err = ErrNotFound
 	}
@@ -109,10 +107,10 @@ func scanTool(row pgx.Row) (*Tool, error) {
 	var t Tool
 	err := row.Scan(&t.Name, &t.Title, &t.Description, &t.InputSchema, &t.OutputSchema, &t.Annotations, &t.Scopes,
 		&t.URL, &t.TimeoutSeconds, &t.CreatedAt, &t.UpdatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
+	if err != nil {
+		return nil, db.NotFound(err, ErrNotFound)
 	}
-	return &t, err
+	return &t, nil
 }
 
 // nullJSON stores an absent document as NULL.
@@ -129,7 +127,7 @@ func (s *Store) PutTool(ctx context.Context, companyID int64, t *Tool, now time.
 	if t.Scopes == nil {
 		t.Scopes = []string{}
 	}
-	err = s.pool.QueryRow(ctx, `INSERT INTO gateway_tools (company_id, `+toolColumns+`)
+	err = s.db.QueryRow(ctx, `INSERT INTO gateway_tools (company_id, `+toolColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)
 		ON CONFLICT (company_id, name) DO UPDATE SET title = EXCLUDED.title, description = EXCLUDED.description,
 			input_schema = EXCLUDED.input_schema, output_schema = EXCLUDED.output_schema,
@@ -143,13 +141,13 @@ func (s *Store) PutTool(ctx context.Context, companyID int64, t *Tool, now time.
 
 // GetTool returns the tool named name, or ErrNotFound.
 func (s *Store) GetTool(ctx context.Context, companyID int64, name string) (*Tool, error) {
-	return scanTool(s.pool.QueryRow(ctx, `SELECT `+toolColumns+` FROM gateway_tools
+	return scanTool(s.db.QueryRow(ctx, `SELECT `+toolColumns+` FROM gateway_tools
 		WHERE company_id = $1 AND name = $2`, companyID, name))
 }
 
 // ListTools returns the Company's tools by name.
 func (s *Store) ListTools(ctx context.Context, companyID int64) ([]*Tool, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+toolColumns+` FROM gateway_tools WHERE company_id = $1 ORDER BY name`, companyID)
+	rows, err := s.db.Query(ctx, `SELECT `+toolColumns+` FROM gateway_tools WHERE company_id = $1 ORDER BY name`, companyID)
 	if err != nil {
 		return nil, err
 	}
@@ -160,13 +158,13 @@ func (s *Store) ListTools(ctx context.Context, companyID int64) ([]*Tool, error)
 // puts its MCP server in poppy.json.
 func (s *Store) HasTools(ctx context.Context, companyID int64) (bool, error) {
 	var ok bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM gateway_tools WHERE company_id = $1)`, companyID).Scan(&ok)
+	err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM gateway_tools WHERE company_id = $1)`, companyID).Scan(&ok)
 	return ok, err
 }
 
 // DeleteTool removes the tool named name, or returns ErrNotFound.
 func (s *Store) DeleteTool(ctx context.Context, companyID int64, name string) error {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM gateway_tools WHERE company_id = $1 AND name = $2`, companyID, name)
+	tag, err := s.db.Exec(ctx, `DELETE FROM gateway_tools WHERE company_id = $1 AND name = $2`, companyID, name)
 	if err == nil && tag.RowsAffected() == 0 {
 		err = ErrNotFound
 	}
@@ -177,13 +175,13 @@ func (s *Store) DeleteTool(ctx context.Context, companyID int64, name string) er
 // gateway_tools) and reports whether one is named name.
 func (s *Store) registrations(ctx context.Context, table string, companyID int64, name string) (int, bool, error) {
 	if table != "gateway_apis" && table != "gateway_tools" {
-		return 0, false, fmt.Errorf("gateway: no registrations table %q", table)
+		return 0, false, fmt.Errorf("registry: no registrations table %q", table)
 	}
 	var (
 		n      int
 		exists bool
 	)
-	err := s.pool.QueryRow(ctx, `SELECT count(*), coalesce(bool_or(name = $2), false) FROM `+table+`
+	err := s.db.QueryRow(ctx, `SELECT count(*), coalesce(bool_or(name = $2), false) FROM `+table+`
 		WHERE company_id = $1`, companyID, name).Scan(&n, &exists)
 	return n, exists, err
 }

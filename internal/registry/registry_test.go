@@ -1,4 +1,4 @@
-package gateway_test
+package registry_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/gateway"
+	"github.com/poppyhost/poppyhost/internal/registry"
 	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/testkit"
@@ -216,9 +216,9 @@ func TestManageAPIsThroughBothSurfaces(t *testing.T) {
 	require.Equal(t, "orders", created["name"])
 	require.Equal(t, "https://orders.manage-apis.example/v1", created["origin"])
 	require.Equal(t, "Orders, returns and exchanges", created["description"])
-	require.EqualValues(t, gateway.DefaultTimeoutSeconds, created["timeout_seconds"])
-	require.EqualValues(t, gateway.DefaultMaxRequestBytes, created["max_request_bytes"])
-	require.EqualValues(t, gateway.DefaultMaxResponseBytes, created["max_response_bytes"])
+	require.EqualValues(t, registry.DefaultTimeoutSeconds, created["timeout_seconds"])
+	require.EqualValues(t, registry.DefaultMaxRequestBytes, created["max_request_bytes"])
+	require.EqualValues(t, registry.DefaultMaxResponseBytes, created["max_response_bytes"])
 	require.NotContains(t, created, "openapi_url")
 	doc := created["openapi"].(map[string]any)
 	require.Equal(t, "3.0.3", doc["openapi"])
@@ -347,7 +347,7 @@ func TestManageToolsThroughBothSurfaces(t *testing.T) {
 	require.Equal(t, map[string]any{"readOnlyHint": true}, created["annotations"])
 	require.Equal(t, []any{"orders:read"}, created["scopes"])
 	require.Equal(t, "https://tools.manage-tools.example/lookup?v=1", created["url"])
-	require.EqualValues(t, gateway.DefaultTimeoutSeconds, created["timeout_seconds"])
+	require.EqualValues(t, registry.DefaultTimeoutSeconds, created["timeout_seconds"])
 
 	// Replaced through the admin API: what is left out is gone.
 	resp = co.admin(t, http.MethodPut, "/tools/orders.lookup", map[string]any{
@@ -442,10 +442,10 @@ func TestManageRefusesInvalidAPIs(t *testing.T) {
 		{"timeout a string", "orders", good(map[string]any{"timeout_seconds": "30"}), []string{"timeout_seconds"}, "whole number"},
 		{"timeout a fraction", "orders", good(map[string]any{"timeout_seconds": 1.5}), []string{"timeout_seconds"}, "whole number"},
 		{"request bytes zero", "orders", good(map[string]any{"max_request_bytes": 0}), []string{"max_request_bytes"}, "from 1"},
-		{"request bytes too many", "orders", good(map[string]any{"max_request_bytes": gateway.MaxRequestBytesLimit + 1}),
-			[]string{"max_request_bytes"}, fmt.Sprint(gateway.MaxRequestBytesLimit)},
-		{"response bytes too many", "orders", good(map[string]any{"max_response_bytes": gateway.MaxResponseBytesLimit + 1}),
-			[]string{"max_response_bytes"}, fmt.Sprint(gateway.MaxResponseBytesLimit)},
+		{"request bytes too many", "orders", good(map[string]any{"max_request_bytes": registry.MaxRequestBytesLimit + 1}),
+			[]string{"max_request_bytes"}, fmt.Sprint(registry.MaxRequestBytesLimit)},
+		{"response bytes too many", "orders", good(map[string]any{"max_response_bytes": registry.MaxResponseBytesLimit + 1}),
+			[]string{"max_response_bytes"}, fmt.Sprint(registry.MaxResponseBytesLimit)},
 		{"member misspelt", "orders", good(map[string]any{"timeout_second": 5}), []string{"timeout_second"}, "is not a known member"},
 		{"members of the answer", "orders", good(map[string]any{"name": "orders", "created_at": "2025-01-01T00:00:00Z"}),
 			[]string{"created_at", "name"}, "is not a known member"},
@@ -468,7 +468,7 @@ func TestManageRefusesInvalidAPIs(t *testing.T) {
 	})
 	t.Run("body too large", func(t *testing.T) {
 		resp := co.api(t, http.MethodPut, "/apis/orders", good(map[string]any{
-			"description": strings.Repeat("a", gateway.MaxOpenAPIBytes+64<<10)}))
+			"description": strings.Repeat("a", registry.MaxOpenAPIBytes+64<<10)}))
 		require.Equal(t, http.StatusRequestEntityTooLarge, resp.Status, "%s", resp.Body)
 	})
 	t.Run("replacement refused", func(t *testing.T) {
@@ -548,7 +548,7 @@ func TestManageRefusesInvalidTools(t *testing.T) {
 	}
 	schema := func(s string) map[string]any { return map[string]any{"input_schema": json.RawMessage(s)} }
 	output := func(s string) map[string]any { return map[string]any{"output_schema": json.RawMessage(s)} }
-	many := make([]string, gateway.MaxToolScopes+1)
+	many := make([]string, registry.MaxToolScopes+1)
 	for i := range many {
 		many[i] = "orders:read"
 	}
@@ -674,14 +674,14 @@ func TestManageLimitsRegistrationsPerCompany(t *testing.T) {
 	ctx := context.Background()
 	var id int64
 	require.NoError(t, env.Pool.QueryRow(ctx, `SELECT id FROM companies WHERE slug = $1`, co.slug).Scan(&id))
-	store := gateway.NewStore(env.Pool)
-	for i := range gateway.MaxAPIs {
-		_, err := store.PutAPI(ctx, id, &gateway.API{Name: fmt.Sprintf("api-%02d", i), Origin: "https://orders.example.com",
+	store := registry.NewStore(env.Pool)
+	for i := range registry.MaxAPIs {
+		_, err := store.PutAPI(ctx, id, &registry.API{Name: fmt.Sprintf("api-%02d", i), Origin: "https://orders.example.com",
 			OpenAPI: json.RawMessage(mgOrdersDoc), TimeoutSeconds: 30, MaxRequestBytes: 1, MaxResponseBytes: 1}, time.Now())
 		require.NoError(t, err)
 	}
-	for i := range gateway.MaxTools {
-		_, err := store.PutTool(ctx, id, &gateway.Tool{Name: fmt.Sprintf("tool-%03d", i), Description: "A tool",
+	for i := range registry.MaxTools {
+		_, err := store.PutTool(ctx, id, &registry.Tool{Name: fmt.Sprintf("tool-%03d", i), Description: "A tool",
 			InputSchema: json.RawMessage(`{"type":"object"}`), URL: "https://tools.example.com/x", TimeoutSeconds: 30}, time.Now())
 		require.NoError(t, err)
 	}
@@ -725,8 +725,8 @@ func TestManageRefusesPrivateAddresses(t *testing.T) {
 	docs := mgDocs(t, env, "docs.manage-private.test", map[string][2]string{"/openapi.json": {"application/json", mgOrdersDoc}})
 
 	mount := func(allowPrivate bool) func(method, path string, body any) *peers.Response {
-		m := gateway.NewRegistry(gateway.RegistryOptions{
-			Store: gateway.NewStore(env.Pool),
+		m := registry.NewHandler(registry.Options{
+			Store: registry.NewStore(env.Pool),
 			// Public fetches only, resolving the test's names to loopback.
 			Fetch:        safehttp.New(safehttp.Options{RootCAs: env.CA.Pool(), Resolver: env.Hosts, AllowPrivate: allowPrivate}),
 			AllowPrivate: allowPrivate,
@@ -737,7 +737,7 @@ func TestManageRefusesPrivateAddresses(t *testing.T) {
 				next.ServeHTTP(w, r.WithContext(tenant.WithCompany(r.Context(), co)))
 			})
 		})
-		m.Mount(r)
+		m.CompanyAPI(r)
 		return func(method, path string, body any) *peers.Response {
 			raw, err := json.Marshal(body)
 			require.NoError(t, err)

@@ -1,4 +1,4 @@
-package gateway_test
+package mcpserver_test
 
 import (
 	"bytes"
@@ -16,7 +16,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/gateway"
+	"github.com/poppyhost/poppyhost/internal/origin"
+	"github.com/poppyhost/poppyhost/internal/registry"
 	"github.com/poppyhost/poppyhost/internal/testkit"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 	"github.com/poppyhost/poppyhost/internal/verified"
@@ -44,7 +45,7 @@ func (g *mcpRig) companyID(t *testing.T, slug string) int64 {
 
 // addTool registers tool for slug on a new origin of its own, whose base
 // URL (its expected aud) becomes the tool's URL.
-func (g *mcpRig) addTool(t *testing.T, slug string, tool gateway.Tool) *peers.Origin {
+func (g *mcpRig) addTool(t *testing.T, slug string, tool registry.Tool) *peers.Origin {
 	t.Helper()
 	o := g.env.StartOrigin(t, "origin.test", g.issuer(slug), g.issuer(slug))
 	tool.URL = o.BaseURL()
@@ -55,7 +56,7 @@ func (g *mcpRig) addTool(t *testing.T, slug string, tool gateway.Tool) *peers.Or
 
 // putTool registers tool for slug, with defaults for its input schema and
 // timeout.
-func (g *mcpRig) putTool(t *testing.T, slug string, tool gateway.Tool) {
+func (g *mcpRig) putTool(t *testing.T, slug string, tool registry.Tool) {
 	t.Helper()
 	if tool.InputSchema == nil {
 		tool.InputSchema = json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"string"}}}`)
@@ -63,7 +64,7 @@ func (g *mcpRig) putTool(t *testing.T, slug string, tool gateway.Tool) {
 	if tool.TimeoutSeconds == 0 {
 		tool.TimeoutSeconds = 10
 	}
-	_, err := gateway.NewStore(g.env.Pool).PutTool(context.Background(), g.companyID(t, slug), &tool, time.Now())
+	_, err := registry.NewStore(g.env.Pool).PutTool(context.Background(), g.companyID(t, slug), &tool, time.Now())
 	require.NoError(t, err)
 }
 
@@ -87,14 +88,14 @@ func setupMCP(t *testing.T) *mcpRig {
 	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
 
 	g := &mcpRig{env: env, agent: env.StartAgent(t, "agent-mcp.test"), origins: map[string]*peers.Origin{}}
-	g.addTool(t, "stormline", gateway.Tool{Name: "lookup_order", Title: "Look up an order",
+	g.addTool(t, "stormline", registry.Tool{Name: "lookup_order", Title: "Look up an order",
 		Description: "Shows one order", Scopes: []string{"orders:read"},
 		OutputSchema: json.RawMessage(`{"type":"object"}`), Annotations: json.RawMessage(`{"readOnlyHint":true}`)})
-	g.addTool(t, "stormline", gateway.Tool{Name: "cancel_order", Description: "Cancels an order",
+	g.addTool(t, "stormline", registry.Tool{Name: "cancel_order", Description: "Cancels an order",
 		Scopes: []string{"orders:write"}, Annotations: json.RawMessage(`{"destructiveHint":true}`)})
-	g.addTool(t, "harbor", gateway.Tool{Name: "harbor_hours", Description: "Opening hours",
+	g.addTool(t, "harbor", registry.Tool{Name: "harbor_hours", Description: "Opening hours",
 		InputSchema: json.RawMessage(`{"type":"object"}`)})
-	g.addTool(t, "harbor", gateway.Tool{Name: "harbor_orders", Description: "Your orders", Scopes: []string{"orders:read"}})
+	g.addTool(t, "harbor", registry.Tool{Name: "harbor_orders", Description: "Your orders", Scopes: []string{"orders:read"}})
 	g.origins["harbor_hours"].Handle(http.MethodPost, "/", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "9 to 5")
@@ -292,7 +293,7 @@ func TestMCPToolOnAPath(t *testing.T) {
 	// expecting its base URL as aud, refuses it, so check it here.
 	o := g.env.StartOrigin(t, "origin.test", g.issuer("stormline"), g.issuer("stormline"))
 	url := o.URL("/v1/tools/path%20tool")
-	g.putTool(t, "stormline", gateway.Tool{Name: "path_tool", Scopes: []string{"orders:read"}, URL: url})
+	g.putTool(t, "stormline", registry.Tool{Name: "path_tool", Scopes: []string{"orders:read"}, URL: url})
 	token := g.signIn(t, []string{"orders:read"}, g.issuer("stormline")+"/mcp")
 	cs := g.mustConnect(t, "stormline", newSID(), token, "")
 	res := callTool(t, cs, "path_tool", map[string]any{"x": 1})
@@ -420,25 +421,25 @@ func TestMCPSignedOut(t *testing.T) {
 func TestMCPOriginFailuresAreToolErrors(t *testing.T) {
 	t.Parallel()
 	g := setupMCP(t)
-	slow := g.addTool(t, "stormline", gateway.Tool{Name: "slow", TimeoutSeconds: 1})
+	slow := g.addTool(t, "stormline", registry.Tool{Name: "slow", TimeoutSeconds: 1})
 	slow.Handle(http.MethodPost, "/", slow.Slow(10*time.Second))
-	down := g.addTool(t, "stormline", gateway.Tool{Name: "down"})
+	down := g.addTool(t, "stormline", registry.Tool{Name: "down"})
 	down.Close()
-	refusing := g.addTool(t, "stormline", gateway.Tool{Name: "refusing"})
+	refusing := g.addTool(t, "stormline", registry.Tool{Name: "refusing"})
 	refusing.Handle(http.MethodPost, "/", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusUnprocessableEntity)
 		_, _ = io.WriteString(w, `{"error":"no such order"}`)
 	})
-	long := g.addTool(t, "stormline", gateway.Tool{Name: "long"})
+	long := g.addTool(t, "stormline", registry.Tool{Name: "long"})
 	long.Handle(http.MethodPost, "/", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		w.WriteHeader(http.StatusInternalServerError)
 		_, _ = io.WriteString(w, strings.Repeat("x", 10<<10))
 	})
-	big := g.addTool(t, "stormline", gateway.Tool{Name: "big"})
-	big.Handle(http.MethodPost, "/", big.BigChunked(gateway.MaxToolResponseBytes+1))
-	list := g.addTool(t, "stormline", gateway.Tool{Name: "list"})
+	big := g.addTool(t, "stormline", registry.Tool{Name: "big"})
+	big.Handle(http.MethodPost, "/", big.BigChunked(origin.MaxToolResponseBytes+1))
+	list := g.addTool(t, "stormline", registry.Tool{Name: "list"})
 	list.Handle(http.MethodPost, "/", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `[1,2,3]`)

@@ -1,4 +1,4 @@
-package gateway_test
+package website_test
 
 import (
 	"compress/gzip"
@@ -18,10 +18,11 @@ import (
 	"github.com/dunglas/httpsfv"
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/gateway"
 	"github.com/poppyhost/poppyhost/internal/operations"
+	"github.com/poppyhost/poppyhost/internal/operations/opstest"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 	"github.com/poppyhost/poppyhost/internal/verified"
+	"github.com/poppyhost/poppyhost/internal/website"
 )
 
 // Operations on the Company's website (extension 4 and 6, "Websites";
@@ -87,7 +88,7 @@ func (x *webExchangeOrigin) serve(w http.ResponseWriter, r *http.Request) {
 type webOps struct {
 	*webSite
 	x    *webExchangeOrigin
-	hook *hook
+	hook *opstest.Hook
 }
 
 // newWebOps starts a website whose Company has operations.web on and an
@@ -102,11 +103,8 @@ func newWebOps(t *testing.T, name string, undeclared bool) *webOps {
 		s.agent.SetMetadata(md)
 	}
 	s.origin.Handle(http.MethodPost, webExchangePath, s.x.serve)
-	s.hook = &hook{origin: s.env.StartOrigin(t, "hook-"+name+".test", s.issuer, s.issuer)}
-	s.hook.mode.Store("ok")
-	s.hook.url = s.hook.origin.BaseURL()
-	s.hook.origin.Handle(http.MethodPost, "/", s.hook.serve)
-	s.setOperations(t, map[string]any{"enabled": true, "web": true, "approval_hook": s.hook.url})
+	s.hook = opstest.StartHook(t, s.env, "hook-"+name+".test", s.issuer)
+	s.setOperations(t, map[string]any{"enabled": true, "web": true, "approval_hook": s.hook.URL})
 	return s
 }
 
@@ -128,7 +126,7 @@ func (s *webOps) exchange(t *testing.T, b *webBrowser) *peers.Response {
 // Poppy-Approval unless empty, declaring the extension in Poppy-Extensions.
 func (s *webOps) endpoint(t *testing.T, sid, sub, token, body, approval string) *peers.Response {
 	t.Helper()
-	return s.endpointDeclaring(t, declares, sid, sub, token, body, approval)
+	return s.endpointDeclaring(t, opstest.Declares, sid, sub, token, body, approval)
 }
 
 // endpointDeclaring is endpoint with Poppy-Extensions extensions, none
@@ -154,8 +152,8 @@ func webRef(t *testing.T, resp *peers.Response, sid string) string {
 	t.Helper()
 	require.Equal(t, http.StatusForbidden, resp.Status, "%s", resp.Body)
 	require.Equal(t, "no-store", resp.Header.Get("Cache-Control"))
-	d, err := httpsfv.UnmarshalDictionary(resp.Header.Values(gateway.OperationHeader))
-	require.NoError(t, err, "Poppy-Operation: %q", resp.Header.Values(gateway.OperationHeader))
+	d, err := httpsfv.UnmarshalDictionary(resp.Header.Values(website.OperationHeader))
+	require.NoError(t, err, "Poppy-Operation: %q", resp.Header.Values(website.OperationHeader))
 	require.Equal(t, []string{"sid", "ref"}, d.Names())
 	got := map[string]string{}
 	for _, k := range d.Names() {
@@ -221,17 +219,17 @@ func TestWebOperationsJacketExchange(t *testing.T) {
 	require.Zero(t, s.x.performed.Load())
 
 	// The agent gets the operation with the reference.
-	op := requireOperation(t, s.endpoint(t, sid, webUser, token, refBody(ref), ""))
+	op := opstest.RequireOperation(t, s.endpoint(t, sid, webUser, token, refBody(ref), ""))
 	require.Equal(t, ref, op.Operation.OperationID+"."+op.Operation.Revision)
 	require.JSONEq(t, `{"order_id": "o1", "replacement_sku": "stormline-insulated-m",
 		"price_difference": {"amount": "70.00", "currency": "USD"}}`, string(op.Operation.Terms))
 
 	// It approves, in another Session of the same agent and User, with a
 	// member it does not know: recorded, nothing performed.
-	rec := s.endpoint(t, "sidWebOpsJacket2", webUser, token, refBody(ref), approval(op, `, future=1`))
+	rec := s.endpoint(t, "sidWebOpsJacket2", webUser, token, refBody(ref), opstest.Approval(op, `, future=1`))
 	require.Equal(t, http.StatusNoContent, rec.Status, "%s", rec.Body)
 	require.Zero(t, s.x.performed.Load())
-	require.Len(t, s.hook.calls(), 1, "the hook is asked where the approval is recorded")
+	require.Len(t, s.hook.Calls(), 1, "the hook is asked where the approval is recorded")
 	requireWebStatus(t, s.endpoint(t, sid, webUser, token, refBody(ref), ""), op.Operation.OperationID, "approved")
 
 	// The browser submits the form again: performed once, with the
@@ -249,10 +247,10 @@ func TestWebOperationsJacketExchange(t *testing.T) {
 	require.Equal(t, op.Operation.Revision, last.Claims.Revision)
 	require.Equal(t, "user", last.Claims.Approver)
 	require.Equal(t, webExchangeForm, string(last.Body))
-	require.Len(t, s.hook.calls(), 1, "the website's approval is not asked about twice")
+	require.Len(t, s.hook.Calls(), 1, "the website's approval is not asked about twice")
 	requireWebStatus(t, s.endpoint(t, sid, webUser, token, refBody(ref), ""), op.Operation.OperationID, "performed")
 	// Sending the approval again: already performed.
-	requireWebStatus(t, s.endpoint(t, sid, webUser, token, refBody(ref), approval(op, "")), op.Operation.OperationID, "performed")
+	requireWebStatus(t, s.endpoint(t, sid, webUser, token, refBody(ref), opstest.Approval(op, "")), op.Operation.OperationID, "performed")
 
 	// Again: the approval is used up, so it is a new operation, and the
 	// origin does not perform anything.
@@ -327,7 +325,7 @@ func TestWebOperationsWhoCanApprove(t *testing.T) {
 	ada := s.signIn(t, "orders:read")
 	adaBrowser := s.join(t, "sidWebOpsWho1", ada)
 	ref := webRef(t, s.exchange(t, adaBrowser), "sidWebOpsWho1")
-	op := requireOperation(t, s.endpoint(t, "sidWebOpsWho1", webUser, ada, refBody(ref), ""))
+	op := opstest.RequireOperation(t, s.endpoint(t, "sidWebOpsWho1", webUser, ada, refBody(ref), ""))
 
 	resp := s.env.Admin(t, http.MethodPost, "/admin/v1/companies/"+s.slug+"/accounts",
 		map[string]any{"username": "bob", "password": webPassword})
@@ -339,17 +337,17 @@ func TestWebOperationsWhoCanApprove(t *testing.T) {
 	out := s.endpoint(t, "sidWebOpsWho2", webUser, "", refBody(ref), "")
 	require.Equal(t, http.StatusUnauthorized, out.Status, "%s", out.Body)
 	require.Contains(t, out.Header.Get("WWW-Authenticate"), "Bearer")
-	out = s.endpoint(t, "sidWebOpsWho2", webUser, "", refBody(ref), approval(op, ""))
+	out = s.endpoint(t, "sidWebOpsWho2", webUser, "", refBody(ref), opstest.Approval(op, ""))
 	require.Equal(t, http.StatusUnauthorized, out.Status, "%s", out.Body)
 	// Another account, another User: the ref is not theirs.
 	requireInvalid(t, s.endpoint(t, "sidWebOpsWho3", webUser, bob, refBody(ref), ""))
-	requireInvalid(t, s.endpoint(t, "sidWebOpsWho3", webUser, bob, refBody(ref), approval(op, "")))
+	requireInvalid(t, s.endpoint(t, "sidWebOpsWho3", webUser, bob, refBody(ref), opstest.Approval(op, "")))
 	requireInvalid(t, s.endpoint(t, "sidWebOpsWho4", "usr_eve", "", refBody(ref), ""))
-	require.Empty(t, s.hook.calls())
+	require.Empty(t, s.hook.Calls())
 
 	// Ada approves; Bob's browser asks for the same: the approval is not
 	// applied to his Session, which gets its own operation.
-	rec := s.endpoint(t, "sidWebOpsWho1", webUser, ada, refBody(ref), approval(op, ""))
+	rec := s.endpoint(t, "sidWebOpsWho1", webUser, ada, refBody(ref), opstest.Approval(op, ""))
 	require.Equal(t, http.StatusNoContent, rec.Status, "%s", rec.Body)
 	bobBrowser := s.join(t, "sidWebOpsWho5", bob)
 	bobRef := webRef(t, s.exchange(t, bobBrowser), "sidWebOpsWho5")
@@ -364,8 +362,8 @@ func TestWebOperationsWhoCanApprove(t *testing.T) {
 	// A signed-out operation is approved signed out; a signed-in Session
 	// cannot use its ref.
 	requireInvalid(t, s.endpoint(t, "sidWebOpsWho1", webUser, ada, refBody(outRef), ""))
-	outOp := requireOperation(t, s.endpoint(t, "sidWebOpsWho7", webUser, "", refBody(outRef), ""))
-	rec = s.endpoint(t, "sidWebOpsWho7", webUser, "", refBody(outRef), approval(outOp, ""))
+	outOp := opstest.RequireOperation(t, s.endpoint(t, "sidWebOpsWho7", webUser, "", refBody(outRef), ""))
+	rec = s.endpoint(t, "sidWebOpsWho7", webUser, "", refBody(outRef), opstest.Approval(outOp, ""))
 	require.Equal(t, http.StatusNoContent, rec.Status, "%s", rec.Body)
 	done := s.exchange(t, outBrowser)
 	require.Equal(t, http.StatusSeeOther, done.Status, "%s", done.Body)
@@ -385,14 +383,14 @@ func TestWebOperationsOneRequestOneApproval(t *testing.T) {
 	const sid = "sidWebOpsOnce1"
 	browsers := []*webBrowser{s.join(t, sid, ""), s.join(t, sid, ""), s.join(t, sid, ""), s.join(t, sid, "")}
 	ref := webRef(t, s.exchange(t, browsers[0]), sid)
-	op := requireOperation(t, s.endpoint(t, sid, webUser, "", refBody(ref), ""))
-	rec := s.endpoint(t, sid, webUser, "", refBody(ref), approval(op, ""))
+	op := opstest.RequireOperation(t, s.endpoint(t, sid, webUser, "", refBody(ref), ""))
+	rec := s.endpoint(t, sid, webUser, "", refBody(ref), opstest.Approval(op, ""))
 	require.Equal(t, http.StatusNoContent, rec.Status, "%s", rec.Body)
 	// The same approval again: still the one recorded, the hook not asked
 	// again.
-	rec = s.endpoint(t, sid, webUser, "", refBody(ref), approval(op, ""))
+	rec = s.endpoint(t, sid, webUser, "", refBody(ref), opstest.Approval(op, ""))
 	require.Equal(t, http.StatusNoContent, rec.Status, "%s", rec.Body)
-	require.Len(t, s.hook.calls(), 1)
+	require.Len(t, s.hook.Calls(), 1)
 
 	// Every browser of the Session repeats the action at once: one
 	// performs it, the others get a new operation or wait.
@@ -422,7 +420,7 @@ func TestWebOperationsEndpointRefusals(t *testing.T) {
 	const sid = "sidWebOpsRefuse1"
 	b := s.join(t, sid, "")
 	ref := webRef(t, s.exchange(t, b), sid)
-	op := requireOperation(t, s.endpoint(t, sid, webUser, "", refBody(ref), ""))
+	op := opstest.RequireOperation(t, s.endpoint(t, sid, webUser, "", refBody(ref), ""))
 
 	for name, body := range map[string]string{
 		"unknown operation":   refBody("op_UNKNOWN." + op.Operation.Revision),
@@ -443,7 +441,7 @@ func TestWebOperationsEndpointRefusals(t *testing.T) {
 		})
 	}
 	t.Run("unknown members are ignored", func(t *testing.T) {
-		requireOperation(t, s.endpoint(t, sid, webUser, "", `{"ref": "`+ref+`", "extra": {"a": 1}}`, ""))
+		opstest.RequireOperation(t, s.endpoint(t, sid, webUser, "", `{"ref": "`+ref+`", "extra": {"a": 1}}`, ""))
 	})
 	t.Run("too large", func(t *testing.T) {
 		resp := s.endpoint(t, sid, webUser, "", `{"ref": "`+ref+`", "pad": "`+strings.Repeat("x", 9<<10)+`"}`, "")
@@ -454,15 +452,15 @@ func TestWebOperationsEndpointRefusals(t *testing.T) {
 		requireInvalid(t, s.endpoint(t, sid, webUser, "", refBody(ref), a))
 		requireInvalid(t, s.endpoint(t, sid, webUser, "", refBody(ref), `operation_id=`))
 		// Nothing recorded: the operation is still to approve.
-		requireOperation(t, s.endpoint(t, sid, webUser, "", refBody(ref), ""))
-		require.Empty(t, s.hook.calls())
+		opstest.RequireOperation(t, s.endpoint(t, sid, webUser, "", refBody(ref), ""))
+		require.Empty(t, s.hook.Calls())
 	})
 	t.Run("approval of another operation: as without", func(t *testing.T) {
 		other := op
 		other.Operation.OperationID = "op_SOMEONEELSES"
-		got := requireOperation(t, s.endpoint(t, sid, webUser, "", refBody(ref), approval(other, "")))
+		got := opstest.RequireOperation(t, s.endpoint(t, sid, webUser, "", refBody(ref), opstest.Approval(other, "")))
 		require.Equal(t, op.Operation, got.Operation)
-		require.Empty(t, s.hook.calls())
+		require.Empty(t, s.hook.Calls())
 	})
 	t.Run("another Company", func(t *testing.T) {
 		s.env.CreateCompany(t, map[string]any{"slug": "shop2",
@@ -470,7 +468,7 @@ func TestWebOperationsEndpointRefusals(t *testing.T) {
 			"web":          map[string]any{"browser_join": true, "origin": s.origin.BaseURL()},
 			"operations":   map[string]any{"enabled": true, "web": true}})
 		other := s.env.PublicURL("/t/shop2")
-		req := peers.NewRequest(t, http.MethodPost, other+gateway.OperationsPath, refBody(ref))
+		req := peers.NewRequest(t, http.MethodPost, other+website.OperationsPath, refBody(ref))
 		req.Header.Set("Content-Type", "application/json")
 		s.agent.Sign(t, req, peers.SessionClaims{Aud: other, SID: sid, Sub: webUser}, peers.SessionOptions{})
 		requireInvalid(t, peers.Send(t, s.env.Client, req))
@@ -480,18 +478,18 @@ func TestWebOperationsEndpointRefusals(t *testing.T) {
 			WHERE operation_id = $1`, op.Operation.OperationID)
 		require.NoError(t, err)
 		requireInvalid(t, s.endpoint(t, sid, webUser, "", refBody(ref), ""))
-		requireInvalid(t, s.endpoint(t, sid, webUser, "", refBody(ref), approval(op, "")))
-		require.Empty(t, s.hook.calls())
+		requireInvalid(t, s.endpoint(t, sid, webUser, "", refBody(ref), opstest.Approval(op, "")))
+		require.Empty(t, s.hook.Calls())
 		// The browser asks again: the same operation, a new revision.
 		ref2 := webRef(t, s.exchange(t, b), sid)
 		require.True(t, strings.HasPrefix(ref2, op.Operation.OperationID+"."))
 		require.NotEqual(t, ref, ref2)
 		// The old ref now gives the current revision, never the old one.
-		got := requireOperation(t, s.endpoint(t, sid, webUser, "", refBody(ref), ""))
+		got := opstest.RequireOperation(t, s.endpoint(t, sid, webUser, "", refBody(ref), ""))
 		require.Equal(t, ref2, got.Operation.OperationID+"."+got.Operation.Revision)
 		// An approval of the expired revision with the new ref: the new
 		// revision, not the one it named.
-		got = requireOperation(t, s.endpoint(t, sid, webUser, "", refBody(ref2), approval(op, "")))
+		got = opstest.RequireOperation(t, s.endpoint(t, sid, webUser, "", refBody(ref2), opstest.Approval(op, "")))
 		require.Equal(t, ref2, got.Operation.OperationID+"."+got.Operation.Revision)
 	})
 }
@@ -502,10 +500,10 @@ func TestWebOperationsHookDeclines(t *testing.T) {
 	const sid = "sidWebOpsDecline1"
 	b := s.join(t, sid, "")
 	ref := webRef(t, s.exchange(t, b), sid)
-	op := requireOperation(t, s.endpoint(t, sid, webUser, "", refBody(ref), ""))
+	op := opstest.RequireOperation(t, s.endpoint(t, sid, webUser, "", refBody(ref), ""))
 
-	s.hook.mode.Store("decline")
-	resp := s.endpoint(t, sid, webUser, "", refBody(ref), approval(op, ""))
+	s.hook.Mode.Store("decline")
+	resp := s.endpoint(t, sid, webUser, "", refBody(ref), opstest.Approval(op, ""))
 	require.Equal(t, http.StatusForbidden, resp.Status, "%s", resp.Body)
 	require.JSONEq(t, fmt.Sprintf(`{"error": "approval_declined", "operation_id": %q, "revision": %q,
 		"reason": "Exchanges over $50 need the account holder.",
@@ -517,8 +515,8 @@ func TestWebOperationsHookDeclines(t *testing.T) {
 	// of the declined revision's ref, or the same approval again, reports
 	// the decline, and the browser's request gets a new revision of the
 	// same operation.
-	for _, again := range []string{"", approval(op, "")} {
-		s.hook.mode.Store("ok")
+	for _, again := range []string{"", opstest.Approval(op, "")} {
+		s.hook.Mode.Store("ok")
 		resp := s.endpoint(t, sid, webUser, "", refBody(ref), again)
 		require.Equal(t, http.StatusForbidden, resp.Status, "%s", resp.Body)
 		require.Equal(t, "approval_declined", resp.JSON(t)["error"])
@@ -527,9 +525,9 @@ func TestWebOperationsHookDeclines(t *testing.T) {
 	ref2 := webRef(t, s.exchange(t, b), sid)
 	require.Zero(t, s.x.performed.Load())
 	require.True(t, strings.HasPrefix(ref2, op.Operation.OperationID+"."))
-	got := requireOperation(t, s.endpoint(t, sid, webUser, "", refBody(ref2), ""))
+	got := opstest.RequireOperation(t, s.endpoint(t, sid, webUser, "", refBody(ref2), ""))
 	require.NotEqual(t, op.Operation.Revision, got.Operation.Revision)
-	require.Len(t, s.hook.calls(), 1)
+	require.Len(t, s.hook.Calls(), 1)
 }
 
 func TestWebOperationsOff(t *testing.T) {
@@ -542,7 +540,7 @@ func TestWebOperationsOff(t *testing.T) {
 		entries, _ := ext["operations"].([]any)
 		return entries
 	}
-	require.Equal(t, []any{map[string]any{"version": "3", "endpoint": s.issuer + gateway.OperationsPath}}, poppy())
+	require.Equal(t, []any{map[string]any{"version": "3", "endpoint": s.issuer + website.OperationsPath}}, poppy())
 
 	s.setOperations(t, map[string]any{"enabled": true, "web": false})
 	require.Equal(t, []any{map[string]any{"version": "3"}}, poppy())
@@ -566,7 +564,7 @@ func TestWebOperationsOnlyAtTheirInterface(t *testing.T) {
 	const sid = "sidWebOpsIface1"
 	b := s.join(t, sid, "")
 	ref := webRef(t, s.exchange(t, b), sid)
-	op := requireOperation(t, s.endpoint(t, sid, webUser, "", refBody(ref), ""))
+	op := opstest.RequireOperation(t, s.endpoint(t, sid, webUser, "", refBody(ref), ""))
 
 	ctx := context.Background()
 	var companyID int64
@@ -590,8 +588,8 @@ func TestWebOperationsOnlyAtTheirInterface(t *testing.T) {
 	approveAPI := fmt.Sprintf(`operation_id=%q, revision=%q, approver="user"`, apiOp.OperationID, apiOp.Revision)
 	requireInvalid(t, s.endpoint(t, sid, webUser, "", refBody(apiRef), approveAPI))
 	// Its approval with the website's ref: as without an approval.
-	requireOperation(t, s.endpoint(t, sid, webUser, "", refBody(ref), approveAPI))
-	require.Empty(t, s.hook.calls())
+	opstest.RequireOperation(t, s.endpoint(t, sid, webUser, "", refBody(ref), approveAPI))
+	require.Empty(t, s.hook.Calls())
 }
 
 // TestWebOperationsOriginAnswers: what the origin answers the approved
@@ -602,11 +600,11 @@ func TestWebOperationsOriginAnswers(t *testing.T) {
 	s := newWebOps(t, "wops-origin", false)
 	const sid = "sidWebOpsOrigin1"
 	b := s.join(t, sid, "")
-	approve := func() (string, opBody) {
+	approve := func() (string, opstest.Op) {
 		t.Helper()
 		ref := webRef(t, s.exchange(t, b), sid)
-		op := requireOperation(t, s.endpoint(t, sid, webUser, "", refBody(ref), ""))
-		rec := s.endpoint(t, sid, webUser, "", refBody(ref), approval(op, ""))
+		op := opstest.RequireOperation(t, s.endpoint(t, sid, webUser, "", refBody(ref), ""))
+		rec := s.endpoint(t, sid, webUser, "", refBody(ref), opstest.Approval(op, ""))
 		require.Equal(t, http.StatusNoContent, rec.Status, "%s", rec.Body)
 		return ref, op
 	}
@@ -618,10 +616,10 @@ func TestWebOperationsOriginAnswers(t *testing.T) {
 	requirePage(t, resp, http.StatusForbidden, "waiting for your approval")
 	require.True(t, strings.HasPrefix(ref2, op.Operation.OperationID+"."), "the same operation")
 	require.NotEqual(t, ref, ref2)
-	got := requireOperation(t, s.endpoint(t, sid, webUser, "", refBody(ref2), ""))
+	got := opstest.RequireOperation(t, s.endpoint(t, sid, webUser, "", refBody(ref2), ""))
 	require.Contains(t, string(got.Operation.Terms), "80.00")
 	// The old ref now gives the new revision.
-	got = requireOperation(t, s.endpoint(t, sid, webUser, "", refBody(ref), ""))
+	got = opstest.RequireOperation(t, s.endpoint(t, sid, webUser, "", refBody(ref), ""))
 	require.Equal(t, ref2, got.Operation.OperationID+"."+got.Operation.Revision)
 	require.Zero(t, s.x.performed.Load())
 
@@ -672,7 +670,7 @@ func TestWebOperationsLargeUpload(t *testing.T) {
 	s.origin.Handle(http.MethodPost, "/upload-proposes", s.x.serve)
 	resp = s.do(t, b.client, http.MethodPost, "/upload-proposes", big, "Content-Type", "application/octet-stream")
 	requirePage(t, resp, http.StatusForbidden, "cannot ask for here")
-	require.Empty(t, resp.Header.Values(gateway.OperationHeader))
+	require.Empty(t, resp.Header.Values(website.OperationHeader))
 	require.Zero(t, s.countWebOperations(t))
 }
 
@@ -703,13 +701,13 @@ func TestWebOperationsCompressedProposal(t *testing.T) {
 			"Accept-Encoding", "gzip, deflate, br")
 		ref := webRef(t, resp, sid)
 		require.Empty(t, resp.Header.Values("Content-Encoding"))
-		op := requireOperation(t, s.endpoint(t, sid, webUser, "", refBody(ref), ""))
+		op := opstest.RequireOperation(t, s.endpoint(t, sid, webUser, "", refBody(ref), ""))
 		require.JSONEq(t, `{"order_id": "o1"}`, string(op.Operation.Terms), p)
 	}
 	n := s.countWebOperations(t)
 	resp := s.do(t, b.client, http.MethodPost, "/br", "wrap=1", "Content-Type", webFormType, "Accept-Encoding", "br")
 	requirePage(t, resp, http.StatusBadGateway, "cannot be used")
-	require.Empty(t, resp.Header.Values(gateway.OperationHeader))
+	require.Empty(t, resp.Header.Values(website.OperationHeader))
 	require.Equal(t, n, s.countWebOperations(t))
 }
 
@@ -738,7 +736,7 @@ func TestWebOperationsEndpointUndeclared(t *testing.T) {
 		require.Equal(t, "extension_required", resp.JSON(t)["error"], "%s: %s", form, resp.Body)
 	}
 	// Declared in Poppy-Extensions, or carrying an approval: answered.
-	requireInvalid(t, s.endpointDeclaring(t, declares, sid, webUser, "", refBody("op_A.B"), ""))
+	requireInvalid(t, s.endpointDeclaring(t, opstest.Declares, sid, webUser, "", refBody("op_A.B"), ""))
 	requireInvalid(t, s.endpointDeclaring(t, "", sid, webUser, "", refBody("op_A.B"),
 		`operation_id="op_A", revision="B", approver="user"`))
 }
@@ -785,13 +783,13 @@ func TestWebOperationsSignedOutWithProposal(t *testing.T) {
 	const sid = "sidWebOpsEnd1"
 	b := s.join(t, sid, "")
 	s.origin.Handle(http.MethodPost, "/sign-out-and-ask", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set(gateway.WebSessionHeader, "end")
+		w.Header().Set(website.WebSessionHeader, "end")
 		http.SetCookie(w, &http.Cookie{Name: "theme", Value: "dark", Path: "/", Secure: true})
 		s.x.serve(w, r)
 	})
 	resp := s.do(t, b.client, http.MethodPost, "/sign-out-and-ask", webExchangeForm, "Content-Type", webFormType)
 	requirePage(t, resp, http.StatusForbidden, "cannot ask for here")
-	require.Empty(t, resp.Header.Values(gateway.OperationHeader))
+	require.Empty(t, resp.Header.Values(website.OperationHeader))
 	require.Zero(t, s.countWebOperations(t))
 	cookies := strings.Join(resp.Header.Values("Set-Cookie"), "\n")
 	require.Contains(t, cookies, s.cookie+"=;")
