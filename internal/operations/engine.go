@@ -60,11 +60,9 @@ const (
 type EngineOptions struct {
 	Store  *Store
 	Router Router
-	// Keys sign Poppy-Verified; URLs name the Company's issuer in it.
-	Keys verified.Signer
-	URLs tenant.URLs
-	// Transport reaches origins and approval hooks.
-	Transport http.RoundTripper
+	// Origins sends approved requests and approval-hook calls with
+	// Poppy-Verified (origin.Caller, the one way to reach an origin).
+	Origins Sender
 	// Jobs inserts settle jobs (the platform's River client); Companies
 	// finds a settle job's Company.
 	Jobs      Inserter
@@ -85,6 +83,13 @@ type Engine struct {
 	metrics *metrics
 }
 
+// Sender sends req for co with Poppy-Verified made of claims, its issuer
+// the Company's identifier, and returns the answer unread
+// (origin.Caller.Send).
+type Sender interface {
+	Send(ctx context.Context, co *tenant.Company, claims verified.Claims, req *http.Request) (*http.Response, error)
+}
+
 // Inserter inserts River jobs: the platform's River client, which works
 // the settle job (AddWorkers).
 type Inserter interface {
@@ -94,9 +99,9 @@ type Inserter interface {
 
 // NewEngine returns an Engine.
 func NewEngine(opts EngineOptions) (*Engine, error) {
-	if opts.Store == nil || opts.Router == nil || opts.Keys == nil || opts.Transport == nil || opts.Jobs == nil ||
+	if opts.Store == nil || opts.Router == nil || opts.Origins == nil || opts.Jobs == nil ||
 		opts.Companies == nil {
-		return nil, errors.New("operations: the engine needs Store, Router, Keys, Transport, Jobs and Companies")
+		return nil, errors.New("operations: the engine needs Store, Router, Origins, Jobs and Companies")
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -419,15 +424,6 @@ func retryAfterOf(resp *Response) int {
 // lasts leaseMargin longer.
 func (e *Engine) send(ctx context.Context, s *sending) (*Response, error) {
 	a, d, req := s.approval, s.route, s.req
-	jwt, err := verified.Sign(ctx, e.opts.Keys, s.co.ID, verified.Claims{
-		Issuer: e.opts.URLs.Identifier(s.co), Audience: d.Audience, Facts: *s.facts, API: d.API, Tool: d.Tool,
-		Method: req.Method, Path: d.URL.EscapedPath(),
-		OperationID: a.OperationID, Revision: a.Revision, Approver: a.Approver,
-		ActionKey: s.actionKey, Terms: s.terms,
-	}, e.opts.Now())
-	if err != nil {
-		return nil, err
-	}
 	ctx, cancel := context.WithTimeout(ctx, d.Timeout)
 	defer cancel()
 	out, err := http.NewRequestWithContext(ctx, req.Method, d.URL.String(), bytes.NewReader(req.Body))
@@ -448,11 +444,15 @@ func (e *Engine) send(ctx context.Context, s *sending) (*Response, error) {
 		out.Header.Set("X-Forwarded-Host", req.Host)
 		out.Header.Set("X-Forwarded-Proto", "https")
 	}
-	out.Header.Set(verified.Header, jwt)
 	// One key per approved revision (DESIGN.md): an origin that proposed
 	// new terms is not stuck replaying its old answer.
 	out.Header.Set("Idempotency-Key", a.OperationID+"."+a.Revision)
-	resp, err := e.opts.Transport.RoundTrip(out)
+	resp, err := e.opts.Origins.Send(ctx, s.co, verified.Claims{
+		Audience: d.Audience, Facts: *s.facts, API: d.API, Tool: d.Tool,
+		Method: req.Method, Path: d.URL.EscapedPath(),
+		OperationID: a.OperationID, Revision: a.Revision, Approver: a.Approver,
+		ActionKey: s.actionKey, Terms: s.terms,
+	}, out)
 	if err != nil {
 		return nil, err
 	}

@@ -51,6 +51,20 @@ func (fakeSigner) Sign(_ context.Context, _ int64, typ string, payload []byte) (
 	return base64.RawURLEncoding.EncodeToString(h) + "." + base64.RawURLEncoding.EncodeToString(payload) + ".", nil
 }
 
+// fakeOrigins sends as origin.Caller does, with fakeSigner's JWTs over
+// fakeNet.
+type fakeOrigins struct{ w *world }
+
+func (o fakeOrigins) Send(ctx context.Context, co *tenant.Company, claims verified.Claims, req *http.Request) (*http.Response, error) {
+	claims.Issuer = "https://poppy.test/t/" + co.Slug
+	jwt, err := verified.Sign(ctx, fakeSigner{}, co.ID, claims, o.w.clock.Now())
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set(verified.Header, jwt)
+	return fakeNet{o.w}.RoundTrip(req)
+}
+
 // claimsOf reads the claims of a fakeSigner JWT.
 func claimsOf(jwt string) (*verified.Claims, error) {
 	parts := strings.Split(jwt, ".")

@@ -9,7 +9,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"reflect"
 	"slices"
 	"strconv"
@@ -203,10 +202,8 @@ func newWorld(t *testing.T, i int) *world {
 }
 
 func (w *world) newEngine() (*operations.Engine, error) {
-	public, _ := url.Parse("https://poppy.test")
-	return operations.NewEngine(operations.EngineOptions{Store: w.store, Router: fakeRouter{w}, Keys: fakeSigner{},
-		URLs: tenant.URLs{Public: public}, Transport: fakeNet{w}, Jobs: w.jobs, Companies: fakeCompanies{w},
-		Now: w.clock.Now})
+	return operations.NewEngine(operations.EngineOptions{Store: w.store, Router: fakeRouter{w},
+		Origins: fakeOrigins{w}, Jobs: w.jobs, Companies: fakeCompanies{w}, Now: w.clock.Now})
 }
 
 // start begins the schedule of seed on a clean database.

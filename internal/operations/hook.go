@@ -38,13 +38,6 @@ func (e *Engine) AskHook(ctx context.Context, act *Action, op *Operation, a *App
 	if hook == "" {
 		return nil, nil
 	}
-	jwt, err := verified.Sign(ctx, e.opts.Keys, co.ID, verified.Claims{
-		Issuer: e.opts.URLs.Identifier(co), Audience: hook, Facts: *act.Facts, Method: http.MethodPost,
-		OperationID: a.OperationID, Revision: a.Revision, Approver: a.Approver, Terms: op.Terms,
-	}, e.opts.Now())
-	if err != nil {
-		return nil, err
-	}
 	body, err := json.Marshal(map[string]any{"interface": act.Interface, "target": act.Target,
 		"operation": op, "approval": a})
 	if err != nil {
@@ -57,9 +50,11 @@ func (e *Engine) AskHook(ctx context.Context, act *Action, op *Operation, a *App
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(verified.Header, jwt)
 	log := e.opts.Logger.With("operation_id", a.OperationID)
-	resp, err := e.opts.Transport.RoundTrip(req)
+	resp, err := e.opts.Origins.Send(ctx, co, verified.Claims{
+		Audience: hook, Facts: *act.Facts, Method: http.MethodPost,
+		OperationID: a.OperationID, Revision: a.Revision, Approver: a.Approver, Terms: op.Terms,
+	}, req)
 	if err != nil {
 		// The hook's URL may carry a secret: only its host is logged.
 		log.WarnContext(ctx, "operations: approval hook unreachable", "host", req.URL.Host, "err", withoutURL(err))

@@ -69,6 +69,18 @@ func (c *Caller) Sign(ctx context.Context, co *tenant.Company, claims verified.C
 	return verified.Sign(ctx, c.opts.Keys, co.ID, claims, c.opts.Now())
 }
 
+// Send sends req for co with the Poppy-Verified that claims make (Sign)
+// and returns the answer unread: the operations engine's approved calls
+// and approval-hook calls (operations.Sender). req's context bounds it.
+func (c *Caller) Send(ctx context.Context, co *tenant.Company, claims verified.Claims, req *http.Request) (*http.Response, error) {
+	jwt, err := c.Sign(ctx, co, claims)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set(verified.Header, jwt)
+	return c.transport.RoundTrip(req)
+}
+
 // Facts returns the facts of a request: its Session and, signed in, the
 // grant of its access token (nil signed out). A request of an MCP client
 // that does not speak Poppy has a grant and no Session (spec 7).

@@ -166,8 +166,8 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	// The engine performs approved operations for every interface, where
 	// origin.Router says.
 	router := origin.Router{Registry: apis, Check: gw.CheckRequest}
-	engine, err := operations.NewEngine(operations.EngineOptions{Store: opStore, Router: router, Keys: keys, URLs: opts.URLs,
-		Transport: originClient.RoundTripper(), Jobs: queue.Client, Companies: p.Tenants, Logger: logger,
+	engine, err := operations.NewEngine(operations.EngineOptions{Store: opStore, Router: router, Origins: caller,
+		Jobs: queue.Client, Companies: p.Tenants, Logger: logger,
 		Registerer: reg, Now: now})
 	if err != nil {
 		return nil, err
