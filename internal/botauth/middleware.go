@@ -1,0 +1,116 @@
+package botauth
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Result is what Recognize found on a request.
+type Result struct {
+	// Operator is the verified operator, or nil.
+	Operator *Operator
+	// Err is why a signature the request carried was refused, or nil.
+	Err error
+}
+
+type ctxKey struct{}
+
+// FromContext returns the verified operator of the request, or nil.
+func FromContext(ctx context.Context) *Operator {
+	res, _ := ctx.Value(ctxKey{}).(*Result)
+	if res == nil {
+		return nil
+	}
+	return res.Operator
+}
+
+// ResultFromContext returns what Recognize found, or nil when the request
+// did not pass through it or carried no signature.
+func ResultFromContext(ctx context.Context) *Result {
+	res, _ := ctx.Value(ctxKey{}).(*Result)
+	return res
+}
+
+// WithOperator returns ctx carrying a verified operator, as Recognize
+// leaves it.
+func WithOperator(ctx context.Context, op *Operator) context.Context {
+	return context.WithValue(ctx, ctxKey{}, &Result{Operator: op})
+}
+
+// maxOperatorLabels caps the operators metrics name one by one; the rest
+// count as "other", so strangers cannot grow the series without bound.
+const maxOperatorLabels = 100
+
+// Metrics counts Web Bot Auth outcomes.
+type Metrics struct {
+	requests *prometheus.CounterVec
+	mu       sync.Mutex
+	named    map[string]bool
+}
+
+// NewMetrics registers the counters on reg (nil: unregistered).
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{named: map[string]bool{},
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "poppyhost_web_bot_auth_requests_total",
+			Help: "Requests carrying an HTTP message signature, by result (verified, invalid) and verified operator (the key directory's host; \"other\" past the first 100, \"\" when invalid).",
+		}, []string{"result", "operator"}),
+	}
+	if reg != nil {
+		if err := reg.Register(m.requests); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *Metrics) count(res *Result) {
+	if m == nil {
+		return
+	}
+	if res.Operator == nil {
+		m.requests.WithLabelValues("invalid", "").Inc()
+		return
+	}
+	op := res.Operator.Host
+	m.mu.Lock()
+	if !m.named[op] {
+		if len(m.named) >= maxOperatorLabels {
+			op = "other"
+		} else {
+			m.named[op] = true
+		}
+	}
+	m.mu.Unlock()
+	m.requests.WithLabelValues("verified", op).Inc()
+}
+
+// Recognize is middleware that verifies the Web Bot Auth signature of a
+// signed request and leaves the Result in its context. A refused
+// signature is logged and counted and the request goes on, unrecognised:
+// whether that is fatal is the caller's decision (spec 5.3).
+func Recognize(v *Verifier, m *Metrics, logger *slog.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !Signed(r) {
+				next.ServeHTTP(w, r)
+				return
+			}
+			op, err := v.Verify(r.Context(), r)
+			if op == nil && err == nil {
+				next.ServeHTTP(w, r)
+				return
+			}
+			res := &Result{Operator: op, Err: err}
+			m.count(res)
+			if err != nil && logger != nil {
+				logger.InfoContext(r.Context(), "web bot auth signature refused", "path", r.URL.Path, "reason", err.Error())
+			}
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, res)))
+		})
+	}
+}
