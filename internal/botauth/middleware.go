@@ -9,36 +9,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Result is what Recognize found on a request.
-type Result struct {
-	// Operator is the verified operator, or nil.
-	Operator *Operator
-	// Err is why a signature the request carried was refused, or nil.
-	Err error
-}
-
 type ctxKey struct{}
 
-// FromContext returns the verified operator of the request, or nil.
+// FromContext returns the operator Recognize verified on the request, or
+// nil.
 func FromContext(ctx context.Context) *Operator {
-	res, _ := ctx.Value(ctxKey{}).(*Result)
-	if res == nil {
-		return nil
-	}
-	return res.Operator
-}
-
-// ResultFromContext returns what Recognize found, or nil when the request
-// did not pass through it or carried no signature.
-func ResultFromContext(ctx context.Context) *Result {
-	res, _ := ctx.Value(ctxKey{}).(*Result)
-	return res
+	op, _ := ctx.Value(ctxKey{}).(*Operator)
+	return op
 }
 
 // WithOperator returns ctx carrying a verified operator, as Recognize
 // leaves it.
 func WithOperator(ctx context.Context, op *Operator) context.Context {
-	return context.WithValue(ctx, ctxKey{}, &Result{Operator: op})
+	return context.WithValue(ctx, ctxKey{}, op)
 }
 
 // maxOperatorLabels caps the operators metrics name one by one; the rest
@@ -68,15 +51,15 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-func (m *Metrics) count(res *Result) {
+func (m *Metrics) count(verified *Operator) {
 	if m == nil {
 		return
 	}
-	if res.Operator == nil {
+	if verified == nil {
 		m.requests.WithLabelValues("invalid", "").Inc()
 		return
 	}
-	op := res.Operator.Host
+	op := verified.Host
 	m.mu.Lock()
 	if !m.named[op] {
 		if len(m.named) >= maxOperatorLabels {
@@ -90,9 +73,9 @@ func (m *Metrics) count(res *Result) {
 }
 
 // Recognize is middleware that verifies the Web Bot Auth signature of a
-// signed request and leaves the Result in its context. A refused
-// signature is logged and counted and the request goes on, unrecognised:
-// whether that is fatal is the caller's decision (spec 5.3).
+// signed request and leaves the verified Operator in its context. A
+// refused signature is logged and counted and the request goes on,
+// unrecognised: whether that is fatal is the caller's decision (spec 5.3).
 func Recognize(v *Verifier, m *Metrics, logger *slog.Logger) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -105,12 +88,15 @@ func Recognize(v *Verifier, m *Metrics, logger *slog.Logger) func(http.Handler) 
 				next.ServeHTTP(w, r)
 				return
 			}
-			res := &Result{Operator: op, Err: err}
-			m.count(res)
-			if err != nil && logger != nil {
-				logger.InfoContext(r.Context(), "web bot auth signature refused", "path", r.URL.Path, "reason", err.Error())
+			m.count(op)
+			if err != nil {
+				if logger != nil {
+					logger.InfoContext(r.Context(), "web bot auth signature refused", "path", r.URL.Path, "reason", err.Error())
+				}
+				next.ServeHTTP(w, r)
+				return
 			}
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, res)))
+			next.ServeHTTP(w, r.WithContext(WithOperator(r.Context(), op)))
 		})
 	}
 }
