@@ -47,6 +47,8 @@ type Options struct {
 	Store  *Store
 	Tokens *bearer.Validator
 	Logger *slog.Logger
+	// Session is the Session middleware step 2 runs behind.
+	Session func(http.Handler) http.Handler
 	// Now is the clock [time.Now].
 	Now func() time.Time
 }
@@ -67,12 +69,12 @@ func New(opts Options) *Handler {
 	return &Handler{opts: opts}
 }
 
-// Mount mounts the three steps on a Company domain's router; session is
-// the Session middleware step 2 runs behind.
-func (h *Handler) Mount(r chi.Router, session func(http.Handler) http.Handler) {
+// Domain mounts the three steps on a Company domain's router
+// (httpx.DomainRoutes), step 2 behind Options.Session.
+func (h *Handler) Domain(r chi.Router) {
 	r.Get(Path, h.page)
 	r.Post(Path, h.submit)
-	r.With(session).Post(AuthorizePath, h.authorize)
+	r.With(h.opts.Session).Post(AuthorizePath, h.authorize)
 }
 
 //go:embed page.html

@@ -119,11 +119,13 @@ func checkText(s *string, max int) string {
 	return ""
 }
 
-// MountReports mounts GET /feedback on r, whose context carries the
-// Company (the Company API behind its key, or the admin API).
-func (h *Handler) MountReports(r chi.Router) {
-	r.Get("/feedback", h.listReports)
-}
+// CompanyAPI mounts GET /feedback, the Company's reports, under
+// /company/v1 (httpx.CompanyAPIRoutes).
+func (h *Handler) CompanyAPI(r chi.Router) { r.Get("/feedback", h.listReports) }
+
+// Admin mounts GET /feedback, the Company's reports, under
+// /admin/v1/companies/{slug} (httpx.AdminRoutes).
+func (h *Handler) Admin(r chi.Router) { r.Get("/feedback", h.listReports) }
 
 func (h *Handler) listReports(w http.ResponseWriter, r *http.Request) {
 	limit, err := httpx.QueryInt(r, "limit", 50, 1, 500)

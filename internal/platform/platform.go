@@ -128,6 +128,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		Pool: opts.Pool, Keys: keys, Resolver: resolver, Replays: replays,
 		Accounts: p.Accounts, URLs: opts.URLs, CompanyForAPIKey: p.Tenants.CompanyForAPIKey, Now: now,
 		Limiter: limits, LoginRates: opts.LoginRates, Metrics: reg,
+		Offers: func(grant string) func(http.Handler) http.Handler { return offered(offers(grant)) },
 		// A joined browser stops acting for an account its agent signed
 		// out of (spec 5.5, 6).
 		SignedOut: joins.SignedOut,
@@ -189,7 +190,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 
 	registry := gateway.NewRegistry(gateway.RegistryOptions{Store: apis, Fetch: safehttp.New(opts.Fetch),
 		AllowPrivate: opts.Fetch.AllowPrivate, Now: now})
-	join := browserjoin.New(browserjoin.Options{Store: joins, Tokens: tokens, Logger: logger, Now: now})
+	join := browserjoin.New(browserjoin.Options{Store: joins, Tokens: tokens, Logger: logger, Session: session, Now: now})
 	disc := discovery.NewHandler(opts.URLs, gateway.Listings{Store: apis, URLs: opts.URLs})
 	admin := tenant.NewAdmin(p.Tenants, p.Accounts, opts.URLs, opts.Fetch.AllowPrivate)
 
@@ -206,23 +207,31 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	mountOps(platform)
 	// The operator and Company APIs take no path or query text that
 	// PostgreSQL would refuse.
-	admin.MountAdmin(platform.With(httpx.RequireText), reports.MountReports, sess.MountEnd, keys.MountAdmin, registry.Mount,
-		opHandler.Mount)
+	keyRoutes := signing.NewHandler(keys)
+	platform.With(httpx.RequireText).Route("/admin/v1", func(r chi.Router) {
+		r.Use(tenant.RequireOperator(p.Tenants))
+		admin.Operator(r)
+		r.Route("/companies/{slug}", func(r chi.Router) {
+			r.Use(tenant.BySlug(p.Tenants))
+			for _, h := range []httpx.AdminRoutes{admin, reports, sess, keyRoutes, opHandler} {
+				h.Admin(r)
+			}
+			registry.Mount(r)
+		})
+	})
 	platform.Route("/company/v1", func(r chi.Router) {
 		r.Use(httpx.RequireText, tenant.RequireAPIKey(p.Tenants))
-		admin.MountCompanyAPI(r)
-		reports.MountReports(r)
-		sess.MountEnd(r)
+		for _, h := range []httpx.CompanyAPIRoutes{admin, reports, sess, join, opHandler} {
+			h.CompanyAPI(r)
+		}
 		companyConvs.Mount(r)
 		registry.Mount(r)
-		join.MountCompany(r)
-		opHandler.Mount(r)
 	})
 	platform.With(tenant.BySlug(p.Tenants)).Get("/.well-known/oauth-authorization-server/t/{slug}", disc.ServeASMetadata)
 	platform.With(tenant.BySlug(p.Tenants)).Get("/.well-known/oauth-protected-resource/t/{slug}/mcp", mcp.ServeMetadata)
 	platform.Route("/t/{slug}", func(r chi.Router) {
 		r.Use(tenant.BySlug(p.Tenants), tenant.LimitByAddress(limits))
-		disc.MountIssuer(r)
+		disc.Public(r)
 		// Feedback needs no account, but an access token sent with it must
 		// still be valid and the Session's (spec 5.3 step 3).
 		// The report is read whole before the Session is verified, so a
@@ -235,12 +244,10 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		r.With(offered(func(s *tenant.Settings) bool { return s.Operations.Enabled && s.Operations.Web }),
 			session, tokens.Require(bearer.Resource{})).
 			Post(gateway.OperationsPath, gw.ServeWebOperations)
-		// Every Company has signing keys: they sign Poppy-Verified for its
-		// origin and agent webhook even without an issuer.
-		r.Get("/oauth/jwks.json", keys.ServeJWKS)
+		keyRoutes.Public(r)
 		r.Group(func(r chi.Router) {
 			r.Use(offered(func(s *tenant.Settings) bool { return s.Auth.Issuer }))
-			oauth.Mount(r, func(grant string) func(http.Handler) http.Handler { return offered(offers(grant)) })
+			oauth.Public(r)
 		})
 		gw.Mount(r, session)
 		mcp.Mount(r, session)
@@ -252,10 +259,10 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 
 	company := newRouter()
 	company.Use(tenant.LimitByAddress(limits))
-	disc.MountDomain(company)
+	disc.Domain(company)
 	company.Group(func(r chi.Router) {
 		r.Use(offered(func(s *tenant.Settings) bool { return s.Web.BrowserJoin }))
-		join.Mount(r, session)
+		join.Domain(r)
 	})
 	// Every other path of a Company domain is the Company's website,
 	// proxied to web.origin (404 without one). A path above asked with

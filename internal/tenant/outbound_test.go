@@ -26,7 +26,10 @@ func TestOutboundURLsRefuseUnreachableHosts(t *testing.T) {
 	t.Parallel()
 	env := testkit.Setup(t)
 	strict := chi.NewRouter()
-	tenant.NewAdmin(env.Platform.Tenants, env.Platform.Accounts, env.URLs, false).MountAdmin(strict)
+	strict.Route("/admin/v1", func(r chi.Router) {
+		r.Use(tenant.RequireOperator(env.Platform.Tenants))
+		tenant.NewAdmin(env.Platform.Tenants, env.Platform.Accounts, env.URLs, false).Operator(r)
+	})
 	create := func(body string) *peers.Response {
 		req := httptest.NewRequest(http.MethodPost, "/admin/v1/companies", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
