@@ -26,10 +26,6 @@ const (
 	AuthorizePath = Path + "/authorize"
 )
 
-// JoinCookie ties a code to the browser that loaded the page. __Host-
-// keeps other hosts of the Company's domain from setting it (spec 6).
-const JoinCookie = "__Host-poppy_join"
-
 const (
 	// codeLifetime bounds steps 1 to 3, which a Personal Agent completes
 	// right away (spec 6).
@@ -128,7 +124,7 @@ func (h *Handler) page(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, r, err)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: JoinCookie, Value: browser, Path: "/", MaxAge: int(codeLifetime / time.Second),
+	http.SetCookie(w, &http.Cookie{Name: tenant.JoinCookie, Value: browser, Path: "/", MaxAge: int(codeLifetime / time.Second),
 		Secure: true, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	h.render(w, r, http.StatusOK, pageData{Company: c.Settings.Organization.Name, Code: code, Action: Path})
 }
@@ -209,7 +205,7 @@ func (h *Handler) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	browser := ""
-	if ck, err := r.Cookie(JoinCookie); err == nil {
+	if ck, err := r.Cookie(tenant.JoinCookie); err == nil {
 		browser = ck.Value
 	}
 	now := h.opts.Now()
@@ -252,7 +248,7 @@ func (h *Handler) submit(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	http.SetCookie(w, session)
-	http.SetCookie(w, &http.Cookie{Name: JoinCookie, Value: "", Path: "/", MaxAge: -1,
+	http.SetCookie(w, &http.Cookie{Name: tenant.JoinCookie, Value: "", Path: "/", MaxAge: -1,
 		Secure: true, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Referrer-Policy", "no-referrer")

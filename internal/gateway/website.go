@@ -156,7 +156,7 @@ func (s *Website) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		client = h
 	}
-	ours := []string{name, browserjoin.JoinCookie}
+	ours := []string{name, tenant.JoinCookie}
 	r.Body = http.MaxBytesReader(w, r.Body, websiteMaxRequestBytes)
 	call := &relay{
 		transport: s.transport,
