@@ -17,12 +17,11 @@ import (
 	"github.com/poppyhost/poppyhost/internal/registry"
 	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/tenant"
-	"github.com/poppyhost/poppyhost/internal/testkit"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // Registering APIs and tools through /company/v1 and the admin API, over
-// HTTPS against a running platform.
+// HTTPS against the registration API's own handler (see env).
 
 // mgOrdersDoc is a tiny valid OpenAPI 3.0 description.
 const mgOrdersDoc = `{"openapi":"3.0.3","info":{"title":"Orders","version":"1"},` +
@@ -62,16 +61,14 @@ func mgSecuredDoc(security string) json.RawMessage {
 
 // mgCompany is a Company of a test with a Company API key.
 type mgCompany struct {
-	env  *testkit.Env
+	env  *env
 	slug string
 	key  string
 }
 
-func (c mgCompany) domain() string { return c.slug + ".example" }
-
 // mgCreate creates Company slug, with settings merged into its body, and
 // an API key for it.
-func mgCreate(t *testing.T, env *testkit.Env, slug string, settings map[string]any) mgCompany {
+func mgCreate(t *testing.T, env *env, slug string, settings map[string]any) mgCompany {
 	t.Helper()
 	env.CreateCompany(t, mgWith(map[string]any{
 		"slug":         slug,
@@ -107,10 +104,20 @@ func (c mgCompany) admin(t *testing.T, method, path string, body any) *peers.Res
 	return c.env.Admin(t, method, "/admin/v1/companies/"+c.slug+path, body)
 }
 
-// listed returns the apis entries of the Company's poppy.json.
-func (c mgCompany) listed(t *testing.T) []map[string]any {
+// company returns the Company as stored.
+func (c mgCompany) company(t *testing.T) *tenant.Company {
 	t.Helper()
-	return mgList(t, c.env.Do(t, http.MethodGet, c.env.URL(c.domain(), "/.well-known/poppy.json"), nil), "apis")
+	co, err := c.env.Tenants.Get(context.Background(), c.slug)
+	require.NoError(t, err)
+	return co
+}
+
+// listed returns the registry's entries in the Company's poppy.json.
+func (c mgCompany) listed(t *testing.T) []tenant.API {
+	t.Helper()
+	listed, err := c.env.Listings.Listed(context.Background(), c.company(t))
+	require.NoError(t, err)
+	return listed
 }
 
 // mgList checks that resp is a 200 and returns the entries of its list
@@ -137,7 +144,7 @@ func mgJSON(t *testing.T, s string) map[string]any {
 // mgDocs starts an HTTPS server on host that the platform can fetch,
 // serving each path's body with its Content-Type, and 404 elsewhere. It
 // returns its base URL.
-func mgDocs(t *testing.T, env *testkit.Env, host string, files map[string][2]string) string {
+func mgDocs(t *testing.T, env *env, host string, files map[string][2]string) string {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f, ok := files[r.URL.Path]
@@ -203,7 +210,7 @@ func (c mgCompany) requireRefuses(t *testing.T, collection string, cases []mgRef
 
 func TestManageAPIsThroughBothSurfaces(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := newEnv(t)
 	co := mgCreate(t, env, "manage-apis", nil)
 
 	// Created with the description as an object, through /company/v1.
@@ -287,17 +294,13 @@ func TestManageAPIsThroughBothSurfaces(t *testing.T) {
 	}
 	require.Equal(t, resp.Body, co.admin(t, http.MethodGet, "/apis", nil).Body)
 
-	// poppy.json lists each API by the description the gateway serves.
+	// poppy.json lists each API by the description the gateway serves
+	// (internal/platform serves both).
 	base := env.PublicURL("/t/" + co.slug)
-	require.ElementsMatch(t, []map[string]any{
-		{"type": "openapi", "url": base + "/openapi/catalog.json"},
-		{"type": "openapi", "url": base + "/openapi/orders.json", "description": "Orders"},
+	require.ElementsMatch(t, []tenant.API{
+		{Type: "openapi", URL: base + "/openapi/catalog.json"},
+		{Type: "openapi", URL: base + "/openapi/orders.json", Description: "Orders"},
 	}, co.listed(t))
-	resp = env.Do(t, http.MethodGet, base+"/openapi/orders.json", nil)
-	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
-	published := resp.JSON(t)
-	require.Equal(t, []any{map[string]any{"url": base + "/api/orders"}}, published["servers"])
-	require.Equal(t, "Orders v2", published["info"].(map[string]any)["title"])
 
 	// Deleted through either surface.
 	resp = co.api(t, http.MethodDelete, "/apis/orders", nil)
@@ -315,15 +318,11 @@ func TestManageAPIsThroughBothSurfaces(t *testing.T) {
 	resp = co.api(t, http.MethodGet, "/apis", nil)
 	require.JSONEq(t, `{"apis":[]}`, string(resp.Body))
 	require.Empty(t, co.listed(t))
-	// The gateway notices within its cache's lifetime.
-	require.Eventually(t, func() bool {
-		return env.Do(t, http.MethodGet, base+"/openapi/orders.json", nil).Status == http.StatusNotFound
-	}, 10*time.Second, 100*time.Millisecond)
 }
 
 func TestManageToolsThroughBothSurfaces(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := newEnv(t)
 	co := mgCreate(t, env, "manage-tools", map[string]any{"auth": map[string]any{"scopes": map[string]any{
 		"orders:read": "See your orders", "orders:write": "Change your orders",
 	}}})
@@ -381,10 +380,7 @@ func TestManageToolsThroughBothSurfaces(t *testing.T) {
 	}
 
 	// A registered tool puts the hosted MCP server in poppy.json.
-	listed := co.listed(t)
-	require.Len(t, listed, 1)
-	require.Equal(t, "mcp", listed[0]["type"])
-	require.Equal(t, env.PublicURL("/t/"+co.slug+"/mcp"), listed[0]["url"])
+	require.Equal(t, []tenant.API{{Type: "mcp", URL: env.PublicURL("/t/" + co.slug + "/mcp")}}, co.listed(t))
 
 	require.Equal(t, http.StatusNoContent, co.api(t, http.MethodDelete, "/tools/orders.lookup", nil).Status)
 	require.Equal(t, http.StatusNoContent, co.admin(t, http.MethodDelete, "/tools/orders_cancel-2", nil).Status)
@@ -401,7 +397,7 @@ func TestManageToolsThroughBothSurfaces(t *testing.T) {
 
 func TestManageRefusesInvalidAPIs(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := newEnv(t)
 	co := mgCreate(t, env, "manage-bad-apis", nil)
 	good := func(changes map[string]any) map[string]any {
 		return mgWith(map[string]any{"origin": "https://orders.example.com", "openapi": json.RawMessage(mgOrdersDoc)}, changes)
@@ -489,7 +485,7 @@ func TestManageRefusesInvalidAPIs(t *testing.T) {
 // without an issuer only signed-out calls.
 func TestManageChecksAPIScopes(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := newEnv(t)
 	api := func(security string) map[string]any {
 		return map[string]any{"origin": "https://orders.example.com", "openapi": mgSecuredDoc(security)}
 	}
@@ -536,7 +532,7 @@ func TestManageChecksAPIScopes(t *testing.T) {
 
 func TestManageRefusesInvalidTools(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := newEnv(t)
 	co := mgCreate(t, env, "manage-bad-tools", map[string]any{"auth": map[string]any{"scopes": map[string]any{
 		"orders:read": "See your orders", "orders:write": "Change your orders",
 	}}})
@@ -627,7 +623,7 @@ func TestManageRefusesInvalidTools(t *testing.T) {
 
 func TestManageKeepsCompaniesApart(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := newEnv(t)
 	acme := mgCreate(t, env, "manage-acme", nil)
 	rival := mgCreate(t, env, "manage-rival", nil)
 
@@ -669,19 +665,17 @@ func TestManageKeepsCompaniesApart(t *testing.T) {
 
 func TestManageLimitsRegistrationsPerCompany(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := newEnv(t)
 	co := mgCreate(t, env, "manage-full", nil)
 	ctx := context.Background()
-	var id int64
-	require.NoError(t, env.Pool.QueryRow(ctx, `SELECT id FROM companies WHERE slug = $1`, co.slug).Scan(&id))
-	store := registry.NewStore(env.Pool)
+	id := co.company(t).ID
 	for i := range registry.MaxAPIs {
-		_, err := store.PutAPI(ctx, id, &registry.API{Name: fmt.Sprintf("api-%02d", i), Origin: "https://orders.example.com",
+		_, err := env.Store.PutAPI(ctx, id, &registry.API{Name: fmt.Sprintf("api-%02d", i), Origin: "https://orders.example.com",
 			OpenAPI: json.RawMessage(mgOrdersDoc), TimeoutSeconds: 30, MaxRequestBytes: 1, MaxResponseBytes: 1}, time.Now())
 		require.NoError(t, err)
 	}
 	for i := range registry.MaxTools {
-		_, err := store.PutTool(ctx, id, &registry.Tool{Name: fmt.Sprintf("tool-%03d", i), Description: "A tool",
+		_, err := env.Store.PutTool(ctx, id, &registry.Tool{Name: fmt.Sprintf("tool-%03d", i), Description: "A tool",
 			InputSchema: json.RawMessage(`{"type":"object"}`), URL: "https://tools.example.com/x", TimeoutSeconds: 30}, time.Now())
 		require.NoError(t, err)
 	}
@@ -714,14 +708,12 @@ func TestManageLimitsRegistrationsPerCompany(t *testing.T) {
 // Outside development, origins, tool URLs and description URLs on
 // addresses the platform would refuse to connect to are refused when
 // registered; with AllowPrivate (development and tests) they are
-// accepted. The test platform allows them (its peers listen on loopback),
-// so this drives Registries of its own.
+// accepted. The test's env allows them (its peers listen on loopback),
+// so this drives handlers of its own.
 func TestManageRefusesPrivateAddresses(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
-	mgCreate(t, env, "manage-private", nil)
-	co, err := env.Platform.Tenants.Get(context.Background(), "manage-private")
-	require.NoError(t, err)
+	env := newEnv(t)
+	co := mgCreate(t, env, "manage-private", nil).company(t)
 	docs := mgDocs(t, env, "docs.manage-private.test", map[string][2]string{"/openapi.json": {"application/json", mgOrdersDoc}})
 
 	mount := func(allowPrivate bool) func(method, path string, body any) *peers.Response {
