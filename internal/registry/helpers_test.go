@@ -42,6 +42,8 @@ type env struct {
 	Store   *registry.Store
 	CA      *devca.CA
 	Hosts   *peers.Hosts
+	// Handler is the registration API the site serves.
+	Handler *registry.Handler
 	// Listings are the registry's entries in poppy.json.
 	Listings registry.Listings
 }
@@ -59,7 +61,7 @@ func newEnv(t testing.TB) *env {
 	e := &env{Pool: pool, Tenants: tenant.NewStore(pool), Store: registry.NewStore(pool), CA: ca, Hosts: &peers.Hosts{}}
 	e.Listings = registry.Listings{Store: e.Store, URLs: urls}
 	require.NoError(t, e.Tenants.EnsureOperatorToken(context.Background(), "test", adminToken))
-	reg := registry.NewHandler(registry.Options{
+	e.Handler = registry.NewHandler(registry.Options{
 		Store:        e.Store,
 		Fetch:        safehttp.New(safehttp.Options{AllowPrivate: true, RootCAs: ca.Pool(), Resolver: e.Hosts}),
 		AllowPrivate: true,
@@ -69,10 +71,10 @@ func newEnv(t testing.TB) *env {
 	r := chi.NewRouter()
 	r.NotFound(httpx.NotFound)
 	admin := tenant.NewAdmin(e.Tenants, accounts.NewStore(pool), urls, true)
-	tenant.AdminAPI(r.With(httpx.RequireText), e.Tenants, admin, admin, reg)
+	tenant.AdminAPI(r.With(httpx.RequireText), e.Tenants, admin, admin, e.Handler)
 	r.Route("/company/v1", func(r chi.Router) {
 		r.Use(httpx.RequireText, tenant.RequireAPIKey(e.Tenants))
-		reg.CompanyAPI(r)
+		e.Handler.CompanyAPI(r)
 	})
 	e.Site = peers.ServeSite(t, ca, ln, r)
 	return e
