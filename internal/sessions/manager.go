@@ -45,24 +45,9 @@ func AccessToken(r *http.Request) string {
 	return strings.TrimSpace(tok)
 }
 
-// tokenInURL reports whether the query carries a token or Session JWT;
-// spec 5.6 forbids accepting them from a URL.
-func tokenInURL(r *http.Request) bool {
-	for k := range r.URL.Query() {
-		switch strings.ToLower(k) {
-		case "access_token", "poppy_session", "poppy-session", "session":
-			return true
-		}
-	}
-	return false
-}
-
 // Authenticate verifies r's Session header for Company c and returns its
 // Session. Failures are invalid_session or session_ended *httpx.Errors.
 func (m *Manager) Authenticate(ctx context.Context, r *http.Request, c *tenant.Company) (*Session, error) {
-	if tokenInURL(r) {
-		return nil, httpx.Errorf(httpx.CodeInvalidRequest, "tokens and Session JWTs are never accepted in a URL (spec 5.6)")
-	}
 	if len(r.Header.Values(Header)) > 1 {
 		return nil, fail("send one %s header", Header)
 	}
