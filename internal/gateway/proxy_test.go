@@ -663,6 +663,41 @@ func TestProxyRefusesTokens(t *testing.T) {
 }
 
 // TestProxyPaths: the gateway forwards only the operations the description
+// TestProxySessionStartsAfterTokenChecks: spec 5.3, "The Company MUST
+// complete the following checks before relying on Session claims ...,
+// including creating or continuing a Session", step 3 among them (the
+// access token "was issued to the same client_id as iss"): a request whose
+// access token is refused creates no Session and fixes no User to its sid.
+func TestProxySessionStartsAfterTokenChecks(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, "sessionorder")
+	ada := r.signIn(t, r.agent, "ada", "orders:read")
+	other := r.env.StartAgent(t, "agent-sessionorder-other.test")
+	otherClient := r.signIn(t, other, "ada", "orders:read")
+	sessionRows := func(sid string) int {
+		var n int
+		require.NoError(t, r.env.Pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM sessions WHERE company_id = $1 AND sid = $2`, r.companyID, sid).Scan(&n))
+		return n
+	}
+
+	for _, tt := range []struct{ name, sid, token string }{
+		{"an invalid access token", "sidOrderInvalid", "not-a-token"},
+		{"another client's access token", "sidOrderOther", otherClient},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := r.call(t, http.MethodGet, api("/orders"), nil, opts{token: tt.token, sid: tt.sid, sub: "usr_one"})
+			require.Contains(t, []int{http.StatusBadRequest, http.StatusUnauthorized}, resp.Status, "%s", resp.Body)
+			require.Zero(t, sessionRows(tt.sid), "a refused request created the Session")
+			// The sid was never taken by usr_one: another User starts it.
+			resp = r.call(t, http.MethodGet, api("/orders"), nil, opts{token: ada, sid: tt.sid, sub: "usr_two"})
+			require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+			require.Equal(t, "usr_two", r.origin.Last().Claims.UserID)
+			require.Equal(t, 1, sessionRows(tt.sid))
+		})
+	}
+}
+
 // declares, on paths that cannot escape the API at the origin.
 func TestProxyPaths(t *testing.T) {
 	t.Parallel()

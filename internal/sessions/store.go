@@ -30,6 +30,8 @@ type Session struct {
 	// Extensions are the extensions the Personal Agent declared, name to
 	// version (its client metadata, spec 3.3).
 	Extensions map[string]string
+	// pending is the Session's creation or use not yet recorded (Continue).
+	pending *pending
 }
 
 // Store keeps Sessions and the jti replay window in PostgreSQL, always
