@@ -48,7 +48,8 @@ type Options struct {
 	// MaxTTL bound what Cache-Control asks for [1m, 1h].
 	DefaultTTL, MinTTL, MaxTTL time.Duration
 	// StaleFor is how long past expiry a cached copy still serves when
-	// refetching fails [10m].
+	// refetching fails for want of a 2xx answer [60s]: a short grace for a
+	// hiccup, not a way for a withdrawn key to keep working.
 	StaleFor time.Duration
 	// RefetchEvery bounds how often an unknown kid may refetch a key set
 	// [30s].
@@ -69,7 +70,7 @@ func (o *Options) defaults() {
 	set(&o.DefaultTTL, 5*time.Minute)
 	set(&o.MinTTL, time.Minute)
 	set(&o.MaxTTL, time.Hour)
-	set(&o.StaleFor, 10*time.Minute)
+	set(&o.StaleFor, time.Minute)
 	set(&o.RefetchEvery, 30*time.Second)
 	set(&o.FetchTimeout, 3*time.Second)
 	set(&o.FailFor, 30*time.Second)

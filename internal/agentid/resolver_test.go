@@ -502,21 +502,22 @@ func TestClientStaleIfError(t *testing.T) {
 	b.agent.Serve(metadataPath, func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "down", http.StatusInternalServerError)
 	})
-	// Expired after the default 5m; StaleFor is 10m past that.
+	// Expired after the default 5m; StaleFor is 60 s past that.
 	b.clock.Advance(5 * time.Minute)
 	c := b.client(t)
 	require.Equal(t, b.agent.ClientID, c.ClientID)
 	require.Equal(t, 2, b.agent.Hits(metadataPath))
-	b.clock.Advance(10*time.Minute - time.Second)
+	b.clock.Advance(time.Minute - time.Second)
 	b.client(t)
+	require.Equal(t, 3, b.agent.Hits(metadataPath), "refetched once the 30 s failure ran out")
 	b.clock.Advance(time.Second)
 	_, err := b.resolver.Client(context.Background(), b.agent.ClientID)
 	require.ErrorIs(t, err, agentid.ErrUnavailable)
 	require.ErrorIs(t, err, safehttp.ErrStatus)
 
 	// Once the agent is back, the document is fetched and cached again
-	// when the last failure's remembered period has run out: 60 s, since
-	// it was the second in a row (TestFailuresBackOff).
+	// when the last failure's remembered period has run out: 60 s from
+	// the second failure in a row (TestFailuresBackOff).
 	b.agent.Serve(metadataPath, nil)
 	b.clock.Advance(58 * time.Second)
 	_, err = b.resolver.Client(context.Background(), b.agent.ClientID)
@@ -538,6 +539,10 @@ func TestClientStaleDoesNotCoverInvalidDocument(t *testing.T) {
 	requireInvalid(t, err, "jwks_uri")
 }
 
+// TestKeyStaleIfError: issue 18, "A withdrawn key keeps working". When a
+// key set stops answering 2xx, its stale copy serves for a short grace
+// (StaleFor, 60 s) and no longer; meanwhile failures are remembered, so
+// requests do not refetch it each time.
 func TestKeyStaleIfError(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOptions{})
@@ -547,17 +552,43 @@ func TestKeyStaleIfError(t *testing.T) {
 	_, err := b.resolver.Key(ctx, c, kid)
 	require.NoError(t, err)
 	b.agent.Serve(jwksPath, func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "down", http.StatusBadGateway)
+		http.Error(w, "withdrawn", http.StatusNotFound)
 	})
 	// The metadata keeps its cache by fetching it again when expired.
 	b.clock.Advance(5 * time.Minute)
 	c = b.client(t)
+	before := b.agent.Hits(jwksPath)
+	for range 20 {
+		_, err = b.resolver.Key(ctx, c, kid)
+		require.NoError(t, err, "within the grace")
+		b.clock.Advance(time.Second)
+	}
+	require.Equal(t, before+1, b.agent.Hits(jwksPath), "one fetch while the failure is remembered")
+	b.clock.Advance(39 * time.Second)
 	_, err = b.resolver.Key(ctx, c, kid)
+	require.NoError(t, err, "59 s past expiry")
+	require.Equal(t, before+2, b.agent.Hits(jwksPath), "one more fetch once the failure ran out")
+	b.clock.Advance(time.Second)
+	_, err = b.resolver.Key(ctx, c, kid)
+	require.ErrorIs(t, err, agentid.ErrUnavailable, "the grace is over")
+	require.Equal(t, before+2, b.agent.Hits(jwksPath))
+}
+
+// TestKeyWithdrawnFromFreshKeySet: a key gone from a key set that answers
+// 2xx stops working as soon as that answer is fetched, with no grace.
+func TestKeyWithdrawnFromFreshKeySet(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOptions{})
+	ctx := context.Background()
+	c := b.client(t)
+	_, kid := b.agent.Key("ES256")
+	_, err := b.resolver.Key(ctx, c, kid)
 	require.NoError(t, err)
-	b.clock.Advance(10 * time.Minute)
+	b.agent.SetJWKS(map[string]any{"keys": []any{}})
+	b.clock.Advance(5 * time.Minute)
 	c = b.client(t)
 	_, err = b.resolver.Key(ctx, c, kid)
-	require.ErrorIs(t, err, agentid.ErrUnavailable)
+	require.ErrorIs(t, err, agentid.ErrUnknownKey)
 }
 
 func TestFetchRules(t *testing.T) {

@@ -210,7 +210,8 @@ func FromContext(ctx context.Context) *Grant {
 
 // Authorize validates the request's access token, when it has one, for
 // its Session (spec 5.3 step 3: the token must be issued to the Session's
-// client_id) and account (5.4: a Session keeps the account it first used;
+// client_id), then continues the Session (sessions.Continue), and checks its
+// account (5.4: a Session keeps the account it first used;
 // another one ends it), and requires scopes when any are given. It
 // returns the grant, nil for a signed-out request that needs no scopes, or
 // an error to write with WriteError.
@@ -231,6 +232,11 @@ func (v *Validator) Authorize(ctx context.Context, r *http.Request, res Resource
 	if sess := sessions.FromContext(ctx); sess != nil {
 		if g.ClientID != sess.ClientID {
 			return nil, httpx.Errorf(httpx.CodeInvalidSession, "the access token was issued to another client_id than the Session's (spec 5.3)")
+		}
+		// Every check of spec 5.3 has passed: only now does the Session
+		// start or go on, so a refused token fixes no User to its sid.
+		if err := sessions.Continue(ctx); err != nil {
+			return nil, err
 		}
 		same := sess.AccountID == g.AccountID
 		if sess.AccountID == 0 {

@@ -222,11 +222,17 @@ func (s *Store) sweep(ctx context.Context, cutoff time.Time) (int64, error) {
 }
 
 // SignedOut stops the web sessions that act for accountID in clientID's
-// name from acting for it (issuer.SignedOut): they go on for their Session
-// signed out, and a later sign-in does not bring the account back to them
-// (spec 6: "an earlier login doesn't come back").
-func (s *Store) SignedOut(ctx context.Context, tx db.Executor, companyID, accountID int64, clientID string) error {
+// name, and started before endedAt (zero: any), from acting for it
+// (issuer.SignedOut): they go on for their Session signed out, and a later
+// sign-in does not bring the account back to them (spec 6: "an earlier
+// login doesn't come back"), whether the sign-in was revoked or expired.
+func (s *Store) SignedOut(ctx context.Context, tx db.Executor, companyID, accountID int64, clientID string, endedAt time.Time) error {
+	var before *time.Time
+	if !endedAt.IsZero() {
+		before = &endedAt
+	}
 	_, err := tx.Exec(ctx, `UPDATE web_sessions SET account_id = NULL, scopes = '{}'
-		WHERE company_id = $1 AND client_id = $2 AND account_id = $3`, companyID, clientID, accountID)
+		WHERE company_id = $1 AND client_id = $2 AND account_id = $3
+			AND ($4::timestamptz IS NULL OR created_at <= $4)`, companyID, clientID, accountID, before)
 	return err
 }

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -57,7 +58,7 @@ func TestBrowserJoin(t *testing.T) {
 	})
 	t.Run("browserjoin.Store/SignedOut", func(t *testing.T) {
 		require.NoError(t, pgx.BeginFunc(w.ctx, w.pool, func(tx pgx.Tx) error {
-			return store.SignedOut(w.ctx, tx, w.b.ID, alice.ID, client)
+			return store.SignedOut(w.ctx, tx, w.b.ID, alice.ID, client, time.Time{})
 		}))
 		keptA(t)
 	})

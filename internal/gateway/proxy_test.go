@@ -605,10 +605,30 @@ func TestProxyRefusesTokens(t *testing.T) {
 		requireError(t, resp, http.StatusBadRequest, "invalid_session")
 	})
 
-	t.Run("a token in the URL", func(t *testing.T) {
-		// spec 5.6: never accepted from a URL, even beside a good header.
-		resp := r.call(t, http.MethodGet, api("/orders?access_token="+url.QueryEscape(ada)), nil, opts{token: ada})
-		requireError(t, resp, http.StatusBadRequest, "invalid_request")
+	t.Run("query parameters named like tokens", func(t *testing.T) {
+		// Spec 5.6: "Personal Agents MUST NOT send tokens or Session JWTs in
+		// a URL, and Companies MUST NOT accept them from one." The names
+		// stay the API's (spec 7): the query reaches the origin as sent,
+		// and only the headers authenticate.
+		query := "session=x&access_token=y&Poppy_Session=z"
+		resp := r.call(t, http.MethodGet, api("/orders?"+query), nil, opts{token: ada})
+		require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+		got := r.origin.Last()
+		require.Equal(t, query, got.RawQuery)
+		require.NotEmpty(t, got.Claims.Account)
+		require.Empty(t, got.Header.Values("Authorization"))
+		require.Empty(t, got.Header.Values("Poppy-Session"))
+
+		// A token in the query alone is not read: the call is signed out.
+		calls := len(r.origin.Received())
+		resp = r.call(t, http.MethodGet, api("/orders?access_token="+url.QueryEscape(ada)), nil, opts{})
+		requireChallenge(t, r, resp, http.StatusUnauthorized, "", "orders:read")
+		// Nor is a Session JWT.
+		signed := r.request(t, http.MethodGet, api("/products"), nil, opts{})
+		resp = r.call(t, http.MethodGet, api("/products?session="+url.QueryEscape(signed.Header.Get("Poppy-Session"))),
+			nil, opts{noSession: true})
+		requireError(t, resp, http.StatusBadRequest, "invalid_session")
+		require.Len(t, r.origin.Received(), calls)
 	})
 
 	t.Run("a Session header for another URL", func(t *testing.T) {
@@ -638,11 +658,46 @@ func TestProxyRefusesTokens(t *testing.T) {
 		require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 	})
 
-	require.Equal(t, 2, r.origin.Calls(http.MethodGet, "/orders"), "only the two good calls reached the origin")
-	require.Len(t, r.origin.Received(), 2)
+	require.Equal(t, 3, r.origin.Calls(http.MethodGet, "/orders"), "only the three good calls reached the origin")
+	require.Len(t, r.origin.Received(), 3)
 }
 
 // TestProxyPaths: the gateway forwards only the operations the description
+// TestProxySessionStartsAfterTokenChecks: spec 5.3, "The Company MUST
+// complete the following checks before relying on Session claims ...,
+// including creating or continuing a Session", step 3 among them (the
+// access token "was issued to the same client_id as iss"): a request whose
+// access token is refused creates no Session and fixes no User to its sid.
+func TestProxySessionStartsAfterTokenChecks(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, "sessionorder")
+	ada := r.signIn(t, r.agent, "ada", "orders:read")
+	other := r.env.StartAgent(t, "agent-sessionorder-other.test")
+	otherClient := r.signIn(t, other, "ada", "orders:read")
+	sessionRows := func(sid string) int {
+		var n int
+		require.NoError(t, r.env.Pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM sessions WHERE company_id = $1 AND sid = $2`, r.companyID, sid).Scan(&n))
+		return n
+	}
+
+	for _, tt := range []struct{ name, sid, token string }{
+		{"an invalid access token", "sidOrderInvalid", "not-a-token"},
+		{"another client's access token", "sidOrderOther", otherClient},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := r.call(t, http.MethodGet, api("/orders"), nil, opts{token: tt.token, sid: tt.sid, sub: "usr_one"})
+			require.Contains(t, []int{http.StatusBadRequest, http.StatusUnauthorized}, resp.Status, "%s", resp.Body)
+			require.Zero(t, sessionRows(tt.sid), "a refused request created the Session")
+			// The sid was never taken by usr_one: another User starts it.
+			resp = r.call(t, http.MethodGet, api("/orders"), nil, opts{token: ada, sid: tt.sid, sub: "usr_two"})
+			require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+			require.Equal(t, "usr_two", r.origin.Last().Claims.UserID)
+			require.Equal(t, 1, sessionRows(tt.sid))
+		})
+	}
+}
+
 // declares, on paths that cannot escape the API at the origin.
 func TestProxyPaths(t *testing.T) {
 	t.Parallel()

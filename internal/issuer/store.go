@@ -51,8 +51,11 @@ type Store struct {
 // SignedOut is told, in the transaction that made it so, that a Personal
 // Agent is signed out of an account: no refresh token the Company issued
 // to it for the account is valid any more (spec 5.5). What acted for the
-// account in its name, such as a joined browser, stops.
-type SignedOut func(ctx context.Context, tx db.Executor, companyID, accountID int64, clientID string) error
+// account in its name since before endedAt, such as a joined browser,
+// stops. endedAt is zero for a revocation, which ends it now, and the
+// expiry of the last refresh token for a sign-in that ran out
+// (EndExpiredSignIns).
+type SignedOut func(ctx context.Context, tx db.Executor, companyID, accountID int64, clientID string, endedAt time.Time) error
 
 // NewStore returns a Store on pool.
 func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
@@ -403,7 +406,7 @@ func (s *Store) checkSignedOut(ctx context.Context, accountID int64, clientID st
 		companyID(ctx), accountID, clientID).Scan(&signedIn); err != nil || signedIn {
 		return err
 	}
-	return s.signedOut(ctx, s.db(ctx), companyID(ctx), accountID, clientID)
+	return s.signedOut(ctx, s.db(ctx), companyID(ctx), accountID, clientID, time.Time{})
 }
 
 // AccessTokenActive reports whether the access token with this signature

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/oauth2"
 
@@ -224,7 +225,7 @@ func TestBrowserJoinCookieLifetime(t *testing.T) {
 }
 
 // TestBrowserJoinSignInDoesNotComeBack: once the User signs out or disconnects the
-// Personal Agent, the cookie's sign-in has ended (spec 6: "The Session's
+// Personal Agent, or the sign-in's refresh tokens expire, the cookie's sign-in has ended (spec 6: "The Session's
 // sign-in ends when ... the User signs out or disconnects the Personal
 // Agent"; "an earlier login doesn't come back"). A later sign-in, perhaps
 // with fewer scopes, must not bring back the join's account and scopes:
@@ -240,6 +241,18 @@ func TestBrowserJoinSignInDoesNotComeBack(t *testing.T) {
 		{"disconnect", func(t *testing.T, shop *joinCompany, _ string) {
 			require.NoError(t, r.env.Platform.Issuer.Store().Disconnect(t.Context(), shop.ID, shop.Ada, r.agent.ClientID))
 		}},
+		// Spec 5.5: "The account is signed out once no refresh token the
+		// Company issued to that client_id for the account is still
+		// valid": running out ends the sign-in as revoking does, once the
+		// issuer's sweep has recorded it.
+		{"expiry", func(t *testing.T, shop *joinCompany, _ string) {
+			r.exec(t, `UPDATE oauth_tokens SET expires_at = now()
+				WHERE company_id = $1 AND account_id = $2 AND kind = 'refresh'`, shop.ID, shop.Ada)
+			now := time.Now()
+			n, err := r.env.Platform.Issuer.Store().EndExpiredSignIns(t.Context(), now.Add(-time.Minute), now)
+			require.NoError(t, err)
+			require.EqualValues(t, 1, n)
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			shop, tok, _, sid, cookie := r.joinedSignedIn(t, "orders:read", "orders:write")
@@ -250,6 +263,41 @@ func TestBrowserJoinSignInDoesNotComeBack(t *testing.T) {
 			r.requireSignedOut(t, shop, cookie, sid)
 		})
 	}
+}
+
+// TestBrowserJoinExpiryOfAReplacedSignIn: as with revocation (spec 4.7),
+// a refresh token that expires while a newer sign-in's is valid is no
+// sign-out; once that one expires too, it is.
+func TestBrowserJoinExpiryOfAReplacedSignIn(t *testing.T) {
+	t.Parallel()
+	r := joinSetup(t)
+	shop, _, _, sid, cookie := r.joinedSignedIn(t, "orders:read")
+	r.signIn(t, shop, "orders:read", "orders:write")
+	rows, err := r.env.Pool.Query(t.Context(), `SELECT request_id FROM oauth_tokens WHERE company_id = $1
+		AND kind = 'refresh' GROUP BY request_id ORDER BY min(requested_at)`, shop.ID)
+	require.NoError(t, err)
+	grants, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Len(t, grants, 2)
+	sweep := func() int64 {
+		now := time.Now()
+		n, err := r.env.Platform.Issuer.Store().EndExpiredSignIns(t.Context(), now.Add(-time.Minute), now)
+		require.NoError(t, err)
+		return n
+	}
+	expire := func(grant string) {
+		r.exec(t, `UPDATE oauth_tokens SET expires_at = now() WHERE company_id = $1 AND request_id = $2
+			AND kind = 'refresh'`, shop.ID, grant)
+	}
+
+	expire(grants[0])
+	require.Zero(t, sweep())
+	r.requireSignedIn(t, shop, cookie, sid, shop.Ada, "orders:read")
+	expire(grants[1])
+	require.EqualValues(t, 1, sweep(), "the second expiry ends the sign-in")
+	r.requireSignedOut(t, shop, cookie, sid)
+	r.signIn(t, shop, "orders:read")
+	r.requireSignedOut(t, shop, cookie, sid)
 }
 
 // TestBrowserJoinConcurrentSubmit races submissions of one authorized code from the

@@ -407,11 +407,17 @@ func checkRows() []checkRow {
 			return map[string]any{"agents": map[string]any{"accept": "listed", "client_ids": []string{a.URL("/agents/other.json")}}}
 		}, status: invalid, desc: "does not accept"},
 
-		// No tokens in URLs (5.6).
-		{name: "access_token in the query", send: func(r *rowCtx) { r.url += "?access_token=x" },
-			status: invalid, code: "invalid_request", desc: "URL"},
-		{name: "Session JWT in the query", send: func(r *rowCtx) { r.url += "?poppy_session=" + r.jwt },
-			status: invalid, code: "invalid_request", desc: "URL"},
+		// Spec 5.6: "Companies MUST NOT accept them [tokens or Session JWTs]
+		// from [a URL]". The names are an API's to use: a query parameter
+		// called access_token or session is an ordinary one, and a Session
+		// JWT there is never read.
+		{name: "query parameters named like tokens", send: func(r *rowCtx) {
+			r.url += "?access_token=x&Session=y&POPPY_SESSION=z&poppy-session=w"
+		}, status: ok},
+		{name: "Session JWT in the query only", send: func(r *rowCtx) {
+			r.url += "?poppy_session=" + r.jwt + "&session=" + r.jwt
+			r.header.Del("Poppy-Session")
+		}, status: invalid, desc: "header is required"},
 
 		// A Company without an issuer is identified by its domain (3.2).
 		{name: "no issuer: aud https://{domain}", settings: map[string]any{"auth": map[string]any{"issuer": false}},

@@ -46,24 +46,11 @@ func AccessToken(r *http.Request) string {
 	return strings.TrimSpace(tok)
 }
 
-// tokenInURL reports whether the query carries a token or Session JWT;
-// spec 5.6 forbids accepting them from a URL.
-func tokenInURL(r *http.Request) bool {
-	for k := range r.URL.Query() {
-		switch strings.ToLower(k) {
-		case "access_token", "poppy_session", "poppy-session", "session":
-			return true
-		}
-	}
-	return false
-}
-
 // Authenticate verifies r's Session header for Company c and returns its
-// Session. Failures are invalid_session or session_ended *httpx.Errors.
+// Session, without creating or continuing it: Continue does that once
+// every check has passed (spec 5.3). Failures are invalid_session or
+// session_ended *httpx.Errors.
 func (m *Manager) Authenticate(ctx context.Context, r *http.Request, c *tenant.Company) (*Session, error) {
-	if tokenInURL(r) {
-		return nil, httpx.Errorf(httpx.CodeInvalidRequest, "tokens and Session JWTs are never accepted in a URL (spec 5.6)")
-	}
 	if len(r.Header.Values(Header)) > 1 {
 		return nil, fail("send one %s header", Header)
 	}
@@ -88,37 +75,83 @@ func (m *Manager) Authenticate(ctx context.Context, r *http.Request, c *tenant.C
 		return nil, fail("the Session JWT's jti was already used; sign a new JWT for every request")
 	}
 	if sess == nil {
-		if sess, err = m.store.create(ctx, c.ID, claims); err != nil {
-			return nil, err
-		}
-	}
-	if sess.UserID != claims.UserID || sess.AgentID != claims.AgentID {
-		return nil, fail("a Session's JWTs must all carry its User ID and Agent ID (spec 5.2)")
-	}
-	if sess.EndedAt != nil {
-		return nil, httpx.Errorf(httpx.CodeSessionEnded, "the Session has ended; start a new one with a new sid (spec 5.5)")
-	}
-	idle := time.Duration(c.Settings.Sessions.IdleTimeoutSeconds) * time.Second
-	// last_seen_at trails the last use by up to stale, so a Session ends
-	// only when unused for idle even at the worst lag, never while in use;
-	// stale is short next to idle so that it ends soon after.
-	stale := touchEvery
-	if idle > 0 {
-		stale = min(touchEvery, idle/4)
-	}
-	if !sess.New && idle > 0 && now.Sub(sess.LastSeenAt) > idle+stale {
-		if err := m.store.End(ctx, c.ID, sess.ClientID, sess.SID, now); err != nil {
-			return nil, err
-		}
-		return nil, httpx.Errorf(httpx.CodeSessionEnded, "the Session ended after %s unused; start a new one with a new sid (spec 5.5)", idle)
-	}
-	if !sess.New && now.Sub(sess.LastSeenAt) > stale {
-		if err := m.store.touch(ctx, c.ID, sess, now); err != nil {
-			return nil, err
-		}
+		sess = &Session{CompanyID: c.ID, ClientID: claims.ClientID, SID: claims.SID, UserID: claims.UserID,
+			AgentID: claims.AgentID, CreatedAt: now, LastSeenAt: now, New: true}
+	} else if err := m.check(ctx, c, sess, claims, now); err != nil {
+		return nil, err
 	}
 	sess.Extensions = claims.Extensions
+	sess.pending = &pending{m: m, company: c, claims: claims, now: now}
 	return sess, nil
+}
+
+// check is what an existing Session must pass to go on.
+func (m *Manager) check(ctx context.Context, c *tenant.Company, sess *Session, claims *Claims, now time.Time) error {
+	if sess.UserID != claims.UserID || sess.AgentID != claims.AgentID {
+		return fail("a Session's JWTs must all carry its User ID and Agent ID (spec 5.2)")
+	}
+	if sess.EndedAt != nil {
+		return httpx.Errorf(httpx.CodeSessionEnded, "the Session has ended; start a new one with a new sid (spec 5.5)")
+	}
+	idle := time.Duration(c.Settings.Sessions.IdleTimeoutSeconds) * time.Second
+	if !sess.New && idle > 0 && now.Sub(sess.LastSeenAt) > idle+staleFor(idle) {
+		if err := m.store.End(ctx, c.ID, sess.ClientID, sess.SID, now); err != nil {
+			return err
+		}
+		return httpx.Errorf(httpx.CodeSessionEnded, "the Session ended after %s unused; start a new one with a new sid (spec 5.5)", idle)
+	}
+	return nil
+}
+
+// staleFor is how far last_seen_at may trail the last use: a Session ends
+// only when unused for idle even at the worst lag, never while in use;
+// stale is short next to idle so that it ends soon after.
+func staleFor(idle time.Duration) time.Duration {
+	if idle > 0 {
+		return min(touchEvery, idle/4)
+	}
+	return touchEvery
+}
+
+// pending is the write a verified request still owes its Session.
+type pending struct {
+	m       *Manager
+	company *tenant.Company
+	claims  *Claims
+	now     time.Time
+}
+
+// Continue creates the request's Session on its first request, or records
+// its use, once every check of spec 5.3 has passed: Require calls it for a
+// request without an access token, bearer once the access token has passed
+// its checks. It does nothing for a Session already continued, or none.
+func Continue(ctx context.Context) error {
+	sess := FromContext(ctx)
+	if sess == nil || sess.pending == nil {
+		return nil
+	}
+	p := sess.pending
+	sess.pending = nil
+	m, c := p.m, p.company
+	if sess.New {
+		created, err := m.store.create(ctx, c.ID, p.claims)
+		if err != nil {
+			return err
+		}
+		if !created.New {
+			// A concurrent request started it first.
+			if err := m.check(ctx, c, created, p.claims, p.now); err != nil {
+				return err
+			}
+		}
+		created.Extensions = sess.Extensions
+		*sess = *created
+		return nil
+	}
+	if p.now.Sub(sess.LastSeenAt) > staleFor(time.Duration(c.Settings.Sessions.IdleTimeoutSeconds)*time.Second) {
+		return m.store.touch(ctx, c.ID, sess, p.now)
+	}
+	return nil
 }
 
 type ctxKey struct{}
@@ -153,12 +186,21 @@ func (m *Manager) Require(limits *httpx.Limiter) func(http.Handler) http.Handler
 			if op != nil {
 				sess.Operator = op.Host
 			}
+			ctx := context.WithValue(r.Context(), ctxKey{}, sess)
+			// An access token has checks of its own to pass first (spec
+			// 5.3 step 3): bearer continues the Session after them.
+			if AccessToken(r) == "" {
+				if err := Continue(ctx); err != nil {
+					httpx.WriteError(w, r, err)
+					return
+				}
+			}
 			company := strconv.FormatInt(c.ID, 10)
 			if !limits.Allow(w, r, "agent "+company+" "+sess.ClientID, c.Settings.RateLimits.PerAgent) ||
 				!limits.Allow(w, r, "session "+company+" "+sess.ClientID+" "+sess.SID, c.Settings.RateLimits.PerSession) {
 				return
 			}
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, sess)))
+			next.ServeHTTP(w, r.WithContext(ctx))
 		})
 	}
 }

@@ -35,6 +35,8 @@ type Session struct {
 	// Operator is the operator a Web Bot Auth signature on this request
 	// recognised (the key directory's host), or "".
 	Operator string
+	// pending is the Session's creation or use not yet recorded (Continue).
+	pending *pending
 }
 
 // Store keeps Sessions and the jti replay window in PostgreSQL, always

@@ -290,9 +290,20 @@ func normalURL(u *url.URL) string {
 	return scheme + "://" + host + path
 }
 
+// stillSigns reports whether the jwks_uri key that signed a cached
+// delegation is still the agent's, as the resolver's key set now says: a
+// key gone from a fresh key set, or a key set past its grace, stops
+// vouching at once (spec 10.7), and the delegation is verified afresh.
+func (v *Verifier) stillSigns(ctx context.Context, client *agentid.Client, d *verifiedDelegation) bool {
+	k, err := v.resolver.Key(ctx, client, d.kid)
+	return err == nil && k == d.signer
+}
+
 // verifiedDelegation is what a checked delegation vouches for.
 type verifiedDelegation struct {
 	clientID   string
+	kid        string
+	signer     jwk.Key // the jwks_uri key named by kid
 	key        jwk.Key
 	thumbprint string
 	expires    time.Time
@@ -308,15 +319,16 @@ type delegationClaims struct {
 	} `json:"cnf"`
 }
 
-// delegationCacheFor bounds how long a verified delegation is reused, so a
-// key removed from jwks_uri stops vouching soon (spec 10.7).
+// delegationCacheFor bounds how long a verified delegation is reused
+// without verifying its signature again; each use still checks that its
+// jwks_uri key is current (stillSigns).
 const delegationCacheFor = 5 * time.Minute
 
 // delegation verifies a delegation as 5.2 "Delegated keys" steps 1 and 2
 // order it, using the cache when it holds this exact delegation.
 func (v *Verifier) delegation(ctx context.Context, client *agentid.Client, compact string, now time.Time) (*verifiedDelegation, error) {
 	sum := sha256.Sum256([]byte(compact))
-	if d, ok := v.dlg.get(sum, now); ok && d.clientID == client.ClientID {
+	if d, ok := v.dlg.get(sum, now); ok && d.clientID == client.ClientID && v.stillSigns(ctx, client, d) {
 		if !now.Before(d.expires) {
 			return nil, fail("the delegation has expired")
 		}
@@ -397,7 +409,7 @@ func (v *Verifier) delegation(ctx context.Context, client *agentid.Client, compa
 		return nil, fail("cnf.jwk has no thumbprint")
 	}
 	d := &verifiedDelegation{
-		clientID: client.ClientID, key: dk, thumbprint: base64.RawURLEncoding.EncodeToString(tp),
+		clientID: client.ClientID, kid: *hdr.Kid, signer: key, key: dk, thumbprint: base64.RawURLEncoding.EncodeToString(tp),
 		expires: exp, cacheUntil: minTime(exp, now.Add(delegationCacheFor)),
 	}
 	v.dlg.put(sum, d, now)
