@@ -111,14 +111,15 @@ func BuildPoppyJSON(c *tenant.Company, domain string, urls tenant.URLs) PoppyJSO
 		}
 	}
 	if s.Operations.Enabled {
-		// As the extension shows it: an array of entries (DESIGN.md,
-		// Versions). The endpoint only when the website asks for approval
-		// through the platform (extension 2).
+		// One object with its version, as spec 3.3 makes every entry
+		// (not the extension excerpt's array, docs/decisions.md). The
+		// endpoint only when the website asks for approval through the
+		// platform (extension 2).
 		entry := map[string]string{"version": "3"}
 		if s.Operations.Web {
 			entry["endpoint"] = base + operations.EndpointPath
 		}
-		doc.Extensions["operations"] = []map[string]string{entry}
+		doc.Extensions["operations"] = entry
 	}
 	return doc
 }
