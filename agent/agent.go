@@ -58,7 +58,8 @@ type Agent struct {
 	opts     Options
 	key      *ecdsa.PrivateKey // signs client assertions and delegations
 	kid      string
-	base     string // https://{Host}:{port}
+	bot      *botKey // signs Web Bot Auth signatures (spec 5.3)
+	base     string  // https://{Host}:{port}
 	server   *http.Server
 	ln       net.Listener
 	client   *http.Client // protocol requests: never follows redirects
@@ -92,6 +93,10 @@ func New(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	bot, err := newBotKey()
+	if err != nil {
+		return nil, err
+	}
 	roots, err := x509.SystemCertPool()
 	if err != nil {
 		roots = x509.NewCertPool()
@@ -110,6 +115,7 @@ func New(opts Options) (*Agent, error) {
 		opts:      opts,
 		key:       key,
 		kid:       thumbprint(&key.PublicKey),
+		bot:       bot,
 		base:      "https://" + net.JoinHostPort(opts.Host, port),
 		ln:        ln,
 		roots:     roots,
