@@ -21,6 +21,33 @@ func TestDiscoverAcceptsAValidCompany(t *testing.T) {
 	require.Equal(t, f.url("/poppy/conversations"), c.ConversationEndpoint())
 }
 
+// The operations entry is read in both forms: draft 0.3's object (spec
+// 3.3: "Each entry has a version"), which poppyhost publishes, and the
+// extension excerpt's array; an entry of another version is not ours.
+func TestDiscoverReadsBothOperationsForms(t *testing.T) {
+	t.Parallel()
+	const ep = "https://example.com/poppy/operations"
+	for name, tc := range map[string]struct {
+		entry any
+		ok    bool
+	}{
+		"object":                       {map[string]any{"version": "3", "endpoint": ep}, true},
+		"array":                        {[]any{map[string]any{"version": "2"}, map[string]any{"version": "3", "endpoint": ep}}, true},
+		"other version":                {map[string]any{"version": "4", "endpoint": ep}, false},
+		"neither a list nor an object": {"3", false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFake(t, func(doc, _, _ map[string]any) {
+				doc["extensions"] = map[string]any{"operations": tc.entry}
+			})
+			c, err := f.agent.Discover(f.ctx, f.domain())
+			require.NoError(t, err)
+			ok, _ := c.Operations()
+			require.Equal(t, tc.ok, ok)
+		})
+	}
+}
+
 // A 404 of the resource metadata is a Company without an issuer: its
 // identifier is https://{domain} (spec 3.2).
 func TestDiscoverWithoutIssuer(t *testing.T) {

@@ -38,7 +38,7 @@ func newFake(t *testing.T, edit func(doc, prm, as map[string]any)) *fake {
 		"organization":     map[string]any{"name": "Stormline Outfitters", "domain": "example.com"},
 		"agent":            map[string]any{"protocols": []any{map[string]any{"type": "poppy", "endpoint": base + "/poppy/conversations"}}},
 		"apis":             []any{map[string]any{"type": "openapi", "url": base + "/openapi.json"}},
-		"extensions":       map[string]any{"operations": []any{map[string]any{"version": "3", "endpoint": base + "/poppy/operations"}}},
+		"extensions":       map[string]any{"operations": map[string]any{"version": "3", "endpoint": base + "/poppy/operations"}},
 	}
 	prm := map[string]any{"resource": "https://example.com", "authorization_servers": []any{issuer}}
 	as := map[string]any{

@@ -254,7 +254,7 @@ func contractCompanies(t *testing.T, c *contract, f *fixture) (acme map[string]a
 		// Sign-in off: the metadata offers only refresh, poppy.json says so.
 		as := c.do(t, call{method: get, path: "/.well-known/oauth-authorization-server/t/minimal", want: 200}).JSON(t)
 		assert.Equal(t, []any{"refresh_token"}, as["grant_types_supported"])
-		assert.NotContains(t, as, "response_types_supported", "RFC 8414 section 3.2: empty lists are left out")
+		assert.Equal(t, []any{"none"}, as["response_types_supported"], "RFC 8414 section 2: REQUIRED, and never empty")
 		assert.NotContains(t, as, "authorization_endpoint")
 		assert.NotContains(t, as, "device_authorization_endpoint")
 		doc := c.do(t, call{method: get, host: "minimal.example", path: "/.well-known/poppy.json", want: 200}).JSON(t)

@@ -156,13 +156,15 @@ paths:
 	assert.Equal(t, replaced, c.do(t, call{method: get, path: adminAPIs + "/orders", token: admin, want: 200}).JSON(t))
 
 	// The description as Personal Agents read it: the gateway is its
-	// server, and its OAuth flow is acme's issuer.
+	// server, and its OAuth flows, one per sign-in acme offers, are acme's
+	// issuer.
 	descURL := issuer + "/openapi/orders.json"
 	r = c.do(t, call{method: get, path: "/t/acme/openapi/orders.json", want: 200})
 	published := r.JSON(t)
 	assert.Equal(t, []any{map[string]any{"url": issuer + "/api/orders"}}, published["servers"])
 	flow := published["components"].(map[string]any)["securitySchemes"].(map[string]any)["oauth"].(map[string]any)["flows"].(map[string]any)
-	assert.Equal(t, []string{"authorizationCode"}, slices.Collect(maps.Keys(flow)))
+	assert.ElementsMatch(t, []string{"authorizationCode", "x-deviceAuthorization"}, slices.Collect(maps.Keys(flow)))
+	assert.Equal(t, issuer+"/oauth/device_authorization", flow["x-deviceAuthorization"].(map[string]any)["deviceAuthorizationUrl"])
 	assert.Equal(t, issuer+"/oauth/authorize", flow["authorizationCode"].(map[string]any)["authorizationUrl"])
 	assert.Equal(t, issuer+"/oauth/token", flow["authorizationCode"].(map[string]any)["tokenUrl"])
 	c.do(t, call{method: get, path: "/t/acme/openapi/nosuch.json", want: 404})

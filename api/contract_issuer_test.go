@@ -306,7 +306,9 @@ func contractIssuer(t *testing.T, c *contract, f *fixture) {
 		assert.Contains(t, string(r.Body), "invalid_client")
 		page(post, with("client_id", "https://unreachable.test/agent.json"), login, 400)
 		badPage(post, base+"/oauth/authorize", login, 400)
-		for name, value := range map[string]string{"code_challenge": "", "state": "", "scope": "orders:delete", "resource": "https://elsewhere.example"} {
+		// state is optional (RFC 9700 §2.1): signed in, the consent page.
+		page(get, with("state", ""), nil, 200)
+		for name, value := range map[string]string{"code_challenge": "", "scope": "orders:delete", "resource": "https://elsewhere.example"} {
 			k := call{method: get, path: with(name, value), client: browser, want: 303, docRejects: value == ""}
 			back, err := url.Parse(c.do(t, k).Header.Get("Location"))
 			require.NoError(t, err)

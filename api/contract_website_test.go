@@ -92,7 +92,7 @@ func contractWebsiteOperations(t *testing.T, c *contract, f *fixture) {
 			c.do(t, call{method: post, path: path, session: in, body: refBody(ref), want: h.then})
 		}
 		doc := c.do(t, call{method: get, host: "webops.example", path: "/.well-known/poppy.json", want: 200}).JSON(t)
-		assert.Equal(t, []any{map[string]any{"version": "3", "endpoint": webIssuer + "/poppy/operations"}},
+		assert.Equal(t, map[string]any{"version": "3", "endpoint": webIssuer + "/poppy/operations"},
 			doc["extensions"].(map[string]any)["operations"])
 
 		// Off: 404, and poppy.json lists no endpoint.
@@ -100,6 +100,6 @@ func contractWebsiteOperations(t *testing.T, c *contract, f *fixture) {
 			body: map[string]any{"operations": map[string]any{"enabled": true, "web": false}}})
 		c.do(t, call{method: post, path: path, session: in, body: refBody(ref), want: 404})
 		doc = c.do(t, call{method: get, host: "webops.example", path: "/.well-known/poppy.json", want: 200}).JSON(t)
-		assert.Equal(t, []any{map[string]any{"version": "3"}}, doc["extensions"].(map[string]any)["operations"])
+		assert.Equal(t, map[string]any{"version": "3"}, doc["extensions"].(map[string]any)["operations"])
 	})
 }

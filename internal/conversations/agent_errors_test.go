@@ -440,13 +440,32 @@ func TestAgentUnknownFieldsAndExtensions(t *testing.T) {
 		},
 	}, msg)
 
-	// A message with only extensions the Company does not list is still a
-	// message (it has extensions), stored without them.
-	resp = a.send(t, id, map[string]any{"id": "m2", "author": map[string]any{"type": "agent"},
+	// Spec 8.4: "A message MUST have at least one of text, data, context,
+	// or extensions." Spec 3.3: "Personal Agents and Companies MUST
+	// ignore extensions they don't support". A message whose only content
+	// is extensions the Company does not list has nothing left once they
+	// are ignored: it is refused as invalid_request, naming them, and
+	// nothing is stored (docs/decisions.md). The operations extension,
+	// off at this Company, is ignored the same way.
+	for _, ext := range []map[string]any{
+		{"other.example/emoji": map[string]any{"face": "wink"}},
+		{"operations": map[string]any{"approval": map[string]any{"operation_id": "op_x"}}},
+	} {
+		resp = a.send(t, id, map[string]any{"id": "m2", "author": map[string]any{"type": "agent"}, "extensions": ext}, paReq{})
+		require.Equal(t, http.StatusBadRequest, resp.Status, "%s", resp.Body)
+		require.Equal(t, "invalid_request", resp.JSON(t)["error"])
+		for name := range ext {
+			require.Contains(t, resp.JSON(t)["error_description"], name)
+		}
+		require.Equal(t, 2, a.eventCount(t, id), "nothing stored")
+	}
+	// With content the Company supports beside it, the message is stored
+	// without the unknown extension.
+	resp = a.send(t, id, map[string]any{"id": "m2", "author": map[string]any{"type": "agent"}, "text": "wink",
 		"extensions": map[string]any{"other.example/emoji": map[string]any{"face": "wink"}}}, paReq{})
 	require.Equal(t, http.StatusAccepted, resp.Status, "%s", resp.Body)
 	msg = a.read(t, id, "cursor=evt_2", paReq{}).Events[0]["message"].(map[string]any)
-	require.Equal(t, map[string]any{"id": "m2", "author": map[string]any{"type": "agent"}}, msg)
+	require.Equal(t, map[string]any{"id": "m2", "author": map[string]any{"type": "agent"}, "text": "wink"}, msg)
 
 	// Unknown members of handoff and close bodies are ignored too.
 	resp = a.call(t, http.MethodPost, "/"+id+"/handoff", `{"reason":"later versions"}`, paReq{})

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -114,7 +115,7 @@ func checkAgentMessage(m *Message, known func(name string) bool) error {
 		// null is absent, as for text.
 		m.Data = nil
 	}
-	if m.Text == nil && len(m.Data) == 0 && m.Context == nil && m.Extensions == nil {
+	if m.empty() {
 		return invalid("a message needs at least one of text, data, context or extensions (spec 8.4)")
 	}
 	if len(m.Data) > 0 && m.Data[0] != '{' && m.Data[0] != '[' {
@@ -126,6 +127,7 @@ func checkAgentMessage(m *Message, known func(name string) bool) error {
 	if err := checkContext(m.Context); err != nil {
 		return err
 	}
+	var dropped []string
 	for name, v := range m.Extensions {
 		if len(v) == 0 || v[0] != '{' {
 			return invalid("message.extensions.%s must be a JSON object (spec 8.4)", name)
@@ -134,12 +136,34 @@ func checkAgentMessage(m *Message, known func(name string) bool) error {
 		// Company has it on (takeApproval).
 		if !known(name) && name != operations.Name {
 			delete(m.Extensions, name)
+			dropped = append(dropped, name)
 		}
 	}
 	if len(m.Extensions) == 0 {
 		m.Extensions = nil
 	}
-	return nil
+	return emptyAfterDrop(m, dropped)
+}
+
+// empty reports whether m has none of the members spec 8.4 requires one
+// of.
+func (m *Message) empty() bool {
+	return m.Text == nil && len(m.Data) == 0 && m.Context == nil && m.Extensions == nil
+}
+
+// emptyAfterDrop refuses a message left with no content once the
+// extension content named in dropped, which the Company ignores (spec
+// 3.3), is gone: such a message would break spec 8.4 for every reader of
+// the conversation, so it is invalid_request and nothing is stored
+// (docs/decisions.md, issue 18).
+func emptyAfterDrop(m *Message, dropped []string) error {
+	if len(dropped) == 0 || !m.empty() {
+		return nil
+	}
+	slices.Sort(dropped)
+	return invalid("the message's only content is extensions this Company does not list in poppy.json (%s), "+
+		"which it ignores (spec 3.3); a message needs at least one of text, data, context or extensions it supports (spec 8.4)",
+		strings.Join(dropped, ", "))
 }
 
 // checkContext applies the formats spec 8.4 defines for locale, time_zone

@@ -93,8 +93,14 @@ func TestCheckAgentMessage(t *testing.T) {
 	require.Nil(t, m.Data)
 	require.Equal(t, []string{"example.com/known"}, keys(m.Extensions))
 
+	// Left with nothing once the unknown extension is ignored (spec 3.3),
+	// the message breaks spec 8.4: refused, naming the extension.
 	m = decodeMessage(t, `{"id":"m1","author":{"type":"agent"},"extensions":{"example.com/unknown":{"b":2}}}`)
-	require.NoError(t, checkAgentMessage(m, none))
+	err := checkAgentMessage(m, none)
+	require.ErrorContains(t, err, "example.com/unknown")
+	require.ErrorContains(t, err, "spec 8.4")
+	m = decodeMessage(t, `{"id":"m1","author":{"type":"agent"},"context":{},"extensions":{"example.com/unknown":{"b":2}}}`)
+	require.NoError(t, checkAgentMessage(m, none), "context alone is content")
 	require.Nil(t, m.Extensions)
 }
 

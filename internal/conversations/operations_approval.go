@@ -16,7 +16,8 @@ import (
 // extensions.operations.approval (extension 6). The content is dropped,
 // as that of an extension the Company does not list, when the Company
 // has operations off or the Session does not declare version 3
-// (extension 2). A malformed approval, one without approver for one, is
+// (extension 2); a message left with no content is then invalid_request
+// (emptyAfterDrop). A malformed approval, one without approver for one, is
 // invalid_request, before anything is stored. The message's text never
 // approves anything; the content stays in the message as sent.
 func (s *Store) takeApproval(ctx context.Context, o Owner, m *Message) (*operations.Approval, error) {
@@ -31,7 +32,7 @@ func (s *Store) takeApproval(ctx context.Context, o Owner, m *Message) (*operati
 		if len(m.Extensions) == 0 {
 			m.Extensions = nil
 		}
-		return nil, nil
+		return nil, emptyAfterDrop(m, []string{operations.Name})
 	}
 	var content struct {
 		Approval json.RawMessage `json:"approval"`

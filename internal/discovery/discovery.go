@@ -105,14 +105,15 @@ func BuildPoppyJSON(c *tenant.Company, domain string, urls tenant.URLs) PoppyJSO
 		}
 	}
 	if s.Operations.Enabled {
-		// As the extension shows it: an array of entries (DESIGN.md,
-		// Versions). The endpoint only when the website asks for approval
-		// through the platform (extension 2).
+		// One object with its version, as spec 3.3 makes every entry
+		// (not the extension excerpt's array, docs/decisions.md). The
+		// endpoint only when the website asks for approval through the
+		// platform (extension 2).
 		entry := map[string]string{"version": "3"}
 		if s.Operations.Web {
 			entry["endpoint"] = base + operations.EndpointPath
 		}
-		doc.Extensions["operations"] = []map[string]string{entry}
+		doc.Extensions["operations"] = entry
 	}
 	return doc
 }
@@ -141,9 +142,10 @@ func BuildProtectedResource(c *tenant.Company, domain string, urls tenant.URLs) 
 
 // ASMetadata is the issuer's RFC 8414 metadata with the members spec 3.2
 // and 4.8 call for. Lists that would be empty are left out: RFC 8414 §3.2
-// says claims with zero elements MUST be omitted. That includes
-// response_types_supported when no grant uses the authorization endpoint
-// (RFC 8414 erratum 7793).
+// says claims with zero elements MUST be omitted. response_types_supported
+// is REQUIRED (RFC 8414 §2), so it is never empty: ["code"] with Direct
+// Sign-In, otherwise ["none"], the registered response type that returns
+// no credential (docs/decisions.md, issue 18).
 //
 // jwks_uri holds the keys that sign access tokens.
 // introspection_endpoint is for the Company's own backends, which call it
@@ -159,7 +161,7 @@ type ASMetadata struct {
 	IntrospectionEndpoint                      string   `json:"introspection_endpoint"`
 	DeviceAuthorizationEndpoint                string   `json:"device_authorization_endpoint,omitempty"`
 	GrantTypesSupported                        []string `json:"grant_types_supported"`
-	ResponseTypesSupported                     []string `json:"response_types_supported,omitempty"`
+	ResponseTypesSupported                     []string `json:"response_types_supported"`
 	ScopesSupported                            []string `json:"scopes_supported,omitempty"`
 	ProtectedResources                         []string `json:"protected_resources"`
 	TokenEndpointAuthMethodsSupported          []string `json:"token_endpoint_auth_methods_supported"`
@@ -185,6 +187,7 @@ func BuildASMetadata(c *tenant.Company, urls tenant.URLs) (ASMetadata, bool) {
 		RevocationEndpoint:                iss + "/oauth/revoke",
 		IntrospectionEndpoint:             iss + "/oauth/introspect",
 		GrantTypesSupported:               []string{tenant.GrantRefreshToken},
+		ResponseTypesSupported:            []string{"none"},
 		ScopesSupported:                   sortedScopes(s.Auth.Scopes),
 		TokenEndpointAuthMethodsSupported: []string{"private_key_jwt"},
 		TokenEndpointAuthSigningAlgValuesSupported: []string{"ES256", "PS384"},

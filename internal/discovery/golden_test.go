@@ -165,7 +165,10 @@ func TestGoldenCases(t *testing.T) {
 		require.NotContains(t, as, "authorization_endpoint")
 		require.NotContains(t, as, "device_authorization_endpoint")
 		require.NotContains(t, as, "code_challenge_methods_supported")
-		require.NotContains(t, as, "response_types_supported", "no grant uses the authorization endpoint")
+		// RFC 8414 §2: "response_types_supported REQUIRED"; §3.2:
+		// "Claims with zero elements MUST be omitted". Without code, the
+		// one registered response type that returns nothing.
+		require.Equal(t, []any{"none"}, as["response_types_supported"], "REQUIRED even without an authorization endpoint")
 		require.NotContains(t, as, "scopes_supported", "no scopes: RFC 8414 §3.2 omits empty lists")
 		// Tokens issued before sign-in was turned off still verify and
 		// introspect.
@@ -225,7 +228,7 @@ func TestGoldenCases(t *testing.T) {
 		require.Equal(t, publicURL+"/t/tv/oauth/device_authorization", as["device_authorization_endpoint"])
 		require.NotContains(t, as, "authorization_endpoint")
 		require.NotContains(t, as, "code_challenge_methods_supported")
-		require.NotContains(t, as, "response_types_supported")
+		require.Equal(t, []any{"none"}, as["response_types_supported"], "RFC 8414 §2: REQUIRED")
 	})
 }
 

@@ -11,14 +11,19 @@ import (
 )
 
 // The Operations extension (extension 2): a Company with the operations
-// setting on lists exactly "operations": [{"version": "3"}] in poppy.json's
+// setting on lists exactly "operations": {"version": "3"} in poppy.json's
 // extensions, next to the extensions it lists itself, with no endpoint
 // unless operations.web is on: then the entry lists {issuer}/poppy/operations,
 // where Personal Agents get and approve the website's operations; a
 // Company with it off lists no operations.
 
-// operationsEntry is poppy.json's operations member as JSON.
-const operationsEntry = `[{"version": "3"}]`
+// operationsEntry is poppy.json's operations member as JSON. Spec 3.3:
+// "Each entry has a version, the extension's major version. [...] Each
+// extension defines its other fields", and its example is one object
+// per extension name: "example.com/gift-wrap": {"version": "1",
+// "endpoint": ...}. The extension's excerpt shows an array (spec 1.0's
+// form), which a 0.3 agent decoding entries as objects cannot read.
+const operationsEntry = `{"version": "3"}`
 
 func extensionsOf(t *testing.T, c companyCase) (json.RawMessage, bool) {
 	t.Helper()
@@ -53,12 +58,25 @@ func TestPoppyJSONListsOperations(t *testing.T) {
 		require.True(t, ok)
 		require.JSONEq(t, `{"operations": `+operationsEntry+`}`, string(ext))
 	})
+	t.Run("a 0.3 agent decoding every entry as an object reads the document", func(t *testing.T) {
+		raw, err := json.Marshal(discovery.BuildPoppyJSON(body(`, "operations": {"enabled": true, "web": true},
+			"web": {"origin": "https://www.ops.example", "browser_join": true}, `+own).company(t), "ops.example", goldenURLs))
+		require.NoError(t, err)
+		var doc struct {
+			Extensions map[string]struct {
+				Version string `json:"version"`
+			} `json:"extensions"`
+		}
+		require.NoError(t, json.Unmarshal(raw, &doc))
+		require.Equal(t, "3", doc.Extensions["operations"].Version)
+		require.Equal(t, "2", doc.Extensions["ops.example/gift-wrap"].Version)
+	})
 	t.Run("on for the website: the endpoint is listed", func(t *testing.T) {
 		ext, ok := extensionsOf(t, body(`, "operations": {"enabled": true, "web": true},
 			"web": {"origin": "https://www.ops.example", "browser_join": true}`))
 		require.True(t, ok)
-		require.JSONEq(t, `{"operations": [{"version": "3",
-			"endpoint": "https://poppyhost.example/t/ops/poppy/operations"}]}`, string(ext))
+		require.JSONEq(t, `{"operations": {"version": "3",
+			"endpoint": "https://poppyhost.example/t/ops/poppy/operations"}}`, string(ext))
 	})
 	t.Run("off, with the Company's own extensions", func(t *testing.T) {
 		ext, ok := extensionsOf(t, body(`, "operations": {"enabled": false}, `+own))
@@ -104,7 +122,7 @@ func TestPatchOperationsShowsAtOnce(t *testing.T) {
 	require.Equal(t, map[string]any{"opsserved.example/gift-wrap": own}, extensions())
 	patch(`{"operations": {"enabled": true}}`)
 	require.Equal(t, map[string]any{"opsserved.example/gift-wrap": own,
-		"operations": []any{map[string]any{"version": "3"}}}, extensions())
+		"operations": map[string]any{"version": "3"}}, extensions())
 	patch(`{"operations": {"enabled": false}}`)
 	require.Equal(t, map[string]any{"opsserved.example/gift-wrap": own}, extensions())
 }

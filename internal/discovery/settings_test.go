@@ -41,7 +41,13 @@ func TestASMetadataGrantTypes(t *testing.T) {
 		require.Equal(t, tt.want, m.GrantTypesSupported, tt.name)
 		has := func(g string) bool { return slices.Contains(tt.want, g) }
 		require.Equal(t, has(code), m.AuthorizationEndpoint != "", tt.name)
-		require.Equal(t, has(code), len(m.ResponseTypesSupported) > 0, tt.name)
+		// RFC 8414 §2: response_types_supported is REQUIRED; never empty
+		// (§3.2), and code only where it is offered.
+		wantTypes := []string{"none"}
+		if has(code) {
+			wantTypes = []string{"code"}
+		}
+		require.Equal(t, wantTypes, m.ResponseTypesSupported, tt.name)
 		require.Equal(t, has(code), len(m.CodeChallengeMethodsSupported) > 0, tt.name)
 		require.Equal(t, has(device), m.DeviceAuthorizationEndpoint != "", tt.name)
 	}

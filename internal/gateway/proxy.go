@@ -149,7 +149,8 @@ func (g *Gateway) load(ctx context.Context, name string) (*compiled, error) {
 	}
 	c = &compiled{api: api, spec: spec, origin: origin, checked: now, companyAt: co.UpdatedAt,
 		published: sync.OnceValues(func() ([]byte, error) {
-			return registry.Published(api.OpenAPI, registry.URL(g.opts.URLs, co, name), g.opts.URLs.Issuer(co))
+			return registry.Published(api.OpenAPI, registry.URL(g.opts.URLs, co, name), g.opts.URLs.Issuer(co),
+				co.Settings.Auth.OfferedGrantTypes())
 		})}
 	g.put(key, c)
 	return c, nil

@@ -1025,11 +1025,14 @@ func TestProxyDescription(t *testing.T) {
 	require.NotContains(t, opOf(t, doc.Paths["/products"]["get"]), "security")
 	oauth := doc.Components.SecuritySchemes["oauth"]
 	require.Equal(t, "oauth2", oauth.Type)
-	require.Len(t, oauth.Flows, 1)
+	require.Len(t, oauth.Flows, 2, "both sign-in types are offered")
 	flow := oauth.Flows["authorizationCode"]
 	require.JSONEq(t, strconv.Quote(r.issuer+"/oauth/authorize"), string(flow["authorizationUrl"]))
 	require.JSONEq(t, strconv.Quote(r.issuer+"/oauth/token"), string(flow["tokenUrl"]))
 	require.JSONEq(t, `{"orders:read":"See your orders","orders:write":"Change your orders"}`, string(flow["scopes"]))
+	device := oauth.Flows["x-deviceAuthorization"]
+	require.JSONEq(t, strconv.Quote(r.issuer+"/oauth/device_authorization"), string(device["deviceAuthorizationUrl"]))
+	require.JSONEq(t, string(flow["scopes"]), string(device["scopes"]))
 
 	// The published servers URL is the gateway: a call there reaches the
 	// origin.
@@ -1039,6 +1042,19 @@ func TestProxyDescription(t *testing.T) {
 	resp = r.env.Do(t, http.MethodGet, r.issuer+"/openapi/nope.json", nil)
 	requireError(t, resp, http.StatusNotFound, "not_found")
 	require.Len(t, r.origin.Received(), 1, "only the call reached the origin")
+
+	// Direct Sign-In off: the description no longer names the
+	// authorization endpoint, which is off too (RFC 8414 §2 leaves it out
+	// of the metadata when no grant uses it).
+	patched := r.env.Admin(t, http.MethodPatch, "/admin/v1/companies/"+r.slug,
+		map[string]any{"auth": map[string]any{"grant_types": []string{"urn:ietf:params:oauth:grant-type:device_code"}}})
+	require.Equal(t, http.StatusOK, patched.Status, "%s", patched.Body)
+	resp = r.env.Do(t, http.MethodGet, r.issuer+"/openapi/"+proxyAPI+".json", nil)
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	require.NotContains(t, string(resp.Body), "/oauth/authorize")
+	require.NoError(t, json.Unmarshal(resp.Body, &doc))
+	require.Len(t, doc.Components.SecuritySchemes["oauth"].Flows, 1)
+	require.Contains(t, doc.Components.SecuritySchemes["oauth"].Flows, "x-deviceAuthorization")
 }
 
 func opOf(t *testing.T, raw json.RawMessage) map[string]json.RawMessage {

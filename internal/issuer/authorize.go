@@ -81,6 +81,12 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	fq.Del("response_mode")
 	fr.URL.RawQuery = fq.Encode()
 	ar, err := s.provider.NewAuthorizeRequest(ctx, fr)
+	if err != nil && q.Get("state") == "" && errors.Is(err, fosite.ErrInvalidState) {
+		// state is optional (RFC 6749 §4.1.1): PKCE, required above,
+		// protects the redirect (RFC 9700 §2.1). fosite always wants
+		// one and checks it last, once the request is otherwise valid.
+		err = nil
+	}
 	if err != nil {
 		if errors.Is(err, fosite.ErrInvalidClient) {
 			s.oauthErrorPage(w, r, err)
@@ -116,6 +122,11 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			fail(err)
 			return
+		}
+		if ar.GetState() == "" {
+			// No state in the request, none in the response (RFC 6749
+			// §4.1.2); fosite adds an empty one.
+			resp.GetParameters().Del("state")
 		}
 		resp.AddParameter("iss", s.urls.Issuer(c))
 		pages.SetHeaders(w.Header())
@@ -178,10 +189,6 @@ func (s *Server) checkAuthorize(c *tenant.Company, agent *agentid.Client, q url.
 		return fosite.ErrInvalidRequest.WithHint("code_challenge_method must be S256 (spec 4.2).")
 	case !s256Challenge(q.Get("code_challenge")):
 		return fosite.ErrInvalidRequest.WithHint("code_challenge must be the base64url SHA-256 of the verifier, 43 characters (RFC 7636 §4.2).")
-	case q.Get("state") == "":
-		// fosite refuses a request without state with its own
-		// invalid_state, which is not an RFC 6749 error code.
-		return fosite.ErrInvalidRequest.WithHint("state is required.")
 	case len(strings.Fields(q.Get("scope"))) == 0:
 		return fosite.ErrInvalidScope.WithHint("scope is required (spec 4.7).")
 	}

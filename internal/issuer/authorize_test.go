@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -190,8 +191,12 @@ func TestAuthorizeErrorsRedirectBeforeLogin(t *testing.T) {
 		// response_type (RFC 6749 §4.1.2.1).
 		{name: "response_type token", mutate: func(q url.Values) { q.Set("response_type", "token") }, wantErr: "unsupported_response_type"},
 		{name: "response_type missing", mutate: func(q url.Values) { q.Del("response_type") }, wantErr: "unsupported_response_type"},
-		// fosite needs state; the error is still RFC 6749's.
-		{name: "state missing", mutate: func(q url.Values) { q.Del("state") }, wantErr: "invalid_request", noState: true},
+		// Without state, PKCE is still required (RFC 9700 §2.1).
+		{name: "state and code_challenge missing", mutate: func(q url.Values) {
+			q.Del("state")
+			q.Del("code_challenge")
+			q.Del("code_challenge_method")
+		}, wantErr: "invalid_request", noState: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := s.env.Browser(t)
@@ -211,6 +216,33 @@ func TestAuthorizeErrorsRedirectBeforeLogin(t *testing.T) {
 		})
 	}
 	require.Zero(t, azLogins(t, s.env))
+}
+
+// TestAuthorizeWithoutState: state is optional, and PKCE takes its place
+// against CSRF. RFC 6749 §4.1.1: "state RECOMMENDED. An opaque value used
+// by the client to maintain state between the request and callback."
+// RFC 9700 §2.1: "Clients that have ensured that the authorization server
+// supports Proof Key for Code Exchange (PKCE, [RFC7636]) MAY rely on the
+// CSRF protection provided by PKCE." Spec 4.2 requires PKCE, so a Direct
+// Sign-In without state completes, and its redirect carries no state; a
+// short state is passed back as it was sent.
+func TestAuthorizeWithoutState(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	for _, state := range []string{"", "x"} {
+		t.Run("state "+strconv.Quote(state), func(t *testing.T) {
+			verifier := oauth2.GenerateVerifier()
+			back := s.signIn(t, s.env.Browser(t), verifier, state, []string{"orders:read"})
+			q := back.Query()
+			require.Empty(t, q.Get("error"), "%s", back)
+			require.Equal(t, s.issuer, q.Get("iss"))
+			require.Equal(t, state != "", q.Has("state"), "state comes back only when sent: %s", back)
+			require.Equal(t, state, q.Get("state"))
+			tok, err := s.conf.Exchange(s.ctx, q.Get("code"), oauth2.VerifierOption(verifier))
+			require.NoError(t, err)
+			require.NotEmpty(t, tok.AccessToken)
+		})
+	}
 }
 
 // TestAuthorizeAcceptedVariants: requests that look unusual but follow the

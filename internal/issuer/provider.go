@@ -81,7 +81,7 @@ func newProvider(store *Store, keys Keys, access *accessTokens, device *deviceGr
 		EnforcePKCE:                    true,
 		EnablePKCEPlainChallengeMethod: false,
 		// state is the client's business (PKCE protects the code); any
-		// non-empty value is passed back.
+		// value is passed back, and none is needed (authorize).
 		MinParameterEntropy:          1,
 		ClientAuthenticationStrategy: auth,
 		SendDebugMessagesToClients:   false,

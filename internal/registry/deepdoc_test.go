@@ -50,7 +50,7 @@ func TestCompileRefusesDeepDescriptions(t *testing.T) {
 	require.NoError(t, err)
 	stored, err := spec.DocumentJSON()
 	require.NoError(t, err)
-	published, err := registry.Published(stored, "https://p.example/t/deep/api/deep", "https://p.example/t/deep")
+	published, err := registry.Published(stored, "https://p.example/t/deep/api/deep", "https://p.example/t/deep", nil)
 	require.NoError(t, err)
 	require.Equal(t, 61, strings.Count(string(published), `"type":`), "every level of the schema is published")
 }

@@ -58,7 +58,7 @@ func TestDescriptionsAreReadInLinearTime(t *testing.T) {
 	require.NoError(t, err)
 	stored, err := s.DocumentJSON()
 	require.NoError(t, err)
-	pub, err := Published(stored, "https://p.example/t/shop/api/big", "https://p.example/t/shop")
+	pub, err := Published(stored, "https://p.example/t/shop/api/big", "https://p.example/t/shop", nil)
 	require.NoError(t, err)
 	var published any
 	require.NoError(t, json.Unmarshal(pub, &published))

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
 // MaxOpenAPIBytes bounds an OpenAPI description.
@@ -240,9 +242,11 @@ func (s *Spec) Match(method, escapedPath string) (*Access, []string) {
 // Published returns the description as Personal Agents get it: servers
 // name the gateway, no path or operation names the origin, and OAuth
 // flows name the Company's issuer (spec 4.7: scopes are described in the
-// API's OAuth 2.0 security scheme). raw is a stored description (JSON);
-// it is rewritten as plain values, in time linear in its size.
-func Published(raw []byte, gatewayURL, issuer string) ([]byte, error) {
+// API's OAuth 2.0 security scheme), one flow for each sign-in type in
+// grants (tenant.Auth.OfferedGrantTypes), so no endpoint that is off is
+// named. raw is a stored description (JSON); it is rewritten as plain
+// values, in time linear in its size.
+func Published(raw []byte, gatewayURL, issuer string, grants []string) ([]byte, error) {
 	var tree docTree
 	plain, err := tree.parse(raw)
 	if err != nil {
@@ -286,12 +290,34 @@ func Published(raw []byte, gatewayURL, issuer string) ([]byte, error) {
 				scopes[k] = v
 			}
 		}
-		scheme["flows"] = map[string]any{"authorizationCode": map[string]any{
-			"authorizationUrl": issuer + "/oauth/authorize", "tokenUrl": issuer + "/oauth/token",
-			"refreshUrl": issuer + "/oauth/token", "scopes": scopes,
-		}}
+		scheme["flows"] = issuerFlows(issuer, grants, scopes)
 	}
 	return json.Marshal(doc)
+}
+
+// issuerFlows are the OAuth flows of the issuer for the sign-in types in
+// grants. Direct Sign-In is the authorizationCode flow. OpenAPI 3.0 and
+// 3.1 have no device flow: it is described under x-deviceAuthorization,
+// in the shape OpenAPI 3.2 gives deviceAuthorization, so its scopes stay
+// described. With no sign-in offered, no flow is named (the Flows Object's
+// members are all optional).
+func issuerFlows(issuer string, grants []string, scopes map[string]any) map[string]any {
+	flows := map[string]any{}
+	for _, g := range grants {
+		switch g {
+		case tenant.GrantAuthorizationCode:
+			flows["authorizationCode"] = map[string]any{
+				"authorizationUrl": issuer + "/oauth/authorize", "tokenUrl": issuer + "/oauth/token",
+				"refreshUrl": issuer + "/oauth/token", "scopes": scopes,
+			}
+		case tenant.GrantDeviceCode:
+			flows["x-deviceAuthorization"] = map[string]any{
+				"deviceAuthorizationUrl": issuer + "/oauth/device_authorization", "tokenUrl": issuer + "/oauth/token",
+				"refreshUrl": issuer + "/oauth/token", "scopes": scopes,
+			}
+		}
+	}
+	return flows
 }
 
 // operationKeys are a path item's members that hold operations.

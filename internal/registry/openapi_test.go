@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
 const ordersYAML = `openapi: 3.0.3
@@ -109,7 +112,8 @@ func TestPublishedNamesTheGatewayAndTheIssuer(t *testing.T) {
 	require.NoError(t, err)
 	stored, err := s.DocumentJSON()
 	require.NoError(t, err)
-	raw, err := Published(stored, "https://p.example/t/shop/api/orders", "https://p.example/t/shop")
+	raw, err := Published(stored, "https://p.example/t/shop/api/orders", "https://p.example/t/shop",
+		[]string{tenant.GrantAuthorizationCode})
 	require.NoError(t, err)
 	var doc struct {
 		Servers    []map[string]string                   `json:"servers"`
@@ -134,4 +138,48 @@ func TestPublishedNamesTheGatewayAndTheIssuer(t *testing.T) {
 	require.Equal(t, "https://p.example/t/shop/oauth/authorize", code.AuthorizationURL)
 	require.Equal(t, "https://p.example/t/shop/oauth/token", code.TokenURL)
 	require.Equal(t, map[string]string{"orders:read": "Read", "orders:write": "Write"}, code.Scopes)
+}
+
+// TestPublishedFlowsAreTheOfferedOnes: a published description names only
+// the sign-in the Company offers. Spec 4.7: "scopes are described in the
+// API's OAuth 2.0 security scheme"; RFC 8414 §2 leaves authorization_endpoint
+// out when "no grant types are supported that use the authorization
+// endpoint", so the description must not name {issuer}/oauth/authorize
+// then either. The device flow, which OpenAPI 3.0 and 3.1 cannot name, is
+// x-deviceAuthorization in OpenAPI 3.2's deviceAuthorization shape.
+func TestPublishedFlowsAreTheOfferedOnes(t *testing.T) {
+	s, err := Compile(context.Background(), []byte(ordersYAML))
+	require.NoError(t, err)
+	stored, err := s.DocumentJSON()
+	require.NoError(t, err)
+	const iss = "https://p.example/t/shop"
+	scopes := map[string]any{"orders:read": "Read", "orders:write": "Write"}
+	code := map[string]any{"authorizationUrl": iss + "/oauth/authorize", "tokenUrl": iss + "/oauth/token",
+		"refreshUrl": iss + "/oauth/token", "scopes": scopes}
+	device := map[string]any{"deviceAuthorizationUrl": iss + "/oauth/device_authorization", "tokenUrl": iss + "/oauth/token",
+		"refreshUrl": iss + "/oauth/token", "scopes": scopes}
+	for name, tc := range map[string]struct {
+		grants []string
+		want   map[string]any
+	}{
+		"both":        {[]string{tenant.GrantAuthorizationCode, tenant.GrantDeviceCode}, map[string]any{"authorizationCode": code, "x-deviceAuthorization": device}},
+		"direct only": {[]string{tenant.GrantAuthorizationCode}, map[string]any{"authorizationCode": code}},
+		"device only": {[]string{tenant.GrantDeviceCode}, map[string]any{"x-deviceAuthorization": device}},
+		"sign-in off": {nil, map[string]any{}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			raw, err := Published(stored, iss+"/api/orders", iss, tc.grants)
+			require.NoError(t, err)
+			var doc struct {
+				Components struct {
+					SecuritySchemes map[string]map[string]any `json:"securitySchemes"`
+				} `json:"components"`
+			}
+			require.NoError(t, json.Unmarshal(raw, &doc))
+			require.Equal(t, tc.want, doc.Components.SecuritySchemes["oauth"]["flows"])
+			if !slices.Contains(tc.grants, tenant.GrantAuthorizationCode) {
+				require.NotContains(t, string(raw), "/oauth/authorize")
+			}
+		})
+	}
 }
