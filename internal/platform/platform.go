@@ -29,6 +29,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/clientauth"
 	"github.com/poppyhost/poppyhost/internal/conversations"
 	"github.com/poppyhost/poppyhost/internal/discovery"
+	"github.com/poppyhost/poppyhost/internal/dpop"
 	"github.com/poppyhost/poppyhost/internal/feedback"
 	"github.com/poppyhost/poppyhost/internal/gateway"
 	"github.com/poppyhost/poppyhost/internal/httpx"
@@ -128,6 +129,8 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		accounts.WithMetrics(reg), accounts.WithSecrets(keys.Secret))
 	joins := browserjoin.NewStore(opts.Pool)
 	limits := httpx.NewLimiter()
+	dpopJTIs := dpop.NewStore(opts.Pool)
+	proofs := dpop.New(dpopJTIs, dpop.Options{Now: now})
 	oauth := issuer.New(issuer.Options{
 		Pool: opts.Pool, Keys: keys, Resolver: resolver, Replays: replays,
 		Accounts: p.Accounts, URLs: opts.URLs, CompanyForAPIKey: p.Tenants.CompanyForAPIKey, Now: now,
@@ -137,7 +140,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		SignedOut: joins.SignedOut,
 	})
 	p.Issuer = oauth
-	tokens := bearer.New(keys, oauth.Store(), p.Sessions, opts.URLs, now)
+	tokens := bearer.New(keys, oauth.Store(), p.Sessions, proofs, opts.URLs, now)
 	p.Hub = conversations.NewHub(opts.Pool, logger)
 	// New events go to the Company Agent's webhook through River.
 	delivery := conversations.NewDelivery(conversations.DeliveryOptions{
@@ -190,7 +193,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		Session: session, Operations: opStore, Engine: engine, Logger: logger, Now: now})
 	queue.AddSweeps(slices.Concat(sessions.Sweeps(p.Sessions), clientauth.Sweeps(replays), accounts.Sweeps(p.Accounts),
 		signing.Sweeps(keys), issuer.Sweeps(oauth.Store()), browserjoin.Sweeps(joins),
-		conversations.Sweeps(convStore, p.Tenants), engine.Sweeps())...)
+		conversations.Sweeps(convStore, p.Tenants), engine.Sweeps(), dpop.Sweeps(dpopJTIs))...)
 	reports := feedback.NewHandler(feedback.NewStore(opts.Pool))
 	convs := conversations.NewAgentHandler(convStore, p.Hub, conversations.AgentOptions{Tokens: tokens,
 		Middleware: []func(http.Handler) http.Handler{
