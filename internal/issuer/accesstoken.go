@@ -83,7 +83,7 @@ func (a *accessTokens) GenerateAccessToken(ctx context.Context, r fosite.Request
 	if _, err := rand.Read(jti); err != nil {
 		return "", "", err
 	}
-	payload, err := json.Marshal(AccessClaims{
+	claims := AccessClaims{
 		Issuer:   a.issuer(c),
 		Subject:  sess.GetSubject(),
 		Audience: sess.Audience,
@@ -92,7 +92,11 @@ func (a *accessTokens) GenerateAccessToken(ctx context.Context, r fosite.Request
 		JTI:      base64.RawURLEncoding.EncodeToString(jti),
 		IssuedAt: a.now().Unix(),
 		Expires:  exp.Unix(),
-	})
+	}
+	if sess.Bind && sess.JKT != "" {
+		claims.Cnf = &Confirmation{JKT: sess.JKT}
+	}
+	payload, err := json.Marshal(claims)
 	if err != nil {
 		return "", "", err
 	}

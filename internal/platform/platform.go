@@ -132,7 +132,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	dpopJTIs := dpop.NewStore(opts.Pool)
 	proofs := dpop.New(dpopJTIs, dpop.Options{Now: now})
 	oauth := issuer.New(issuer.Options{
-		Pool: opts.Pool, Keys: keys, Resolver: resolver, Replays: replays,
+		Pool: opts.Pool, Keys: keys, Resolver: resolver, Replays: replays, Proofs: proofs,
 		Accounts: p.Accounts, URLs: opts.URLs, CompanyForAPIKey: p.Tenants.CompanyForAPIKey, Now: now,
 		Limiter: limits, LoginRates: opts.LoginRates, Metrics: reg,
 		// A joined browser stops acting for an account its agent signed
