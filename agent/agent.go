@@ -48,6 +48,9 @@ type Options struct {
 	Recorder *Recorder
 	// NoOperations leaves the Operations extension undeclared.
 	NoOperations bool
+	// NoDPoP sends no DPoP proofs, so the agent gets Bearer tokens where
+	// the Company allows them (spec 4.5).
+	NoDPoP bool
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
 }
@@ -57,6 +60,7 @@ type Options struct {
 type Agent struct {
 	opts     Options
 	key      *ecdsa.PrivateKey // signs client assertions and delegations
+	dpopKey  *ecdsa.PrivateKey // signs DPoP proofs (spec 4.5)
 	kid      string
 	base     string // https://{Host}:{port}
 	server   *http.Server
@@ -92,6 +96,10 @@ func New(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	dpopKey, err := newKey()
+	if err != nil {
+		return nil, err
+	}
 	roots, err := x509.SystemCertPool()
 	if err != nil {
 		roots = x509.NewCertPool()
@@ -109,6 +117,7 @@ func New(opts Options) (*Agent, error) {
 	a := &Agent{
 		opts:      opts,
 		key:       key,
+		dpopKey:   dpopKey,
 		kid:       thumbprint(&key.PublicKey),
 		base:      "https://" + net.JoinHostPort(opts.Host, port),
 		ln:        ln,
