@@ -84,6 +84,10 @@ func New(keys issuer.Keys, tokens TokenStore, sessions SessionAccounts, proofs *
 // server, accepts only tokens issued for it.
 type Resource struct {
 	ID string
+	// BearerOnly is a service that does not accept DPoP (spec 7, such as
+	// an MCP server with mcp.bearer_tokens): its challenges offer Bearer
+	// only.
+	BearerOnly bool
 }
 
 // MetadataURL is the resource's protected resource metadata (RFC 9728
@@ -115,6 +119,9 @@ type Challenge struct {
 	Description      string
 	Scopes           []string
 	ResourceMetadata string
+	// BearerOnly leaves the DPoP challenge out, for a resource that does
+	// not accept DPoP (Resource.BearerOnly).
+	BearerOnly bool
 	// dpopScheme says the request used the DPoP scheme: the error goes in
 	// the DPoP challenge (RFC 9449 §7.1).
 	dpopScheme bool
@@ -183,10 +190,10 @@ func quoteSafe(s string) string {
 // SetHeader sets the WWW-Authenticate header of the answer to r, with a
 // DPoP challenge when r used the DPoP scheme or its Company binds tokens.
 func (c *Challenge) SetHeader(w http.ResponseWriter, r *http.Request) {
-	if scheme, _ := credentials(r); scheme == "DPoP" {
+	if scheme, _ := credentials(r); scheme == "DPoP" && !c.BearerOnly {
 		c.dpopScheme = true
 	}
-	if co := tenant.FromContext(r.Context()); co != nil && co.Settings.Auth.BindsTokens() {
+	if co := tenant.FromContext(r.Context()); co != nil && co.Settings.Auth.BindsTokens() && !c.BearerOnly {
 		c.dpopOffered = true
 	}
 	w.Header().Set("WWW-Authenticate", c.Header())
@@ -204,7 +211,8 @@ func (c *Challenge) Write(w http.ResponseWriter, r *http.Request) {
 // Personal Agent is never told a good token is invalid.
 func (v *Validator) Validate(ctx context.Context, c *tenant.Company, res Resource, token string) (*Grant, error) {
 	invalid := func(desc string) error {
-		return &Challenge{Code: httpx.CodeInvalidToken, Description: desc, ResourceMetadata: v.MetadataURL(c, res)}
+		return &Challenge{Code: httpx.CodeInvalidToken, Description: desc, ResourceMetadata: v.MetadataURL(c, res),
+			BearerOnly: res.BearerOnly}
 	}
 	if !c.Settings.Auth.Issuer {
 		return nil, invalid("this Company has no issuer, so it accepts no access tokens")
@@ -263,7 +271,7 @@ func credentials(r *http.Request) (scheme, token string) {
 // scheme.
 func (v *Validator) checkBinding(ctx context.Context, r *http.Request, c *tenant.Company, res Resource, scheme, token string, g *Grant) error {
 	refuse := func(code, desc string) error {
-		return &Challenge{Code: code, Description: desc, ResourceMetadata: v.MetadataURL(c, res)}
+		return &Challenge{Code: code, Description: desc, ResourceMetadata: v.MetadataURL(c, res), BearerOnly: res.BearerOnly}
 	}
 	if scheme != "DPoP" {
 		if g.JKT != "" {
@@ -312,7 +320,7 @@ func (v *Validator) Authorize(ctx context.Context, r *http.Request, res Resource
 			return nil, nil
 		}
 		return nil, &Challenge{Description: "this needs account access: sign in and send an access token",
-			Scopes: scopes, ResourceMetadata: v.MetadataURL(c, res)}
+			Scopes: scopes, ResourceMetadata: v.MetadataURL(c, res), BearerOnly: res.BearerOnly}
 	}
 	g, err := v.Validate(ctx, c, res, token)
 	if err != nil {
@@ -347,7 +355,7 @@ func (v *Validator) Authorize(ctx context.Context, r *http.Request, res Resource
 	}
 	if len(missing) > 0 {
 		return nil, &Challenge{Code: httpx.CodeInsufficientScope, Description: "the access token lacks scopes this needs",
-			Scopes: scopes, ResourceMetadata: v.MetadataURL(c, res)}
+			Scopes: scopes, ResourceMetadata: v.MetadataURL(c, res), BearerOnly: res.BearerOnly}
 	}
 	return g, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -113,4 +114,26 @@ func TestDPoPChallenges(t *testing.T) {
 	// Company binds no tokens.
 	_, h = write(acme, "DPoP x", &bearer.Challenge{Code: "invalid_token", Description: "bad"})
 	require.Equal(t, `Bearer realm="poppyhost", DPoP realm="poppyhost", error="invalid_token", error_description="bad", `+algs, h)
+}
+
+// TestBearerOnlyChallenges: a service that does not accept DPoP (spec 7)
+// offers only the Bearer challenge, even at a Company that binds tokens.
+func TestBearerOnlyChallenges(t *testing.T) {
+	t.Parallel()
+	binding := *acme
+	binding.Settings.Auth.DPoP = tenant.DPoPAllowed
+	v := newUnitValidator(&fakeKeys{payloads: map[string]any{tok("plain"): claims(nil)}}, &fakeTokens{})
+	ctx := tenant.WithCompany(context.Background(), &binding)
+	for _, auth := range []string{"", "DPoP " + tok("plain")} {
+		r := httptest.NewRequest(http.MethodGet, ordersURL, nil).WithContext(ctx)
+		if auth != "" {
+			r.Header.Set("Authorization", auth)
+		}
+		_, err := v.Authorize(ctx, r, bearer.Resource{ID: acmeMCP.ID, BearerOnly: true}, "orders:read")
+		w := httptest.NewRecorder()
+		bearer.WriteError(w, r, err)
+		h := w.Header().Get("WWW-Authenticate")
+		require.True(t, strings.HasPrefix(h, `Bearer realm="poppyhost"`), h)
+		require.NotContains(t, h, "DPoP", "auth %q", auth)
+	}
 }
