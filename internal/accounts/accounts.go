@@ -1,28 +1,3 @@
-// Package accounts owns a Company's user accounts: the people who sign in
-// at its issuer. Passwords are hashed with Argon2id (RFC 9106), a
-// memory-hard function, so a leaked table resists guessing.
-//
-// Sign-in is throttled against online guessing, per Company and username,
-// in PostgreSQL so every replica shares the count (table login_failures).
-// The first FreeFailures failures cost nothing; each one after that locks
-// the username for a backoff that doubles from one second up to MaxLock.
-// While locked, Authenticate refuses at once with a *ThrottledError
-// (errors.Is ErrThrottled) without looking at the password, so a throttled
-// guess costs no hashing. The count restarts after FailureWindow without a
-// failure and is cleared by a successful sign-in. Unknown usernames are
-// counted and locked alike, so probing for usernames is slowed just as much
-// and answers the same; their counts share UnknownBuckets rows per Company
-// (chosen by an HMAC of the username under the Company's secret), so a
-// flood of made-up usernames cannot grow the table. A lock is per
-// username, not per client, so anyone can keep an account locked; MaxLock
-// bounds how long each lock lasts.
-//
-// Every Argon2id hash, a real or a dummy one, runs under Limits: a bounded
-// number at once in the process. A sign-in beyond them waits in a short
-// queue, of which one Company may hold only a share, or is shed with a
-// *BusyError (errors.Is ErrBusy) before anything is counted or hashed;
-// setting a password waits its turn. Memory held by hashes stays at most
-// Hashes × 64 MiB.
 package accounts
 
 import (
@@ -41,13 +16,9 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/argon2"
-
-	"github.com/poppyhost/poppyhost/internal/db"
 )
 
 // Errors at the store boundary.
@@ -198,15 +169,18 @@ func (s *Store) Create(ctx context.Context, companyID int64, username, password 
 	if err != nil {
 		return Account{}, err
 	}
-	a := Account{Username: username}
-	err = s.pool.QueryRow(ctx, `INSERT INTO accounts (company_id, username, password_hash)
-		VALUES ($1, $2, $3) RETURNING id, created_at`, companyID, username, hash).
-		Scan(&a.ID, &a.CreatedAt)
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == "23505" {
-		return Account{}, ErrTaken
+	return s.insert(ctx, companyID, username, hash)
+}
+
+// SetPassword replaces the password of a Company's account, or returns
+// ErrNotFound. The caller has checked the password. The hash waits its
+// turn behind the sign-ins being checked (Limits).
+func (s *Store) SetPassword(ctx context.Context, companyID, accountID int64, password string) error {
+	hash, err := s.hash(ctx, companyID, password)
+	if err != nil {
+		return err
 	}
-	return a, err
+	return s.updatePassword(ctx, companyID, accountID, hash)
 }
 
 // Authenticate returns the account when username and password match,
@@ -230,16 +204,10 @@ func (s *Store) Authenticate(ctx context.Context, companyID int64, username, pas
 	if err != nil {
 		return Account{}, err
 	}
-	var (
-		a     Account
-		hash  string
-		key   = username
-		known = true
-	)
-	err = s.pool.QueryRow(ctx, `SELECT id, username, created_at, password_hash FROM accounts
-		WHERE company_id = $1 AND username = $2`, companyID, username).Scan(&a.ID, &a.Username, &a.CreatedAt, &hash)
+	key, known := username, true
+	a, hash, err := s.withHash(ctx, companyID, username)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
+	case errors.Is(err, ErrNotFound):
 		// The dummy hash's password must not sign anyone in.
 		hash, key, known = dummyHash(), bucket, false
 	case err != nil:
@@ -262,8 +230,7 @@ func (s *Store) Authenticate(ctx context.Context, companyID int64, username, pas
 	case !match || !known:
 		return Account{}, ErrNotFound
 	}
-	if _, err := s.pool.Exec(ctx, `DELETE FROM login_failures WHERE company_id = $1 AND username = $2`,
-		companyID, username); err != nil {
+	if err := s.clearFailures(ctx, companyID, username); err != nil {
 		return Account{}, fmt.Errorf("clearing sign-in failures: %w", err)
 	}
 	return a, nil
@@ -284,62 +251,30 @@ func (s *Store) unknownKey(ctx context.Context, companyID int64, username string
 	return fmt.Sprintf("unknown usernames %04d", binary.BigEndian.Uint32(m.Sum(nil))%UnknownBuckets), nil
 }
 
-// admitSQL counts one attempt at ($1, $2) at time $3 unless the username is
-// locked, in one atomic upsert, and returns a row only if it counted it.
-// The count restarts when the last failure is FailureWindow ($6 seconds)
-// old; once it passes FreeFailures ($4) the username is locked for
-// 2^(failures-$4-1) seconds, at most MaxLock ($5 seconds).
-const admitSQL = `INSERT INTO login_failures AS f (company_id, username, failures, last_failure_at, locked_until)
-VALUES ($1, $2, 1, $3, $3)
-ON CONFLICT (company_id, username) DO UPDATE SET (failures, last_failure_at, locked_until) = (
-	SELECT n, $3, $3 + CASE WHEN n <= $4 THEN interval '0'
-		ELSE LEAST(make_interval(secs => power(2, LEAST(n - $4 - 1, 30))), make_interval(secs => $5)) END
-	FROM (SELECT CASE WHEN f.last_failure_at > $3 - make_interval(secs => $6) THEN f.failures + 1 ELSE 1 END AS n) AS c)
-WHERE f.locked_until <= $3
-RETURNING true`
-
 // admit counts an attempt at username before its password is checked, or
 // returns a *ThrottledError if the username is locked.
 func (s *Store) admit(ctx context.Context, companyID int64, username string) error {
 	// Microseconds, as PostgreSQL stores them, so RetryAfter is exact.
 	now := s.now().Truncate(time.Microsecond)
 	for range 3 {
-		var counted bool
-		err := s.pool.QueryRow(ctx, admitSQL, companyID, username, now, FreeFailures,
-			MaxLock.Seconds(), FailureWindow.Seconds()).Scan(&counted)
-		var pe *pgconn.PgError
+		counted, err := s.count(ctx, companyID, username, now)
 		switch {
-		case err == nil:
-			return nil
-		case errors.As(err, &pe) && pe.Code == "23503":
-			// No such Company: it has no accounts to guess and nowhere to
-			// count, and the attempt fails with ErrNotFound.
-			return nil
-		case !errors.Is(err, pgx.ErrNoRows):
+		case err != nil:
 			return fmt.Errorf("counting a sign-in attempt: %w", err)
+		case counted:
+			return nil
 		}
 		// Locked: say until when.
-		var until time.Time
-		err = s.pool.QueryRow(ctx, `SELECT locked_until FROM login_failures
-			WHERE company_id = $1 AND username = $2`, companyID, username).Scan(&until)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		until, err := s.lockedUntil(ctx, companyID, username)
+		if err != nil {
 			return fmt.Errorf("reading a sign-in lock: %w", err)
 		}
-		if err == nil && until.After(now) {
+		if until.After(now) {
 			return &ThrottledError{RetryAfter: until.Sub(now)}
 		}
 		// A success cleared the row in between: count this attempt again.
 	}
 	return fmt.Errorf("counting a sign-in attempt: %q at Company %d keeps changing", username, companyID)
-}
-
-// DeleteStaleLoginFailures removes the failure counts that no longer count
-// (the last failure FailureWindow ago, so no lock either), such as those
-// left by probes for unknown usernames, as of now, and returns how many
-// it removed.
-func (s *Store) DeleteStaleLoginFailures(ctx context.Context, now time.Time) (int64, error) {
-	return db.DeleteInBatches(ctx, s.pool, "login_failures", "company_id, username", "last_failure_at <= $1",
-		now.Add(-FailureWindow))
 }
 
 // Argon2id parameters (RFC 9106 §4, the second recommended option, with

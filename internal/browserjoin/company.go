@@ -23,10 +23,10 @@ func (w *WebSession) Facts() *verified.Facts {
 	return f
 }
 
-// MountCompany mounts the Company API of a website that serves itself
-// (docs/website.md): what a Session cookie acts for, and signing a
-// browser out.
-func (h *Handler) MountCompany(r chi.Router) {
+// CompanyAPI mounts the Company API of a website that serves itself
+// (docs/website.md) under /company/v1 (httpx.CompanyAPIRoutes): what a
+// Session cookie acts for, and signing a browser out.
+func (h *Handler) CompanyAPI(r chi.Router) {
 	r.Post("/web-sessions/introspect", h.introspect)
 	r.Post("/web-sessions/end", h.end)
 }

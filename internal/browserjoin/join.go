@@ -26,10 +26,6 @@ const (
 	AuthorizePath = Path + "/authorize"
 )
 
-// JoinCookie ties a code to the browser that loaded the page. __Host-
-// keeps other hosts of the Company's domain from setting it (spec 6).
-const JoinCookie = "__Host-poppy_join"
-
 const (
 	// codeLifetime bounds steps 1 to 3, which a Personal Agent completes
 	// right away (spec 6).
@@ -47,6 +43,8 @@ type Options struct {
 	Store  *Store
 	Tokens *bearer.Validator
 	Logger *slog.Logger
+	// Session is the Session middleware step 2 runs behind.
+	Session func(http.Handler) http.Handler
 	// Now is the clock [time.Now].
 	Now func() time.Time
 }
@@ -67,12 +65,12 @@ func New(opts Options) *Handler {
 	return &Handler{opts: opts}
 }
 
-// Mount mounts the three steps on a Company domain's router; session is
-// the Session middleware step 2 runs behind.
-func (h *Handler) Mount(r chi.Router, session func(http.Handler) http.Handler) {
+// Domain mounts the three steps on a Company domain's router
+// (httpx.DomainRoutes), step 2 behind Options.Session.
+func (h *Handler) Domain(r chi.Router) {
 	r.Get(Path, h.page)
 	r.Post(Path, h.submit)
-	r.With(session).Post(AuthorizePath, h.authorize)
+	r.With(h.opts.Session).Post(AuthorizePath, h.authorize)
 }
 
 //go:embed page.html
@@ -126,7 +124,7 @@ func (h *Handler) page(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, r, err)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: JoinCookie, Value: browser, Path: "/", MaxAge: int(codeLifetime / time.Second),
+	http.SetCookie(w, &http.Cookie{Name: tenant.JoinCookie, Value: browser, Path: "/", MaxAge: int(codeLifetime / time.Second),
 		Secure: true, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	h.render(w, r, http.StatusOK, pageData{Company: c.Settings.Organization.Name, Code: code, Action: Path})
 }
@@ -207,7 +205,7 @@ func (h *Handler) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	browser := ""
-	if ck, err := r.Cookie(JoinCookie); err == nil {
+	if ck, err := r.Cookie(tenant.JoinCookie); err == nil {
 		browser = ck.Value
 	}
 	now := h.opts.Now()
@@ -250,7 +248,7 @@ func (h *Handler) submit(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	http.SetCookie(w, session)
-	http.SetCookie(w, &http.Cookie{Name: JoinCookie, Value: "", Path: "/", MaxAge: -1,
+	http.SetCookie(w, &http.Cookie{Name: tenant.JoinCookie, Value: "", Path: "/", MaxAge: -1,
 		Secure: true, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Referrer-Policy", "no-referrer")

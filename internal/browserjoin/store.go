@@ -92,11 +92,8 @@ func (s *Store) submit(ctx context.Context, companyID int64, code, domain, brows
 			coalesce(extensions, '{}')`,
 		companyID, hash(code), now).Scan(&gotBrowser, &gotDomain, &expires, &authorized, &clientID, &sid, &account,
 		&g.Scopes, &g.Extensions)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, errCode
-	}
 	if err != nil {
-		return nil, err
+		return nil, db.NotFound(err, errCode)
 	}
 	if browser == "" || string(gotBrowser) != string(hash(browser)) || gotDomain != domain ||
 		authorized == nil || !now.Before(expires) {
@@ -142,33 +139,30 @@ func (s *Store) touch(ctx context.Context, companyID int64, w *WebSession, now t
 // browser carried before (previous), in one transaction. It returns
 // errCode when the Session has ended since step 2.
 func (s *Store) start(ctx context.Context, companyID int64, token string, previous []string, g *Grant, now, expires time.Time) error {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback(ctx)
-	for _, p := range previous {
-		if _, err := tx.Exec(ctx, `UPDATE web_sessions SET ended_at = $3
-			WHERE company_id = $1 AND token = $2 AND ended_at IS NULL`, companyID, hash(p), now); err != nil {
+	return db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		for _, p := range previous {
+			if _, err := tx.Exec(ctx, `UPDATE web_sessions SET ended_at = $3
+				WHERE company_id = $1 AND token = $2 AND ended_at IS NULL`, companyID, hash(p), now); err != nil {
+				return err
+			}
+		}
+		var account *int64
+		if g.AccountID != 0 {
+			account = &g.AccountID
+		}
+		tag, err := tx.Exec(ctx, `INSERT INTO web_sessions (company_id, token, client_id, sid, account_id, scopes,
+				extensions, created_at, expires_at)
+			SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9 FROM sessions
+			WHERE company_id = $1 AND client_id = $3 AND sid = $4 AND ended_at IS NULL`,
+			companyID, hash(token), g.ClientID, g.SID, account, nonNil(g.Scopes), g.Extensions, now, expires)
+		if err != nil {
 			return err
 		}
-	}
-	var account *int64
-	if g.AccountID != 0 {
-		account = &g.AccountID
-	}
-	tag, err := tx.Exec(ctx, `INSERT INTO web_sessions (company_id, token, client_id, sid, account_id, scopes,
-			extensions, created_at, expires_at)
-		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9 FROM sessions
-		WHERE company_id = $1 AND client_id = $3 AND sid = $4 AND ended_at IS NULL`,
-		companyID, hash(token), g.ClientID, g.SID, account, nonNil(g.Scopes), g.Extensions, now, expires)
-	if err != nil {
-		return err
-	}
-	if tag.RowsAffected() == 0 {
-		return errCode
-	}
-	return tx.Commit(ctx)
+		if tag.RowsAffected() == 0 {
+			return errCode
+		}
+		return nil
+	})
 }
 
 // lookup returns the web session of token while it and its Session are
@@ -195,7 +189,7 @@ func (s *Store) lookup(ctx context.Context, companyID int64, token string, idle 
 			AND s.ended_at IS NULL AND ($4::bigint = 0 OR s.last_seen_at > $3 - make_interval(secs => $4))`,
 		companyID, hash(token), now, int64(idle/time.Second)).Scan(&w.ClientID, &w.SID, &w.UserID, &w.AgentID,
 		&w.Scopes, &w.Extensions, &w.ExpiresAt, &w.lastSeen, &account)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
@@ -231,7 +225,7 @@ func (s *Store) sweep(ctx context.Context, cutoff time.Time) (int64, error) {
 // name from acting for it (issuer.SignedOut): they go on for their Session
 // signed out, and a later sign-in does not bring the account back to them
 // (spec 6: "an earlier login doesn't come back").
-func (s *Store) SignedOut(ctx context.Context, tx pgx.Tx, companyID, accountID int64, clientID string) error {
+func (s *Store) SignedOut(ctx context.Context, tx db.Executor, companyID, accountID int64, clientID string) error {
 	_, err := tx.Exec(ctx, `UPDATE web_sessions SET account_id = NULL, scopes = '{}'
 		WHERE company_id = $1 AND client_id = $2 AND account_id = $3`, companyID, clientID, accountID)
 	return err

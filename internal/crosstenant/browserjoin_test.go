@@ -21,7 +21,8 @@ func TestBrowserJoin(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	store := browserjoin.NewStore(w.pool)
-	h := browserjoin.New(browserjoin.Options{Store: store})
+	// No Session check: step 3 (submit), under test, needs none.
+	h := browserjoin.New(browserjoin.Options{Store: store, Session: func(next http.Handler) http.Handler { return next }})
 	accts := accounts.NewStore(w.pool)
 	alice, err := accts.Create(w.ctx, w.a.ID, "alice", "alpha's password")
 	require.NoError(t, err)
@@ -73,11 +74,11 @@ func TestBrowserJoin(t *testing.T) {
 					next.ServeHTTP(rw, req.WithContext(tenant.WithCompany(req.Context(), c)))
 				})
 			})
-			h.Mount(r, func(next http.Handler) http.Handler { return next })
+			h.Domain(r)
 			req := httptest.NewRequest(http.MethodPost, "https://"+domain+browserjoin.Path,
 				strings.NewReader(url.Values{"code": {code}}.Encode()))
 			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-			req.AddCookie(&http.Cookie{Name: browserjoin.JoinCookie, Value: browser})
+			req.AddCookie(&http.Cookie{Name: tenant.JoinCookie, Value: browser})
 			rec := httptest.NewRecorder()
 			r.ServeHTTP(rec, req)
 			return rec

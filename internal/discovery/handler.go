@@ -29,14 +29,16 @@ type APIs interface {
 // NewHandler returns a Handler deriving URLs from urls; apis may be nil.
 func NewHandler(urls tenant.URLs, apis APIs) *Handler { return &Handler{urls: urls, apis: apis} }
 
-// MountDomain mounts the documents served on each Company domain.
-func (h *Handler) MountDomain(r chi.Router) {
+// Domain mounts the documents served on each Company domain
+// (httpx.DomainRoutes).
+func (h *Handler) Domain(r chi.Router) {
 	r.Get("/.well-known/poppy.json", h.poppyJSON)
 	r.Get("/.well-known/oauth-protected-resource", h.protectedResource)
 }
 
-// MountIssuer mounts the documents under {PUBLIC_URL}/t/{slug}.
-func (h *Handler) MountIssuer(r chi.Router) {
+// Public mounts the documents under {PUBLIC_URL}/t/{slug}
+// (httpx.PublicRoutes).
+func (h *Handler) Public(r chi.Router) {
 	r.Get("/poppy/excluded-tasks.json", h.excludedTasks)
 }
 

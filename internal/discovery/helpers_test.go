@@ -51,14 +51,15 @@ func setup(t testing.TB) *env {
 	require.NoError(t, tenants.EnsureOperatorToken(context.Background(), "test", adminToken))
 	disc := discovery.NewHandler(urls, nil)
 	platform := newRouter()
-	tenant.NewAdmin(tenants, accounts.NewStore(pool), urls, true).MountAdmin(platform)
+	admin := tenant.NewAdmin(tenants, accounts.NewStore(pool), urls, true)
+	tenant.AdminAPI(platform, tenants, admin, admin)
 	platform.With(tenant.BySlug(tenants)).Get("/.well-known/oauth-authorization-server/t/{slug}", disc.ServeASMetadata)
 	platform.Route("/t/{slug}", func(r chi.Router) {
 		r.Use(tenant.BySlug(tenants))
-		disc.MountIssuer(r)
+		disc.Public(r)
 	})
 	company := newRouter()
-	disc.MountDomain(company)
+	disc.Domain(company)
 	h := tenant.HostRouter(tenants, publicHost, platform, company, http.HandlerFunc(httpx.NotFound))
 	return &env{Site: peers.ServeSite(t, ca, ln, h), Tenants: tenants, URLs: urls}
 }

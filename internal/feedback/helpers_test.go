@@ -63,10 +63,11 @@ func newEnv(t testing.TB) *env {
 
 	r := chi.NewRouter()
 	r.NotFound(httpx.NotFound)
-	tenant.NewAdmin(tenants, accounts.NewStore(pool), urls, true).MountAdmin(r.With(httpx.RequireText), reports.MountReports)
+	admin := tenant.NewAdmin(tenants, accounts.NewStore(pool), urls, true)
+	tenant.AdminAPI(r.With(httpx.RequireText), tenants, admin, admin, reports)
 	r.Route("/company/v1", func(r chi.Router) {
 		r.Use(httpx.RequireText, tenant.RequireAPIKey(tenants))
-		reports.MountReports(r)
+		reports.CompanyAPI(r)
 	})
 	// The report is read whole before the Session is verified, as the
 	// platform mounts it.

@@ -15,8 +15,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/poppyhost/poppyhost/internal/accounts"
 	"github.com/poppyhost/poppyhost/internal/issuer/pages"
 	"github.com/poppyhost/poppyhost/internal/tenant"
@@ -134,20 +132,7 @@ func (s *Server) currentAccount(r *http.Request) (*accounts.Account, error) {
 	if err != nil || ck.Value == "" {
 		return nil, nil
 	}
-	c := tenant.FromContext(r.Context())
-	var a accounts.Account
-	err = s.store.pool.QueryRow(r.Context(), `
-		SELECT a.id, a.username, a.created_at FROM issuer_logins l
-		JOIN accounts a ON a.id = l.account_id AND a.company_id = l.company_id
-		WHERE l.company_id = $1 AND l.token = $2 AND l.expires_at > $3`,
-		c.ID, hashSig(ck.Value), s.now()).Scan(&a.ID, &a.Username, &a.CreatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &a, nil
+	return s.store.loginAccount(r.Context(), tenant.FromContext(r.Context()).ID, ck.Value, s.now())
 }
 
 // login checks the login form; on success the browser is signed in. A
@@ -188,8 +173,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) (*accounts.Accoun
 	}
 	token := rand.Text() + rand.Text()
 	now := s.now()
-	if _, err := s.store.pool.Exec(r.Context(), `INSERT INTO issuer_logins (company_id, token, account_id, created_at, expires_at)
-		VALUES ($1, $2, $3, $4, $5)`, c.ID, hashSig(token), a.ID, now, now.Add(loginLifetime)); err != nil {
+	if err := s.store.createLogin(r.Context(), c.ID, token, a.ID, now, now.Add(loginLifetime)); err != nil {
 		return nil, "", 0, err
 	}
 	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: token, Path: s.cookiePath(c),
@@ -209,8 +193,7 @@ func retryAfter(w http.ResponseWriter, d time.Duration) int {
 func (s *Server) signOut(w http.ResponseWriter, r *http.Request) error {
 	c := tenant.FromContext(r.Context())
 	if ck, err := r.Cookie(loginCookie); err == nil {
-		if _, err := s.store.pool.Exec(r.Context(), `DELETE FROM issuer_logins WHERE company_id = $1 AND token = $2`,
-			c.ID, hashSig(ck.Value)); err != nil {
+		if err := s.store.deleteLogin(r.Context(), c.ID, ck.Value); err != nil {
 			return err
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/ory/fosite"
 	"github.com/ory/fosite/handler/oauth2"
 	"github.com/ory/fosite/storage"
@@ -90,69 +89,6 @@ func DisplayUserCode(code string) string {
 	return code[:4] + "-" + code[4:]
 }
 
-// deviceRequest is a pending Device Sign-In.
-type deviceRequest struct {
-	ClientID string
-	Scopes   []string
-	Resource string
-	Status   string
-	Expires  time.Time
-}
-
-// createDevice stores a new request and returns its device and user codes.
-func (s *Store) createDevice(ctx context.Context, clientID string, scopes []string, resource string, now time.Time) (deviceCode, userCode string, err error) {
-	deviceCode = rand.Text() + rand.Text()
-	for range 5 {
-		userCode = newUserCode()
-		// A user code still held, even by an expired request not swept
-		// yet, inserts nothing: try another.
-		tag, err := s.pool.Exec(ctx, `
-			INSERT INTO device_grants (company_id, device_code, user_code, client_id, scopes, resource,
-				interval_seconds, created_at, expires_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-			ON CONFLICT (company_id, user_code) DO NOTHING`,
-			companyID(ctx), hashSig(deviceCode), userCode, clientID, scopes, resource,
-			deviceInterval, now, now.Add(deviceLifetime))
-		if err != nil {
-			return "", "", err
-		}
-		if tag.RowsAffected() == 1 {
-			return deviceCode, userCode, nil
-		}
-	}
-	return "", "", errors.New("issuer: no free user code after 5 tries")
-}
-
-// deviceByUserCode finds a pending, unexpired request by its user code.
-func (s *Store) deviceByUserCode(ctx context.Context, userCode string, now time.Time) (*deviceRequest, error) {
-	var d deviceRequest
-	err := s.pool.QueryRow(ctx, `
-		SELECT client_id, scopes, resource, status, expires_at FROM device_grants
-		WHERE company_id = $1 AND user_code = $2 AND expires_at > $3 AND status = 'pending'`,
-		companyID(ctx), userCode, now).Scan(&d.ClientID, &d.Scopes, &d.Resource, &d.Status, &d.Expires)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	return &d, err
-}
-
-// decideDevice approves (with the granted scopes) or denies a pending
-// request; false when it was no longer pending or has expired.
-func (s *Store) decideDevice(ctx context.Context, userCode string, accountID int64, granted []string, now time.Time) (bool, error) {
-	status := "approved"
-	if len(granted) == 0 {
-		status = "denied"
-	}
-	tag, err := s.pool.Exec(ctx, `
-		UPDATE device_grants SET status = $3, account_id = $4, granted_scopes = $5
-		WHERE company_id = $1 AND user_code = $2 AND status = 'pending' AND expires_at > $6`,
-		companyID(ctx), userCode, status, accountID, nonNil(granted), now)
-	if err != nil {
-		return false, err
-	}
-	return tag.RowsAffected() == 1, nil
-}
-
 // deviceGrant is the token endpoint handler of the device_code grant
 // (RFC 8628 §3.4-3.5), written on fosite's handler interfaces.
 type deviceGrant struct {
@@ -181,58 +117,37 @@ func (d *deviceGrant) HandleTokenEndpointRequest(ctx context.Context, r fosite.A
 		return fosite.ErrInvalidRequest.WithHint("device_code is required.")
 	}
 	now := d.now()
-	var (
-		status, resource string
-		account          *int64
-		scopes, granted  []string
-		expires          time.Time
-		tooFast          bool
-	)
 	// Only the client the code was issued to finds it: another client's
 	// polls must not count towards its interval (RFC 8628 §3.4).
-	err := d.store.pool.QueryRow(ctx, `
-		WITH old AS (
-			SELECT last_polled_at, interval_seconds FROM device_grants
-			WHERE company_id = $1 AND device_code = $2 AND client_id = $4 FOR UPDATE
-		)
-		UPDATE device_grants g SET last_polled_at = $3,
-			interval_seconds = g.interval_seconds + CASE
-				WHEN g.status = 'pending' AND old.last_polled_at IS NOT NULL
-					AND $3 < old.last_polled_at + make_interval(secs => old.interval_seconds) THEN 5 ELSE 0 END
-		FROM old
-		WHERE g.company_id = $1 AND g.device_code = $2 AND g.client_id = $4
-		RETURNING g.status, g.account_id, g.scopes, g.granted_scopes, g.resource, g.expires_at,
-			g.interval_seconds > old.interval_seconds`,
-		companyID(ctx), hashSig(code), now, r.GetClient().GetID()).
-		Scan(&status, &account, &scopes, &granted, &resource, &expires, &tooFast)
-	if errors.Is(err, pgx.ErrNoRows) {
+	p, err := d.store.pollDevice(ctx, code, r.GetClient().GetID(), now)
+	if errors.Is(err, errNoDevice) {
 		return fosite.ErrInvalidGrant.WithHint("The device code is not valid, or was issued to another client.")
 	}
 	if err != nil {
 		return fosite.ErrServerError.WithWrap(err)
 	}
 	switch {
-	case !now.Before(expires):
+	case !now.Before(p.Expires):
 		return errExpiredToken
-	case status == "used":
+	case p.Status == "used":
 		return fosite.ErrInvalidGrant.WithHint("The device code was already used.")
-	case status == "denied":
+	case p.Status == "denied":
 		return errAccessDenied
-	case tooFast:
+	case p.TooFast:
 		return errSlowDown
-	case status == "pending":
+	case p.Status == "pending":
 		return errAuthorizationPending
 	}
 	sess, ok := r.GetSession().(*Session)
-	if !ok || account == nil {
+	if !ok || p.AccountID == nil {
 		return fosite.ErrServerError.WithHint("The approved request has no account.")
 	}
-	sess.AccountID = *account
-	sess.Resource = resource
+	sess.AccountID = *p.AccountID
+	sess.Resource = p.Resource
 	sess.SetExpiresAt(fosite.AccessToken, now.Add(AccessTokenLifetime(tenant.FromContext(ctx))).Round(time.Second))
 	sess.SetExpiresAt(fosite.RefreshToken, now.Add(RefreshTokenLifetime(tenant.FromContext(ctx))).Round(time.Second))
-	r.SetRequestedScopes(scopes)
-	for _, s := range granted {
+	r.SetRequestedScopes(p.Scopes)
+	for _, s := range p.Granted {
 		r.GrantScope(s)
 	}
 	return nil
@@ -262,13 +177,11 @@ func (d *deviceGrant) PopulateTokenEndpointResponse(ctx context.Context, r fosit
 			_ = storage.MaybeRollbackTx(ctx, d.store)
 		}
 	}()
-	tag, err := d.store.db(ctx).Exec(ctx, `UPDATE device_grants SET status = 'used'
-		WHERE company_id = $1 AND device_code = $2 AND status = 'approved'`,
-		companyID(ctx), hashSig(r.GetRequestForm().Get("device_code")))
+	used, err := d.store.useDevice(ctx, r.GetRequestForm().Get("device_code"))
 	if err != nil {
 		return fosite.ErrServerError.WithWrap(err)
 	}
-	if tag.RowsAffected() == 0 {
+	if !used {
 		return fosite.ErrInvalidGrant.WithHint("The device code was already used.")
 	}
 	stored := r.Sanitize(nil)

@@ -119,18 +119,18 @@ func (e *issuerEnv) Handler(t testing.TB, o options) http.Handler {
 
 	site := newRouter()
 	site.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	tenant.NewAdmin(e.Tenants, accts, e.URLs, true).MountAdmin(site.With(httpx.RequireText), keys.MountAdmin)
+	admin := tenant.NewAdmin(e.Tenants, accts, e.URLs, true)
+	keyRoutes := signing.NewHandler(keys)
+	tenant.AdminAPI(site.With(httpx.RequireText), e.Tenants, admin, admin, keyRoutes)
 	site.Route("/t/{slug}", func(r chi.Router) {
 		r.Use(tenant.BySlug(e.Tenants), tenant.LimitByAddress(limits))
-		r.Get("/oauth/jwks.json", keys.ServeJWKS)
+		keyRoutes.Public(r)
 		// Which grants a Company offers is the platform's wiring, tested
 		// there.
-		srv.Mount(r, func(string) func(http.Handler) http.Handler {
-			return func(h http.Handler) http.Handler { return h }
-		})
+		srv.Public(r)
 	})
 	company := newRouter()
-	discovery.NewHandler(e.URLs, nil).MountDomain(company)
+	discovery.NewHandler(e.URLs, nil).Domain(company)
 	host := tenant.HostRouter(e.Tenants, publicHost, site, company, http.HandlerFunc(httpx.NotFound))
 	return httpx.Instrument(logger, httpx.NewMetrics(prometheus.NewRegistry()), o.Proxies.Middleware(host))
 }

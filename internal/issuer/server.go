@@ -43,6 +43,10 @@ type Options struct {
 	LoginRates LoginRates
 	// Metrics, when set, gets the sign-in metrics.
 	Metrics prometheus.Registerer
+	// Offers, when set, is the middleware of the routes of a sign-in
+	// grant type, which answers 404 when the Company in the context does
+	// not offer it; without it every grant type's routes are served.
+	Offers func(grant string) func(http.Handler) http.Handler
 	// Now is the clock [time.Now].
 	Now func() time.Time
 }
@@ -62,6 +66,7 @@ type Server struct {
 	limiter  *httpx.Limiter
 	rates    LoginRates
 	limited  *prometheus.CounterVec
+	offers   func(grant string) func(http.Handler) http.Handler
 	now      func() time.Time
 }
 
@@ -85,7 +90,13 @@ func New(opts Options) *Server {
 			Name: "poppyhost_login_rate_limited_total",
 			Help: "Sign-in attempts refused with 429 before any check, by the limit they went over: address (one client address at one Company) or company (everyone at one Company).",
 		}, []string{"limit"}),
-		now: now,
+		offers: opts.Offers,
+		now:    now,
+	}
+	if s.offers == nil {
+		s.offers = func(string) func(http.Handler) http.Handler {
+			return func(next http.Handler) http.Handler { return next }
+		}
 	}
 	if s.limiter == nil {
 		s.limiter = httpx.NewLimiter()
@@ -103,10 +114,11 @@ func New(opts Options) *Server {
 // Store is the Server's grant storage.
 func (s *Server) Store() *Store { return s.store }
 
-// Mount mounts the issuer's endpoints and pages on r, which runs behind
-// tenant.BySlug for {issuer}. offers says whether the Company in the
-// context offers a sign-in grant type; routes it does not offer are 404.
-func (s *Server) Mount(r chi.Router, offers func(grant string) func(http.Handler) http.Handler) {
+// Public mounts the issuer's endpoints and pages under {issuer}, that is
+// {PUBLIC_URL}/t/{slug} (httpx.PublicRoutes); the routes of a grant type
+// run behind Options.Offers.
+func (s *Server) Public(r chi.Router) {
+	offers := s.offers
 	r.Post("/oauth/token", s.token)
 	r.Post("/oauth/revoke", s.revoke)
 	r.Post("/oauth/introspect", s.introspect)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/ory/fosite"
 
@@ -53,21 +52,16 @@ type Store struct {
 // Agent is signed out of an account: no refresh token the Company issued
 // to it for the account is valid any more (spec 5.5). What acted for the
 // account in its name, such as a joined browser, stops.
-type SignedOut func(ctx context.Context, tx pgx.Tx, companyID, accountID int64, clientID string) error
+type SignedOut func(ctx context.Context, tx db.Executor, companyID, accountID int64, clientID string) error
 
 // NewStore returns a Store on pool.
 func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 type txKey struct{}
 
-// querier is a pool or the transaction in the context.
-type querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
-func (s *Store) db(ctx context.Context) querier {
+// db is the transaction in the context (fosite's storage.Transactional
+// puts it there, as inTx does) or else the pool.
+func (s *Store) db(ctx context.Context) db.Executor {
 	if tx, ok := ctx.Value(txKey{}).(pgx.Tx); ok {
 		return tx
 	}
@@ -196,11 +190,8 @@ func (s *Store) get(ctx context.Context, kind, sig string, session fosite.Sessio
 		FROM oauth_tokens WHERE company_id = $1 AND kind = $2 AND signature = $3`,
 		companyID(ctx), kind, hashSig(sig)).
 		Scan(&req.ID, &clientID, &req.RequestedAt, &scopes, &granted, &formJSON, &sessJSON, &active)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fosite.ErrNotFound
-	}
 	if err != nil {
-		return nil, err
+		return nil, db.NotFound(err, fosite.ErrNotFound)
 	}
 	if session == nil {
 		session = &Session{}
@@ -253,11 +244,8 @@ func (s *Store) InvalidateAuthorizeCodeSession(ctx context.Context, sig string) 
 	var requestID string
 	err := s.db(ctx).QueryRow(ctx, `SELECT request_id FROM oauth_tokens
 		WHERE company_id = $1 AND kind = $2 AND signature = $3`, companyID(ctx), kindCode, hashSig(sig)).Scan(&requestID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return errCodeUsed
-	}
 	if err != nil {
-		return err
+		return db.NotFound(err, errCodeUsed)
 	}
 	if err := s.lockGrant(ctx, requestID); err != nil {
 		return err
@@ -415,7 +403,7 @@ func (s *Store) checkSignedOut(ctx context.Context, accountID int64, clientID st
 		companyID(ctx), accountID, clientID).Scan(&signedIn); err != nil || signedIn {
 		return err
 	}
-	return s.signedOut(ctx, ctx.Value(txKey{}).(pgx.Tx), companyID(ctx), accountID, clientID)
+	return s.signedOut(ctx, s.db(ctx), companyID(ctx), accountID, clientID)
 }
 
 // AccessTokenActive reports whether the access token with this signature
@@ -424,7 +412,7 @@ func (s *Store) AccessTokenActive(ctx context.Context, companyID int64, sig stri
 	var active bool
 	err := s.pool.QueryRow(ctx, `SELECT active AND expires_at > $4 FROM oauth_tokens
 		WHERE company_id = $1 AND kind = $2 AND signature = $3`, companyID, kindAccess, hashSig(sig), now).Scan(&active)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.IsNotFound(err) {
 		return false, nil
 	}
 	return active, err

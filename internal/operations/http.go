@@ -29,12 +29,18 @@ func NewHandler(store *Store, now func() time.Time) *Handler {
 	return &Handler{store: store, now: now}
 }
 
-// Mount mounts the operations routes on r, which has the Company in its
-// context (the admin API's /companies/{slug} and /company/v1):
-// GET /operations, newest first, paged by ?after={operation_id};
-// GET /operations/{id}, one with every revision's terms; and
-// POST /operations/{id}/resolve, the Company's word on an unknown outcome.
-func (h *Handler) Mount(r chi.Router) {
+// CompanyAPI mounts the operations routes under /company/v1
+// (httpx.CompanyAPIRoutes): GET /operations, newest first, paged by
+// ?after={operation_id}; GET /operations/{id}, one with every revision's
+// terms; and POST /operations/{id}/resolve, the Company's word on an
+// unknown outcome.
+func (h *Handler) CompanyAPI(r chi.Router) { h.routes(r) }
+
+// Admin mounts the same routes as CompanyAPI under
+// /admin/v1/companies/{slug} (httpx.AdminRoutes).
+func (h *Handler) Admin(r chi.Router) { h.routes(r) }
+
+func (h *Handler) routes(r chi.Router) {
 	r.Get("/operations", h.serveList)
 	r.Get("/operations/{id}", h.serveGet)
 	r.Post("/operations/{id}/resolve", h.serveResolve)

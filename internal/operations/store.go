@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/poppyhost/poppyhost/internal/db"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 )
 
@@ -149,16 +150,16 @@ func newID(prefix string) string { return prefix + rand.Text() }
 // *PerformingError.
 func (s *Store) Propose(ctx context.Context, companyID int64, owner Owner, iface, target string, p *Proposal,
 	req *Request, avoid string, now time.Time) (*Operation, error) {
-	tx, err := s.pool.Begin(ctx)
+	var op *Operation
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		op, err = ProposeTx(ctx, tx, companyID, owner, iface, target, p, req, avoid, now)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer tx.Rollback(ctx)
-	op, err := ProposeTx(ctx, tx, companyID, owner, iface, target, p, req, avoid, now)
-	if err != nil {
-		return nil, err
-	}
-	return op, tx.Commit(ctx)
+	return op, nil
 }
 
 // ProposeTx is Propose in tx, for a caller that records the operation
@@ -189,7 +190,7 @@ func ProposeTx(ctx context.Context, tx pgx.Tx, companyID int64, owner Owner, ifa
 		companyID, owner.ClientID, owner.UserID, owner.AccountID, iface, target, p.ActionKey).Scan(
 		&id, &rev, &terms, &stored, &revExpires, &retired)
 	found := err == nil
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	if err != nil && !db.IsNotFound(err) {
 		return nil, err
 	}
 	if !found {
@@ -204,7 +205,7 @@ func ProposeTx(ctx context.Context, tx pgx.Tx, companyID int64, owner Owner, ifa
 		if err == nil {
 			return nil, &PerformingError{OperationID: busy}
 		}
-		if !errors.Is(err, pgx.ErrNoRows) {
+		if !db.IsNotFound(err) {
 			return nil, err
 		}
 	}
@@ -346,7 +347,7 @@ func (s *Store) Get(ctx context.Context, companyID int64, id string) (*Record, e
 		return nil, err
 	}
 	r, err := pgx.CollectExactlyOneRow(rows, scanRecord)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.IsNotFound(err) {
 		return nil, ErrNotFound
 	}
 	return r, err

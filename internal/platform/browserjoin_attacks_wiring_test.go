@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/browserjoin"
+	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
@@ -66,10 +67,10 @@ func TestBrowserJoinAttacks(t *testing.T) {
 		r.mustAuthorize(t, shop, code, newJoinSID(), tok.AccessToken)
 		// The victim has loaded the page too, for a code of its own.
 		own := victim.mustOpen(t, shop.Domain)
-		joinCookie := victim.cookie(shop.Domain, browserjoin.JoinCookie)
+		joinCookie := victim.cookie(shop.Domain, tenant.JoinCookie)
 		r.requireRefused(t, shop, victim.submit(t, shop.Domain, code))
-		require.Equal(t, []string{browserjoin.JoinCookie}, victim.cookieNames(shop.Domain), "no Session cookie")
-		require.Equal(t, joinCookie, victim.cookie(shop.Domain, browserjoin.JoinCookie), "the join cookie is untouched")
+		require.Equal(t, []string{tenant.JoinCookie}, victim.cookieNames(shop.Domain), "no Session cookie")
+		require.Equal(t, joinCookie, victim.cookie(shop.Domain, tenant.JoinCookie), "the join cookie is untouched")
 		// The victim's own code, had its agent authorized it, still works.
 		sid := newJoinSID()
 		r.mustAuthorize(t, shop, own, sid, "")
@@ -86,7 +87,7 @@ func TestBrowserJoinAttacks(t *testing.T) {
 		attacker, victim := r.browser(t), r.browser(t)
 		code := attacker.mustOpen(t, shop.Domain)
 		r.mustAuthorize(t, shop, code, newJoinSID(), tok.AccessToken)
-		victim.setCookie(shop.Domain, &http.Cookie{Name: browserjoin.JoinCookie, Value: "planted", Path: "/", Secure: true})
+		victim.setCookie(shop.Domain, &http.Cookie{Name: tenant.JoinCookie, Value: "planted", Path: "/", Secure: true})
 		r.requireRefused(t, shop, victim.submit(t, shop.Domain, code))
 	})
 
@@ -95,11 +96,11 @@ func TestBrowserJoinAttacks(t *testing.T) {
 		code := b.mustOpen(t, shop.Domain)
 		sid := newJoinSID()
 		r.mustAuthorize(t, shop, code, sid, tok.AccessToken)
-		joinCookie := b.cookie(shop.Domain, browserjoin.JoinCookie)
+		joinCookie := b.cookie(shop.Domain, tenant.JoinCookie)
 		require.Equal(t, http.StatusSeeOther, b.submit(t, shop.Domain, code).Status)
 		first := b.cookie(shop.Domain, joinSessionCookie)
 		// Replay it with the same join cookie.
-		b.setCookie(shop.Domain, &http.Cookie{Name: browserjoin.JoinCookie, Value: joinCookie, Path: "/", Secure: true})
+		b.setCookie(shop.Domain, &http.Cookie{Name: tenant.JoinCookie, Value: joinCookie, Path: "/", Secure: true})
 		r.requireRefused(t, shop, b.submit(t, shop.Domain, code))
 		require.Equal(t, first, b.cookie(shop.Domain, joinSessionCookie), "the first join stands")
 		r.requireSignedIn(t, shop, first, sid, shop.Ada, "orders:read", "orders:write")
@@ -108,13 +109,13 @@ func TestBrowserJoinAttacks(t *testing.T) {
 	t.Run("a failed first submission uses the code up", func(t *testing.T) {
 		b := r.browser(t)
 		code := b.mustOpen(t, shop.Domain)
-		joinCookie := b.cookie(shop.Domain, browserjoin.JoinCookie)
+		joinCookie := b.cookie(shop.Domain, tenant.JoinCookie)
 		// Submitted before it is authorized: refused, and used up.
 		r.requireRefused(t, shop, b.submit(t, shop.Domain, code))
 		require.True(t, r.usedUp(t, code))
 		// Authorizing it now fails, and so does submitting it again.
 		requireJoinError(t, r.authorize(t, shop, code, newJoinSID(), ""), http.StatusBadRequest, "invalid_request")
-		require.Equal(t, joinCookie, b.cookie(shop.Domain, browserjoin.JoinCookie))
+		require.Equal(t, joinCookie, b.cookie(shop.Domain, tenant.JoinCookie))
 		r.requireRefused(t, shop, b.submit(t, shop.Domain, code))
 	})
 
@@ -169,7 +170,7 @@ func TestBrowserJoinAttacks(t *testing.T) {
 		r.mustAuthorize(t, other, code, newJoinSID(), "")
 		// The browser carries other.example's join cookie only to
 		// other.example; even with the same value on shop.example it fails.
-		b.setCookie(shop.Domain, &http.Cookie{Name: browserjoin.JoinCookie, Value: b.cookie(other.Domain, browserjoin.JoinCookie),
+		b.setCookie(shop.Domain, &http.Cookie{Name: tenant.JoinCookie, Value: b.cookie(other.Domain, tenant.JoinCookie),
 			Path: "/", Secure: true})
 		r.requireRefused(t, shop, b.submit(t, shop.Domain, code))
 		require.Empty(t, b.cookie(shop.Domain, joinSessionCookie))
@@ -185,7 +186,7 @@ func TestBrowserJoinAttacks(t *testing.T) {
 		// Authorized where it was issued but posted to the other domain,
 		// with the same join cookie: refused.
 		r.mustAuthorize(t, &joinCompany{Domain: www, Aud: shop.Aud}, code, newJoinSID(), "")
-		b.setCookie(shop.Domain, &http.Cookie{Name: browserjoin.JoinCookie, Value: b.cookie(www, browserjoin.JoinCookie),
+		b.setCookie(shop.Domain, &http.Cookie{Name: tenant.JoinCookie, Value: b.cookie(www, tenant.JoinCookie),
 			Path: "/", Secure: true})
 		r.requireRefused(t, shop, b.submit(t, shop.Domain, code))
 		require.Empty(t, b.cookie(shop.Domain, joinSessionCookie))

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/browserjoin"
+	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/testkit/chrome"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
@@ -88,7 +89,7 @@ func chromiumJoin(t *testing.T, signedIn bool) {
 	require.True(t, strings.HasPrefix(code, "bc_"), code)
 	cookies := joinBrowserCookies(t, b, r.env.URL(shop.Domain, "/"))
 	require.Len(t, cookies, 1)
-	join := cookies[browserjoin.JoinCookie]
+	join := cookies[tenant.JoinCookie]
 	require.NotNil(t, join, "the browser keeps the join cookie")
 	require.True(t, join.HTTPOnly)
 	require.True(t, join.Secure)
@@ -112,7 +113,7 @@ func chromiumJoin(t *testing.T, signedIn bool) {
 	require.Equal(t, r.env.URL(shop.Domain, "/"), chrome.Run(b, chromedp.Location()))
 
 	cookies = joinBrowserCookies(t, b, r.env.URL(shop.Domain, "/"))
-	require.Nil(t, cookies[browserjoin.JoinCookie], "the join cookie is gone")
+	require.Nil(t, cookies[tenant.JoinCookie], "the join cookie is gone")
 	sc := cookies[joinSessionCookie]
 	require.NotNil(t, sc, "the browser holds the Session cookie: %v", cookies)
 	require.True(t, sc.HTTPOnly)
@@ -198,7 +199,7 @@ func TestBrowserJoinChromiumCrossSiteForm(t *testing.T) {
 	resp := b.Load(chromedp.Navigate(r.env.URL(shop.Domain, browserjoin.Path)))
 	require.Equal(t, int64(http.StatusOK), resp.Status)
 	code := chrome.Run(b, chromedp.Evaluate[string](`document.querySelector('form input[name="code"]').value`))
-	join := joinBrowserCookies(t, b, r.env.URL(shop.Domain, "/"))[browserjoin.JoinCookie]
+	join := joinBrowserCookies(t, b, r.env.URL(shop.Domain, "/"))[tenant.JoinCookie]
 	require.NotNil(t, join)
 	// An attacker authorizes it for its own signed-in Session (here: the
 	// code is valid and authorized; only the cookie can stop it).
@@ -227,8 +228,8 @@ func TestBrowserJoinChromiumCrossSiteForm(t *testing.T) {
 
 	cookies := joinBrowserCookies(t, b, r.env.URL(shop.Domain, "/"))
 	require.Nil(t, cookies[joinSessionCookie], "no Session cookie: %v", cookies)
-	require.NotNil(t, cookies[browserjoin.JoinCookie], "the join cookie was not sent, so not cleared either")
-	require.Equal(t, join.Value, cookies[browserjoin.JoinCookie].Value)
+	require.NotNil(t, cookies[tenant.JoinCookie], "the join cookie was not sent, so not cleared either")
+	require.Equal(t, join.Value, cookies[tenant.JoinCookie].Value)
 	require.Zero(t, r.count(t, `SELECT count(*) FROM web_sessions WHERE company_id = $1`, shop.ID))
 
 	// The website sees an ordinary visitor.

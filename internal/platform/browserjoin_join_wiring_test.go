@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/browserjoin"
+	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
@@ -54,7 +55,7 @@ func TestBrowserJoinPage(t *testing.T) {
 		// not sent cross-site, not readable from script.
 		cookies := joinSetCookies(t, p.Response)
 		require.Len(t, cookies, 1, "%v", p.Header.Values("Set-Cookie"))
-		join := cookies[browserjoin.JoinCookie]
+		join := cookies[tenant.JoinCookie]
 		require.NotNil(t, join, "%v", p.Header.Values("Set-Cookie"))
 		require.Equal(t, "__Host-poppy_join", join.Name)
 		require.NotEmpty(t, join.Value)
@@ -69,7 +70,7 @@ func TestBrowserJoinPage(t *testing.T) {
 		require.True(t, join.Expires.IsZero())
 
 		// The browser's other cookies are as they were.
-		require.ElementsMatch(t, []string{"shop_login", joinSessionCookie, browserjoin.JoinCookie}, b.cookieNames(shop.Domain))
+		require.ElementsMatch(t, []string{"shop_login", joinSessionCookie, tenant.JoinCookie}, b.cookieNames(shop.Domain))
 		require.Equal(t, "earlier", b.cookie(shop.Domain, "shop_login"))
 		require.Equal(t, "joined-before", b.cookie(shop.Domain, joinSessionCookie))
 	})
@@ -80,7 +81,7 @@ func TestBrowserJoinPage(t *testing.T) {
 		cookies := map[string]bool{}
 		for range 3 {
 			seen[b.mustOpen(t, shop.Domain)] = true
-			cookies[b.cookie(shop.Domain, browserjoin.JoinCookie)] = true
+			cookies[b.cookie(shop.Domain, tenant.JoinCookie)] = true
 		}
 		require.Len(t, seen, 3)
 		require.Len(t, cookies, 3)
@@ -111,10 +112,10 @@ func TestBrowserJoinPage(t *testing.T) {
 		code := b.mustOpen(t, shop.Domain)
 		require.Zero(t, r.count(t, `SELECT count(*) FROM browser_join_codes WHERE code = convert_to($1, 'UTF8')`, code))
 		require.Zero(t, r.count(t, `SELECT count(*) FROM browser_join_codes WHERE browser = convert_to($1, 'UTF8')`,
-			b.cookie(shop.Domain, browserjoin.JoinCookie)))
+			b.cookie(shop.Domain, tenant.JoinCookie)))
 		require.Equal(t, 1, r.count(t, `SELECT count(*) FROM browser_join_codes WHERE code = sha256(convert_to($1, 'UTF8'))
 			AND browser = sha256(convert_to($2, 'UTF8')) AND domain = $3 AND expires_at <= created_at + interval '5 minutes'`,
-			code, b.cookie(shop.Domain, browserjoin.JoinCookie), shop.Domain))
+			code, b.cookie(shop.Domain, tenant.JoinCookie), shop.Domain))
 	})
 
 	t.Run("404 without browser join", func(t *testing.T) {
@@ -379,7 +380,7 @@ func TestBrowserJoinSubmit(t *testing.T) {
 		require.LessOrEqual(t, sc.MaxAge, int(joinIdleTimeout/time.Second), "the cookie does not outlive the Session")
 		require.NotEqual(t, http.SameSiteNoneMode, sc.SameSite)
 
-		join := cookies[browserjoin.JoinCookie]
+		join := cookies[tenant.JoinCookie]
 		require.NotNil(t, join, "the join cookie is cleared")
 		require.Empty(t, join.Value)
 		require.Negative(t, join.MaxAge)

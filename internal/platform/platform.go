@@ -1,7 +1,3 @@
-// Package platform wires poppyhost together: it builds every domain
-// package's store and handler on one database pool and mounts them on the
-// two surfaces a request can reach, the platform's own host and the
-// Companies' domains. It holds no logic of its own.
 package platform
 
 import (
@@ -135,6 +131,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		Pool: opts.Pool, Keys: keys, Resolver: resolver, Replays: replays, Proofs: proofs,
 		Accounts: p.Accounts, URLs: opts.URLs, CompanyForAPIKey: p.Tenants.CompanyForAPIKey, Now: now,
 		Limiter: limits, LoginRates: opts.LoginRates, Metrics: reg,
+		Offers: func(grant string) func(http.Handler) http.Handler { return offered(offers(grant)) },
 		// A joined browser stops acting for an account its agent signed
 		// out of (spec 5.5, 6).
 		SignedOut: joins.SignedOut,
@@ -203,7 +200,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 
 	registrations := registry.NewHandler(registry.Options{Store: apis, Fetch: safehttp.New(opts.Fetch),
 		AllowPrivate: opts.Fetch.AllowPrivate, Now: now})
-	join := browserjoin.New(browserjoin.Options{Store: joins, Tokens: tokens, Logger: logger, Now: now})
+	join := browserjoin.New(browserjoin.Options{Store: joins, Tokens: tokens, Logger: logger, Session: session, Now: now})
 	web := website.New(website.Options{Origins: caller, Sessions: join, Session: session, Tokens: tokens,
 		Operations: opStore, Engine: engine, Now: now})
 	disc := discovery.NewHandler(opts.URLs, registry.Listings{Store: apis, URLs: opts.URLs})
@@ -222,23 +219,20 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	mountOps(platform)
 	// The operator and Company APIs take no path or query text that
 	// PostgreSQL would refuse.
-	admin.MountAdmin(platform.With(httpx.RequireText), reports.MountReports, sess.MountEnd, keys.MountAdmin, registrations.Admin,
-		opHandler.Mount)
+	keyRoutes := signing.NewHandler(keys)
+	tenant.AdminAPI(platform.With(httpx.RequireText), p.Tenants, admin,
+		admin, reports, sess, keyRoutes, registrations, opHandler)
 	platform.Route("/company/v1", func(r chi.Router) {
 		r.Use(httpx.RequireText, tenant.RequireAPIKey(p.Tenants))
-		admin.MountCompanyAPI(r)
-		reports.MountReports(r)
-		sess.MountEnd(r)
-		companyConvs.CompanyAPI(r)
-		registrations.CompanyAPI(r)
-		join.MountCompany(r)
-		opHandler.Mount(r)
+		for _, h := range []httpx.CompanyAPIRoutes{admin, reports, sess, companyConvs, registrations, join, opHandler} {
+			h.CompanyAPI(r)
+		}
 	})
 	platform.With(tenant.BySlug(p.Tenants)).Get("/.well-known/oauth-authorization-server/t/{slug}", disc.ServeASMetadata)
 	platform.With(tenant.BySlug(p.Tenants)).Get("/.well-known/oauth-protected-resource/t/{slug}/mcp", mcp.ServeMetadata)
 	platform.Route("/t/{slug}", func(r chi.Router) {
 		r.Use(tenant.BySlug(p.Tenants), tenant.LimitByAddress(limits))
-		disc.MountIssuer(r)
+		disc.Public(r)
 		// Feedback needs no account, but an access token sent with it must
 		// still be valid and the Session's (spec 5.3 step 3).
 		// The report is read whole before the Session is verified, so a
@@ -251,10 +245,10 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		web.Public(r.With(offered(func(s *tenant.Settings) bool { return s.Operations.Enabled && s.Operations.Web })))
 		// Every Company has signing keys: they sign Poppy-Verified for its
 		// origin and agent webhook even without an issuer.
-		r.Get("/oauth/jwks.json", keys.ServeJWKS)
+		keyRoutes.Public(r)
 		r.Group(func(r chi.Router) {
 			r.Use(offered(func(s *tenant.Settings) bool { return s.Auth.Issuer }))
-			oauth.Mount(r, func(grant string) func(http.Handler) http.Handler { return offered(offers(grant)) })
+			oauth.Public(r)
 		})
 		gw.Public(r)
 		mcp.Public(r)
@@ -263,10 +257,10 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 
 	company := newRouter()
 	company.Use(tenant.LimitByAddress(limits))
-	disc.MountDomain(company)
+	disc.Domain(company)
 	company.Group(func(r chi.Router) {
 		r.Use(offered(func(s *tenant.Settings) bool { return s.Web.BrowserJoin }))
-		join.Mount(r, session)
+		join.Domain(r)
 	})
 	// Every other path of a Company domain is the Company's website,
 	// proxied to web.origin (404 without one). A path above asked with

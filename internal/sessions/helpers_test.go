@@ -84,10 +84,10 @@ func (k *kit) handler() http.Handler {
 	admin := tenant.NewAdmin(tenants, accounts.NewStore(k.Pool), k.URLs, true)
 
 	platform := newRouter()
-	admin.MountAdmin(platform.With(httpx.RequireText), sess.MountEnd)
+	tenant.AdminAPI(platform.With(httpx.RequireText), tenants, admin, admin, sess)
 	platform.Route("/company/v1", func(r chi.Router) {
 		r.Use(httpx.RequireText, tenant.RequireAPIKey(tenants))
-		sess.MountEnd(r)
+		sess.CompanyAPI(r)
 	})
 	platform.Route("/t/{slug}", func(r chi.Router) {
 		r.Use(tenant.BySlug(tenants), tenant.LimitByAddress(limits))

@@ -151,39 +151,44 @@ func (m *Manager) Require(limits *httpx.Limiter) func(http.Handler) http.Handler
 	}
 }
 
-// MountEnd mounts POST /sessions/end on r, whose context carries the
-// Company: the Company ends a Session, which then answers session_ended
-// (spec 5.5).
-func (m *Manager) MountEnd(r chi.Router) {
-	r.Post("/sessions/end", func(w http.ResponseWriter, r *http.Request) {
-		var body struct {
-			ClientID string `json:"client_id"`
-			SID      string `json:"sid"`
-		}
-		if err := httpx.DecodeJSON(w, r, &body, httpx.DecodeOptions{Strict: true, MaxBytes: 8 << 10}); err != nil {
-			httpx.WriteError(w, r, err)
-			return
-		}
-		var f httpx.Fields
-		if body.ClientID == "" {
-			f.Add("client_id", "is required")
-		}
-		if !ValidID(body.SID) {
-			f.Add("sid", "must be 1 to 256 URL-safe base64 characters")
-		}
-		if err := f.Err(); err != nil {
-			httpx.WriteError(w, r, err)
-			return
-		}
-		err := m.store.End(r.Context(), tenant.FromContext(r.Context()).ID, body.ClientID, body.SID, m.now())
-		if errors.Is(err, ErrNotFound) {
-			httpx.NotFound(w, r)
-			return
-		}
-		if err != nil {
-			httpx.WriteError(w, r, err)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	})
+// CompanyAPI mounts POST /sessions/end under /company/v1
+// (httpx.CompanyAPIRoutes): the Company ends a Session, which then
+// answers session_ended (spec 5.5).
+func (m *Manager) CompanyAPI(r chi.Router) { r.Post("/sessions/end", m.serveEnd) }
+
+// Admin mounts POST /sessions/end under /admin/v1/companies/{slug}
+// (httpx.AdminRoutes), as CompanyAPI.
+func (m *Manager) Admin(r chi.Router) { r.Post("/sessions/end", m.serveEnd) }
+
+// serveEnd ends the Session the body names, of the Company in the context.
+func (m *Manager) serveEnd(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		ClientID string `json:"client_id"`
+		SID      string `json:"sid"`
+	}
+	if err := httpx.DecodeJSON(w, r, &body, httpx.DecodeOptions{Strict: true, MaxBytes: 8 << 10}); err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	var f httpx.Fields
+	if body.ClientID == "" {
+		f.Add("client_id", "is required")
+	}
+	if !ValidID(body.SID) {
+		f.Add("sid", "must be 1 to 256 URL-safe base64 characters")
+	}
+	if err := f.Err(); err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	err := m.store.End(r.Context(), tenant.FromContext(r.Context()).ID, body.ClientID, body.SID, m.now())
+	if errors.Is(err, ErrNotFound) {
+		httpx.NotFound(w, r)
+		return
+	}
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }

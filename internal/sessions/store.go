@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/poppyhost/poppyhost/internal/db"
 )
 
 // ErrNotFound means no such Session.
@@ -46,10 +48,10 @@ const sessionColumns = `client_id, sid, user_id, agent_id, created_at, last_seen
 func scanSession(companyID int64, row pgx.Row) (*Session, error) {
 	s := &Session{CompanyID: companyID}
 	err := row.Scan(&s.ClientID, &s.SID, &s.UserID, &s.AgentID, &s.CreatedAt, &s.LastSeenAt, &s.EndedAt, &s.AccountID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
+	if err != nil {
+		return nil, db.NotFound(err, ErrNotFound)
 	}
-	return s, err
+	return s, nil
 }
 
 // lookup fetches the Session and records the jti in one round trip. It
@@ -125,11 +127,8 @@ func (s *Store) BindAccount(ctx context.Context, companyID int64, clientID, sid 
 		UPDATE sessions SET account_id = coalesce(account_id, $4)
 		WHERE company_id = $1 AND client_id = $2 AND sid = $3
 		RETURNING account_id`, companyID, clientID, sid, accountID).Scan(&bound)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, ErrNotFound
-	}
 	if err != nil {
-		return false, err
+		return false, db.NotFound(err, ErrNotFound)
 	}
 	return bound == accountID, nil
 }

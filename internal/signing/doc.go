@@ -6,7 +6,7 @@
 // kid is its RFC 7638 thumbprint; the first use makes it. Rotate, or the
 // periodic job once the key is RotateAfter old, retires it and makes a new
 // one. A retired key signs nothing more but stays in the published key set
-// (ServeJWKS, RFC 7517 §5) for Retain, so the tokens it signed keep
+// (Handler.ServeJWKS, RFC 7517 §5) for Retain, so the tokens it signed keep
 // verifying until they expire.
 //
 // Each replica caches a Company's keys for CacheTTL. A token whose kid the

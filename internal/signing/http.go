@@ -10,17 +10,31 @@ import (
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
+// Handler serves a Company's keys over HTTP: its public keys for
+// verifiers, and their rotation for the operator.
+type Handler struct {
+	keys *Keys
+}
+
+// NewHandler returns a Handler on keys.
+func NewHandler(keys *Keys) *Handler { return &Handler{keys: keys} }
+
+// Public mounts GET /oauth/jwks.json under {PUBLIC_URL}/t/{slug}
+// (httpx.PublicRoutes): every Company has signing keys, which sign
+// Poppy-Verified for its origin and agent webhook even without an issuer.
+func (h *Handler) Public(r chi.Router) { r.Get("/oauth/jwks.json", h.ServeJWKS) }
+
 // ServeJWKS answers GET {issuer}/oauth/jwks.json with the public keys of the
 // Company in the request context (PublicSet, RFC 7517 §5). Verifiers may
 // cache it for five minutes; a token whose kid they have not seen should
 // make them fetch it again, as a new key signs as soon as it is made.
-func (k *Keys) ServeJWKS(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) ServeJWKS(w http.ResponseWriter, r *http.Request) {
 	c := tenant.FromContext(r.Context())
 	if c == nil {
 		httpx.NotFound(w, r)
 		return
 	}
-	set, err := k.PublicSet(r.Context(), c.ID)
+	set, err := h.keys.PublicSet(r.Context(), c.ID)
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return
@@ -36,20 +50,18 @@ func (k *Keys) ServeJWKS(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// MountAdmin mounts POST /keys/rotate on r, which is mounted under
-// /admin/v1/companies/{slug} with the Company in the context. It rotates
-// the Company's signing key and answers 204.
-func (k *Keys) MountAdmin(r chi.Router) {
-	r.Post("/keys/rotate", k.serveRotate)
-}
+// Admin mounts POST /keys/rotate under /admin/v1/companies/{slug}
+// (httpx.AdminRoutes). It rotates the Company's signing key and answers
+// 204.
+func (h *Handler) Admin(r chi.Router) { r.Post("/keys/rotate", h.serveRotate) }
 
-func (k *Keys) serveRotate(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) serveRotate(w http.ResponseWriter, r *http.Request) {
 	c := tenant.FromContext(r.Context())
 	if c == nil {
 		httpx.NotFound(w, r)
 		return
 	}
-	if err := k.Rotate(r.Context(), c.ID); err != nil {
+	if err := h.keys.Rotate(r.Context(), c.ID); err != nil {
 		httpx.WriteError(w, r, err)
 		return
 	}

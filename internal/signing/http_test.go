@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/jose"
+	"github.com/poppyhost/poppyhost/internal/signing"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
@@ -25,7 +26,7 @@ func TestServeJWKS(t *testing.T) {
 			req = req.WithContext(tenant.WithCompany(req.Context(), c))
 		}
 		rec := httptest.NewRecorder()
-		b.keys.ServeJWKS(rec, req)
+		signing.NewHandler(b.keys).ServeJWKS(rec, req)
 		return rec
 	}
 
@@ -71,7 +72,7 @@ func TestServeJWKS(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, get(nil).Code, "no Company")
 }
 
-func TestMountAdminRotates(t *testing.T) {
+func TestAdminRotates(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	alpha, beta := b.company(t, "alpha"), b.company(t, "beta")
@@ -80,7 +81,7 @@ func TestMountAdminRotates(t *testing.T) {
 	r := chi.NewRouter()
 	r.Route("/admin/v1/companies/{slug}", func(r chi.Router) {
 		r.Use(tenant.BySlug(tenant.NewStore(b.pool)))
-		b.keys.MountAdmin(r)
+		signing.NewHandler(b.keys).Admin(r)
 	})
 	post := func(path string) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()

@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/poppyhost/poppyhost/internal/db"
 	"github.com/poppyhost/poppyhost/internal/jobs"
 )
 
@@ -25,12 +22,7 @@ func Sweeps(k *Keys) []jobs.Sweep {
 // fails does not stop the others.
 func (k *Keys) maintain(ctx context.Context, now time.Time) (int64, error) {
 	cutoff := now.Add(-k.opts.RotateAfter)
-	rows, err := k.pool.Query(ctx, `SELECT company_id FROM signing_keys
-		WHERE retired_at IS NULL AND created_at <= $1 ORDER BY company_id`, cutoff)
-	if err != nil {
-		return 0, fmt.Errorf("signing: find old keys: %w", err)
-	}
-	companies, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	companies, err := k.companiesWithKeysBefore(ctx, cutoff)
 	if err != nil {
 		return 0, fmt.Errorf("signing: find old keys: %w", err)
 	}
@@ -40,8 +32,7 @@ func (k *Keys) maintain(ctx context.Context, now time.Time) (int64, error) {
 			errs = append(errs, err)
 		}
 	}
-	n, err := db.DeleteInBatches(ctx, k.pool, "signing_keys", "company_id, kid", "retired_at <= $1",
-		now.Add(-k.opts.Retain))
+	n, err := k.deleteRetired(ctx, now.Add(-k.opts.Retain))
 	if err != nil {
 		errs = append(errs, fmt.Errorf("signing: delete retired keys: %w", err))
 	}

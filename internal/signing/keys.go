@@ -15,8 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lestrrat-go/jwx/v2/jwa"
 	"github.com/lestrrat-go/jwx/v2/jwk"
@@ -193,29 +191,9 @@ func (k *Keys) rotate(ctx context.Context, companyID int64, olderThan *time.Time
 	if err != nil {
 		return false, err
 	}
-	now := k.opts.Now()
-	tx, err := k.pool.Begin(ctx)
-	if err != nil {
-		return false, fmt.Errorf("signing: rotate: %w", err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
-	// A racing rotation waits here for the first to commit, then finds no
-	// current key to retire, and its insert below yields to the first's key.
-	tag, err := tx.Exec(ctx, `UPDATE signing_keys SET retired_at = $2
-		WHERE company_id = $1 AND retired_at IS NULL AND ($3::timestamptz IS NULL OR created_at <= $3)`,
-		companyID, now, olderThan)
-	if err != nil {
-		return false, fmt.Errorf("signing: rotate: %w", err)
-	}
-	retired := tag.RowsAffected() > 0
-	if olderThan != nil && !retired {
-		return false, nil
-	}
-	if err := insertKey(ctx, tx, companyID, kid, jwkJSON, now); err != nil {
+	retired, err := k.replaceKey(ctx, companyID, kid, jwkJSON, k.opts.Now(), olderThan)
+	if err != nil || olderThan != nil && !retired {
 		return false, err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return false, fmt.Errorf("signing: rotate: %w", err)
 	}
 	// Sign with the new key here at once; other replicas follow within
 	// CacheTTL.
@@ -234,23 +212,6 @@ func (k *Keys) create(ctx context.Context, companyID int64) error {
 		return err
 	}
 	return insertKey(ctx, k.pool, companyID, kid, jwkJSON, k.opts.Now())
-}
-
-// execer is the pool or a transaction.
-type execer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
-
-// insertKey stores a new current key, or nothing when the Company already
-// has one: the partial unique index signing_keys_current decides races.
-func insertKey(ctx context.Context, db execer, companyID int64, kid string, jwkJSON []byte, now time.Time) error {
-	_, err := db.Exec(ctx, `INSERT INTO signing_keys (company_id, kid, private_jwk, created_at)
-		VALUES ($1, $2, $3, $4) ON CONFLICT (company_id) WHERE retired_at IS NULL DO NOTHING`,
-		companyID, kid, jwkJSON, now)
-	if err != nil {
-		return fmt.Errorf("signing: store a key for company %d: %w", companyID, err)
-	}
-	return nil
 }
 
 // newKey makes a P-256 key and returns its kid and its private JWK.
@@ -365,19 +326,8 @@ func (k *Keys) flight(ctx context.Context, companyID int64) (*keyring, error) {
 // Retain ago.
 func (k *Keys) load(ctx context.Context, companyID int64, gen uint64) (*keyring, error) {
 	now := k.opts.Now()
-	rows, err := k.pool.Query(ctx, `SELECT kid, private_jwk, retired_at FROM signing_keys
-		WHERE company_id = $1 AND (retired_at IS NULL OR retired_at > $2)
-		ORDER BY retired_at DESC NULLS FIRST`, companyID, now.Add(-k.opts.Retain))
-	if err != nil {
-		return nil, fmt.Errorf("signing: load keys of company %d: %w", companyID, err)
-	}
 	ring := &keyring{gen: gen, loaded: now}
-	var (
-		kid       string
-		jwkJSON   []byte
-		retiredAt *time.Time
-	)
-	_, err = pgx.ForEachRow(rows, []any{&kid, &jwkJSON, &retiredAt}, func() error {
+	err := k.eachKey(ctx, companyID, now.Add(-k.opts.Retain), func(kid string, jwkJSON []byte, retiredAt *time.Time) error {
 		key, err := parseKey(kid, jwkJSON, retiredAt)
 		if err != nil {
 			return fmt.Errorf("stored key %s: %w", kid, err)

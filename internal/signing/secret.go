@@ -4,10 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/poppyhost/poppyhost/internal/db"
 )
 
 // secretLen is the size of a Company secret: 256 bits, HMAC-SHA256's block
@@ -26,13 +25,11 @@ func (k *Keys) Secret(ctx context.Context, companyID int64) ([]byte, error) {
 		return bytes.Clone(s), nil
 	}
 	s, err := k.readSecret(ctx, companyID)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.IsNotFound(err) {
 		s = make([]byte, secretLen)
 		_, _ = rand.Read(s) // never fails (crypto/rand)
 		// A racing replica's secret wins; both then read the same one.
-		_, err = k.pool.Exec(ctx, `INSERT INTO company_secrets (company_id, secret, created_at)
-			VALUES ($1, $2, $3) ON CONFLICT (company_id) DO NOTHING`, companyID, s, k.opts.Now())
-		if err != nil {
+		if err := k.insertSecret(ctx, companyID, s); err != nil {
 			return nil, fmt.Errorf("signing: store the secret of company %d: %w", companyID, err)
 		}
 		s, err = k.readSecret(ctx, companyID)
@@ -47,10 +44,4 @@ func (k *Keys) Secret(ctx context.Context, companyID int64) ([]byte, error) {
 	k.secrets[companyID] = s
 	k.mu.Unlock()
 	return bytes.Clone(s), nil
-}
-
-func (k *Keys) readSecret(ctx context.Context, companyID int64) ([]byte, error) {
-	var s []byte
-	err := k.pool.QueryRow(ctx, `SELECT secret FROM company_secrets WHERE company_id = $1`, companyID).Scan(&s)
-	return s, err
 }

@@ -40,35 +40,48 @@ func NewAdmin(store *Store, accts AccountCreator, urls URLs, allowPrivate bool) 
 // hundreds of scopes and tasks fit comfortably.
 const maxAdminBody = 256 << 10
 
-// MountAdmin mounts /admin/v1 routes on r, behind operator token checks.
-// companyRoutes mount other packages' routes under
-// /admin/v1/companies/{slug}, with the Company in the context.
-func (a *Admin) MountAdmin(r chi.Router, companyRoutes ...func(chi.Router)) {
+// AdminAPI serves /admin/v1 on r behind RequireOperator: the operator's
+// own routes (admin.Operator) and, under /companies/{slug} with the
+// Company in the context, every Admin route of routes (admin's own among
+// them when it is listed).
+func AdminAPI(r chi.Router, store *Store, admin *Admin, routes ...httpx.AdminRoutes) {
 	r.Route("/admin/v1", func(r chi.Router) {
-		r.Use(a.requireOperator)
-		r.Post("/companies", a.createCompany)
-		r.Get("/companies", a.listCompanies)
+		r.Use(RequireOperator(store))
+		admin.Operator(r)
 		r.Route("/companies/{slug}", func(r chi.Router) {
-			r.Use(BySlug(a.store))
-			r.Get("/", a.getCompany)
-			r.Patch("/", a.patchCompany)
-			r.Delete("/", a.deleteCompany)
-			r.Post("/accounts", a.createAccount)
-			r.Post("/api-keys", a.createAPIKey)
-			r.Get("/api-keys", a.listAPIKeys)
-			r.Delete("/api-keys/{id}", a.revokeAPIKey)
-			for _, mount := range companyRoutes {
-				mount(r)
+			r.Use(BySlug(store))
+			for _, h := range routes {
+				h.Admin(r)
 			}
 		})
-		r.Post("/operator-tokens", a.createOperatorToken)
-		r.Delete("/operator-tokens/{id}", a.revokeOperatorToken)
 	})
 }
 
-// MountCompanyAPI mounts the /company/v1 routes this package owns on r,
-// which must already require a Company API key (RequireAPIKey).
-func (a *Admin) MountCompanyAPI(r chi.Router) {
+// Operator mounts the operator's own routes on r, which serves /admin/v1
+// behind RequireOperator: creating and listing Companies, and operator
+// tokens.
+func (a *Admin) Operator(r chi.Router) {
+	r.Post("/companies", a.createCompany)
+	r.Get("/companies", a.listCompanies)
+	r.Post("/operator-tokens", a.createOperatorToken)
+	r.Delete("/operator-tokens/{id}", a.revokeOperatorToken)
+}
+
+// Admin mounts a Company's own routes under /admin/v1/companies/{slug}
+// (httpx.AdminRoutes): its settings, accounts and API keys.
+func (a *Admin) Admin(r chi.Router) {
+	r.Get("/", a.getCompany)
+	r.Patch("/", a.patchCompany)
+	r.Delete("/", a.deleteCompany)
+	r.Post("/accounts", a.createAccount)
+	r.Post("/api-keys", a.createAPIKey)
+	r.Get("/api-keys", a.listAPIKeys)
+	r.Delete("/api-keys/{id}", a.revokeAPIKey)
+}
+
+// CompanyAPI mounts GET /company, the Company's own settings, under
+// /company/v1 (httpx.CompanyAPIRoutes).
+func (a *Admin) CompanyAPI(r chi.Router) {
 	r.Get("/company", a.getCompany)
 }
 
@@ -85,24 +98,28 @@ func unauthorized(w http.ResponseWriter, r *http.Request, realm, msg string) {
 	httpx.WriteError(w, r, httpx.Errorf(httpx.CodeUnauthorized, "%s", msg))
 }
 
-func (a *Admin) requireOperator(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok := bearer(r)
-		if tok == "" {
-			unauthorized(w, r, "poppyhost-admin", "an operator token is required (Authorization: Bearer ...)")
-			return
-		}
-		ok, err := a.store.OperatorTokenValid(r.Context(), tok)
-		if err != nil {
-			httpx.WriteError(w, r, err)
-			return
-		}
-		if !ok {
-			unauthorized(w, r, "poppyhost-admin", "the operator token is not valid")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+// RequireOperator lets through only requests with a live operator token
+// (Authorization: Bearer), for the operator API under /admin/v1.
+func RequireOperator(store *Store) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			tok := bearer(r)
+			if tok == "" {
+				unauthorized(w, r, "poppyhost-admin", "an operator token is required (Authorization: Bearer ...)")
+				return
+			}
+			ok, err := store.OperatorTokenValid(r.Context(), tok)
+			if err != nil {
+				httpx.WriteError(w, r, err)
+				return
+			}
+			if !ok {
+				unauthorized(w, r, "poppyhost-admin", "the operator token is not valid")
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
 }
 
 // RequireAPIKey authenticates a Company API key and puts its Company in

@@ -81,10 +81,10 @@ func newRouter() *chi.Mux {
 func (k *kit) handler() http.Handler {
 	admin := tenant.NewAdmin(k.Tenants, k.Accounts, k.URLs, true)
 	platform := newRouter()
-	admin.MountAdmin(platform.With(httpx.RequireText))
+	tenant.AdminAPI(platform.With(httpx.RequireText), k.Tenants, admin, admin)
 	platform.Route("/company/v1", func(r chi.Router) {
 		r.Use(httpx.RequireText, tenant.RequireAPIKey(k.Tenants))
-		admin.MountCompanyAPI(r)
+		admin.CompanyAPI(r)
 	})
 	platform.With(tenant.BySlug(k.Tenants)).Get("/t/{slug}/*", serveOrganization)
 	company := newRouter()

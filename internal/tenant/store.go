@@ -12,8 +12,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/poppyhost/poppyhost/internal/db"
 )
 
 // ErrNotFound means no such Company (or key) exists.
@@ -44,10 +45,7 @@ func scanCompany(row pgx.Row) (*Company, error) {
 		raw []byte
 	)
 	if err := row.Scan(&c.ID, &c.Slug, &raw, &c.CreatedAt, &c.UpdatedAt); err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, ErrNotFound
-		}
-		return nil, err
+		return nil, db.NotFound(err, ErrNotFound)
 	}
 	// Settings stored before a setting existed get its default.
 	c.Settings = DefaultSettings()
@@ -58,19 +56,11 @@ func scanCompany(row pgx.Row) (*Company, error) {
 	return &c, nil
 }
 
-// mapWriteError turns unique violations into a ConflictError naming the
-// field of s that holds the taken value; everything else passes through.
-func mapWriteError(err error, s Settings) error {
-	var pe *pgconn.PgError
-	if !errors.As(err, &pe) || pe.Code != "23505" {
-		return err
-	}
-	switch pe.ConstraintName {
-	case "companies_slug_key":
+// mapWriteError turns a unique violation of the slug into a ConflictError;
+// everything else passes through.
+func mapWriteError(err error) error {
+	if db.IsConflict(err, "companies_slug_key") {
 		return &ConflictError{Field: "slug", Message: "is taken by another Company"}
-	case "company_domains_pkey":
-		d := domainFromDetail(pe.Detail)
-		return &ConflictError{Field: domainField(s, d), Message: fmt.Sprintf("%s belongs to another Company", d)}
 	}
 	return err
 }
@@ -89,16 +79,6 @@ func domainField(s Settings, d string) string {
 	return "domains"
 }
 
-// domainFromDetail pulls the value out of "Key (domain)=(x) already exists."
-func domainFromDetail(detail string) string {
-	_, rest, ok := strings.Cut(detail, ")=(")
-	if !ok {
-		return "a domain"
-	}
-	v, _, _ := strings.Cut(rest, ")")
-	return v
-}
-
 // Create stores a new Company with its domains.
 func (s *Store) Create(ctx context.Context, slug string, settings Settings) (*Company, error) {
 	raw, err := json.Marshal(settings)
@@ -106,7 +86,7 @@ func (s *Store) Create(ctx context.Context, slug string, settings Settings) (*Co
 		return nil, err
 	}
 	var c *Company
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
 		c, err = scanCompany(tx.QueryRow(ctx,
 			`INSERT INTO companies AS c (slug, settings) VALUES ($1, $2) RETURNING `+companyColumns, slug, raw))
@@ -125,16 +105,22 @@ func (s *Store) Create(ctx context.Context, slug string, settings Settings) (*Co
 		return insertDomains(ctx, tx, c.ID, settings)
 	})
 	if err != nil {
-		return nil, mapWriteError(err, settings)
+		return nil, mapWriteError(err)
 	}
 	return c, nil
 }
 
-func insertDomains(ctx context.Context, tx pgx.Tx, companyID int64, s Settings) error {
+// insertDomains stores the domains of s as companyID's; a domain another
+// Company holds is a ConflictError naming its field in s.
+func insertDomains(ctx context.Context, tx db.Executor, companyID int64, s Settings) error {
 	for i, d := range s.AllDomains() {
-		if _, err := tx.Exec(ctx,
+		_, err := tx.Exec(ctx,
 			`INSERT INTO company_domains (domain, company_id, is_primary) VALUES ($1, $2, $3)`,
-			d, companyID, i == 0); err != nil {
+			d, companyID, i == 0)
+		if db.IsConflict(err, "company_domains_pkey") {
+			return &ConflictError{Field: domainField(s, d), Message: fmt.Sprintf("%s belongs to another Company", d)}
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -154,7 +140,7 @@ func (s *Store) Modify(ctx context.Context, companyID int64, change func(c *Comp
 		out      *Company
 		settings Settings
 	)
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		c, err := scanCompany(tx.QueryRow(ctx,
 			`SELECT `+companyColumns+` FROM companies c WHERE c.id = $1 FOR UPDATE`, companyID))
 		if err != nil {
@@ -179,7 +165,7 @@ func (s *Store) Modify(ctx context.Context, companyID int64, change func(c *Comp
 		return insertDomains(ctx, tx, companyID, settings)
 	})
 	if err != nil {
-		return nil, mapWriteError(err, settings)
+		return nil, mapWriteError(err)
 	}
 	return out, nil
 }
@@ -223,14 +209,11 @@ func (s *Store) List(ctx context.Context, after string, limit int) ([]*Company, 
 // Delete removes a Company and, by cascade, every row it owns, and retires
 // its slug.
 func (s *Store) Delete(ctx context.Context, companyID int64) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	return db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var slug string
 		err := tx.QueryRow(ctx, `DELETE FROM companies WHERE id = $1 RETURNING slug`, companyID).Scan(&slug)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrNotFound
-		}
 		if err != nil {
-			return err
+			return db.NotFound(err, ErrNotFound)
 		}
 		_, err = tx.Exec(ctx, `INSERT INTO retired_slugs (slug) VALUES ($1) ON CONFLICT DO NOTHING`, slug)
 		return err

@@ -34,10 +34,6 @@ const (
 	maxMethod     = 32
 )
 
-// joinCookie is browserjoin.JoinCookie, which the Session cookie must not
-// be named (browserjoin imports this package).
-const joinCookie = "__Host-poppy_join"
-
 func (c *checker) web(s *Settings) {
 	w := &s.Web
 	if w.Origin != "" {
@@ -55,7 +51,7 @@ func (c *checker) web(s *Settings) {
 		switch {
 		case len(w.CookieName) > maxCookieName || !cookieToken(w.CookieName):
 			c.Add("web.cookie_name", "must be 1 to %d cookie-name characters (RFC 6265: letters, digits and !#$%%&'*+-.^_`|~)", maxCookieName)
-		case strings.EqualFold(w.CookieName, joinCookie):
+		case strings.EqualFold(w.CookieName, JoinCookie):
 			c.Add("web.cookie_name", "is the name of the browser-session page's own cookie")
 		case w.CookieDomain != "" && hasPrefixFold(w.CookieName, "__Host-"):
 			c.Add("web.cookie_name", "must not start with __Host- when web.cookie_domain is set: browsers refuse such a cookie with a Domain")

@@ -180,7 +180,7 @@ func (s *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		client = h
 	}
-	ours := []string{name, browserjoin.JoinCookie}
+	ours := []string{name, tenant.JoinCookie}
 	r.Body = http.MaxBytesReader(w, r.Body, websiteMaxRequestBytes)
 	s.opts.Origins.Relay(w, r, &origin.Relay{
 		Target:   target,

@@ -312,7 +312,7 @@ func TestWebsiteVisitor(t *testing.T) {
 	require.Equal(t, 1, s.origin.Calls(http.MethodPost, "/account/orders/o1"), "rules apply to joined browsers only")
 
 	// A cookie that acts for no web session.
-	resp = s.do(t, nil, http.MethodGet, "/products", nil, "Cookie", s.cookie+"=Pz81kQunknown; theme=dark; "+browserjoin.JoinCookie+"=j")
+	resp = s.do(t, nil, http.MethodGet, "/products", nil, "Cookie", s.cookie+"=Pz81kQunknown; theme=dark; "+tenant.JoinCookie+"=j")
 	require.Equal(t, http.StatusUnauthorized, resp.Status, "%s", resp.Body)
 	got = s.origin.Last()
 	require.Empty(t, got.Header.Values(verified.Header))
@@ -448,7 +448,7 @@ func TestWebsiteOriginCookies(t *testing.T) {
 	forged := []string{
 		tenant.DefaultWebCookie + "=forged; Path=/; Secure",
 		"__host-POPPY_session=forged; Path=/; Secure",
-		browserjoin.JoinCookie + "=forged; Path=/; Secure; SameSite=Strict",
+		tenant.JoinCookie + "=forged; Path=/; Secure; SameSite=Strict",
 		"=" + tenant.DefaultWebCookie + "=nameless",
 		tenant.DefaultWebCookie,
 	}

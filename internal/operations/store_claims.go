@@ -3,11 +3,11 @@ package operations
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/poppyhost/poppyhost/internal/db"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
@@ -69,7 +69,7 @@ func (s *Store) Check(ctx context.Context, companyID int64, owner Owner, iface, 
 			action_key
 		FROM operations WHERE company_id = $1 AND id = $2`, companyID, a.OperationID).Scan(
 		&client, &user, &account, &gotIface, &gotTarget, &status, &current, &response, &actionKey)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.IsNotFound(err) {
 		// Not ours, or forgotten: check 3 for what the request asks.
 		return &Checked{Verdict: Stale}, nil
 	}
@@ -108,7 +108,7 @@ func (s *Store) Check(ctx context.Context, companyID int64, owner Owner, iface, 
 		FROM operation_revisions
 		WHERE company_id = $1 AND operation_id = $2 AND revision = $3`, companyID, a.OperationID, a.Revision).Scan(
 		&stored, &expires, &declined, &replaced, &terms, &summary)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.IsNotFound(err) {
 		return &Checked{Verdict: Stale}, nil
 	}
 	if err != nil {
@@ -142,36 +142,36 @@ type Claim struct {
 // inserted with their change).
 func (s *Store) Claim(ctx context.Context, companyID int64, a *Approval, facts *verified.Facts, lease time.Duration,
 	now time.Time, settle func(ctx context.Context, tx pgx.Tx, c *Claim) error) (*Claim, error) {
-	tx, err := s.pool.Begin(ctx)
+	var c *Claim
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		var ok bool
+		// Each statement reads what committed before it began: the lock is
+		// taken first, so the revision's state below is the latest.
+		err := tx.QueryRow(ctx, `SELECT status = 'proposed' AND revision = $3 FROM operations
+			WHERE company_id = $1 AND id = $2 FOR UPDATE`, companyID, a.OperationID, a.Revision).Scan(&ok)
+		if db.IsNotFound(err) || err == nil && !ok {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		c = &Claim{ID: newID("clm_"), LeaseUntil: now.Add(lease)}
+		tag, err := tx.Exec(ctx, `UPDATE operations SET status = 'performing', approval = $4, facts = $5,
+				performing_since = $6, updated_at = $6, claim = $7, lease_until = $8, sends = 1
+			WHERE company_id = $1 AND id = $2 AND EXISTS (SELECT 1 FROM operation_revisions r
+				WHERE r.company_id = $1 AND r.operation_id = $2 AND r.revision = $3 AND r.declined_at IS NULL
+					AND r.replaced_at IS NULL AND r.expires_at > $6)`,
+			companyID, a.OperationID, a.Revision, a, facts, now, c.ID, c.LeaseUntil)
+		if err != nil || tag.RowsAffected() != 1 {
+			c = nil
+			return err
+		}
+		return settle(ctx, tx, c)
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer tx.Rollback(ctx)
-	var ok bool
-	// Each statement reads what committed before it began: the lock is
-	// taken first, so the revision's state below is the latest.
-	err = tx.QueryRow(ctx, `SELECT status = 'proposed' AND revision = $3 FROM operations
-		WHERE company_id = $1 AND id = $2 FOR UPDATE`, companyID, a.OperationID, a.Revision).Scan(&ok)
-	if errors.Is(err, pgx.ErrNoRows) || err == nil && !ok {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	c := &Claim{ID: newID("clm_"), LeaseUntil: now.Add(lease)}
-	tag, err := tx.Exec(ctx, `UPDATE operations SET status = 'performing', approval = $4, facts = $5,
-			performing_since = $6, updated_at = $6, claim = $7, lease_until = $8, sends = 1
-		WHERE company_id = $1 AND id = $2 AND EXISTS (SELECT 1 FROM operation_revisions r
-			WHERE r.company_id = $1 AND r.operation_id = $2 AND r.revision = $3 AND r.declined_at IS NULL
-				AND r.replaced_at IS NULL AND r.expires_at > $6)`,
-		companyID, a.OperationID, a.Revision, a, facts, now, c.ID, c.LeaseUntil)
-	if err != nil || tag.RowsAffected() != 1 {
-		return nil, err
-	}
-	if err := settle(ctx, tx, c); err != nil {
-		return nil, err
-	}
-	return c, tx.Commit(ctx)
+	return c, nil
 }
 
 // Lease takes the send lease of claim for lease from now, when no send of
@@ -187,12 +187,12 @@ func (s *Store) Lease(ctx context.Context, companyID int64, id, claim string, le
 	if err == nil {
 		return true, until, nil
 	}
-	if !errors.Is(err, pgx.ErrNoRows) {
+	if !db.IsNotFound(err) {
 		return false, time.Time{}, err
 	}
 	err = s.pool.QueryRow(ctx, `SELECT lease_until FROM operations
 		WHERE company_id = $1 AND id = $2 AND claim = $3 AND status = 'performing'`, companyID, id, claim).Scan(&until)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.IsNotFound(err) {
 		return false, time.Time{}, nil
 	}
 	return false, until, err
@@ -225,7 +225,7 @@ func (s *Store) Performing(ctx context.Context, companyID int64, id, claim strin
 		WHERE o.company_id = $1 AND o.id = $2 AND o.status = 'performing' AND o.claim = $3`, companyID, id, claim).Scan(
 		&u.Claim, &u.LeaseUntil, &u.Since, &u.Interface, &u.Target, &u.ActionKey, &u.Approval, &u.Facts, u.Request,
 		&u.Terms)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.IsNotFound(err) {
 		return nil, nil
 	}
 	return u, err
@@ -262,34 +262,31 @@ const (
 // had already ended). d is the decline, with ReleaseDeclined.
 func (s *Store) Release(ctx context.Context, companyID int64, id, claim string, why Release, d *Decline,
 	now time.Time) (bool, error) {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return false, err
-	}
-	defer tx.Rollback(ctx)
-	var revision string
-	err = tx.QueryRow(ctx, `UPDATE operations SET status = 'proposed', approval = NULL, facts = NULL,
-			performing_since = NULL, updated_at = $4, claim = NULL, lease_until = NULL
-		WHERE company_id = $1 AND id = $2 AND claim = $3 AND status = 'performing'
-		RETURNING revision`, companyID, id, claim, now).Scan(&revision)
-	if errors.Is(err, pgx.ErrNoRows) {
+	var done bool
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		var revision string
+		err := tx.QueryRow(ctx, `UPDATE operations SET status = 'proposed', approval = NULL, facts = NULL,
+				performing_since = NULL, updated_at = $4, claim = NULL, lease_until = NULL
+			WHERE company_id = $1 AND id = $2 AND claim = $3 AND status = 'performing'
+			RETURNING revision`, companyID, id, claim, now).Scan(&revision)
+		if err != nil {
+			return err
+		}
+		done = true
+		switch why {
+		case ReleaseNewTerms:
+			_, err = tx.Exec(ctx, `UPDATE operation_revisions SET replaced_at = coalesce(replaced_at, $4)
+				WHERE company_id = $1 AND operation_id = $2 AND revision = $3`, companyID, id, revision, now)
+		case ReleaseDeclined:
+			_, err = tx.Exec(ctx, `UPDATE operation_revisions SET declined_at = $4, decline = $5
+				WHERE company_id = $1 AND operation_id = $2 AND revision = $3`, companyID, id, revision, now, d)
+		}
+		return err
+	})
+	if db.IsNotFound(err) {
 		return false, nil
 	}
-	if err != nil {
-		return false, err
-	}
-	switch why {
-	case ReleaseNewTerms:
-		_, err = tx.Exec(ctx, `UPDATE operation_revisions SET replaced_at = coalesce(replaced_at, $4)
-			WHERE company_id = $1 AND operation_id = $2 AND revision = $3`, companyID, id, revision, now)
-	case ReleaseDeclined:
-		_, err = tx.Exec(ctx, `UPDATE operation_revisions SET declined_at = $4, decline = $5
-			WHERE company_id = $1 AND operation_id = $2 AND revision = $3`, companyID, id, revision, now, d)
-	}
-	if err != nil {
-		return false, err
-	}
-	return true, tx.Commit(ctx)
+	return done && err == nil, err
 }
 
 // DeclineUnclaimed retires revision of operation id for good when the
@@ -299,26 +296,26 @@ func (s *Store) Release(ctx context.Context, companyID int64, id, claim string, 
 // operation's row is locked as Claim locks it.
 func (s *Store) DeclineUnclaimed(ctx context.Context, companyID int64, id, revision string, d *Decline,
 	now time.Time) (bool, error) {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return false, err
-	}
-	defer tx.Rollback(ctx)
-	var status string
-	err = tx.QueryRow(ctx, `SELECT status FROM operations WHERE company_id = $1 AND id = $2 FOR UPDATE`,
-		companyID, id).Scan(&status)
-	if errors.Is(err, pgx.ErrNoRows) || err == nil && status != stateProposed {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	if _, err := tx.Exec(ctx, `UPDATE operation_revisions SET declined_at = coalesce(declined_at, $4),
-			decline = coalesce(decline, $5)
-		WHERE company_id = $1 AND operation_id = $2 AND revision = $3`, companyID, id, revision, now, d); err != nil {
-		return false, err
-	}
-	return true, tx.Commit(ctx)
+	var declined bool
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		var status string
+		err := tx.QueryRow(ctx, `SELECT status FROM operations WHERE company_id = $1 AND id = $2 FOR UPDATE`,
+			companyID, id).Scan(&status)
+		if db.IsNotFound(err) || err == nil && status != stateProposed {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE operation_revisions SET declined_at = coalesce(declined_at, $4),
+				decline = coalesce(decline, $5)
+			WHERE company_id = $1 AND operation_id = $2 AND revision = $3`, companyID, id, revision, now, d); err != nil {
+			return err
+		}
+		declined = true
+		return nil
+	})
+	return declined && err == nil, err
 }
 
 // GiveUp marks the operation of claim unknown: its settle path could not
@@ -355,7 +352,7 @@ func (s *Store) claimOf(ctx context.Context, companyID int64, id string) (string
 	var claim string
 	err := s.pool.QueryRow(ctx, `SELECT claim FROM operations WHERE company_id = $1 AND id = $2
 		AND status = 'performing'`, companyID, id).Scan(&claim)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.IsNotFound(err) {
 		return "", nil
 	}
 	return claim, err

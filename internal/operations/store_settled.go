@@ -2,10 +2,9 @@ package operations
 
 import (
 	"context"
-	"errors"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/poppyhost/poppyhost/internal/db"
 )
 
 // RevisionState is what became of one revision of an operation, as State
@@ -42,7 +41,7 @@ func (s *Store) State(ctx context.Context, companyID int64, id, revision string)
 		FROM operations o JOIN operation_revisions r ON r.company_id = o.company_id AND r.operation_id = o.id
 		WHERE o.company_id = $1 AND o.id = $2 AND r.revision = $3`, companyID, id, revision).Scan(
 		&st.Status, &approved, &st.Response, &since, &declined, &replaced)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {

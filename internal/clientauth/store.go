@@ -7,7 +7,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/poppyhost/poppyhost/internal/db"
-	"github.com/poppyhost/poppyhost/internal/jobs"
 )
 
 // PGReplays is the ReplayStore on PostgreSQL (table client_assertion_jtis),
@@ -44,10 +43,4 @@ func (s *PGReplays) Use(ctx context.Context, issuer, clientID, jti string, exp t
 // Sweep deletes the records whose exp is before now, and says how many.
 func (s *PGReplays) Sweep(ctx context.Context, now time.Time) (int64, error) {
 	return db.DeleteInBatches(ctx, s.pool, "client_assertion_jtis", "issuer, client_id, jti", "expires_at < $1", now)
-}
-
-// Sweeps are the package's periodic work: forgetting client assertion
-// jtis past their exp, every minute.
-func Sweeps(store *PGReplays) []jobs.Sweep {
-	return []jobs.Sweep{{Name: "clientauth_sweep_jtis", Every: time.Minute, Run: store.Sweep}}
 }

@@ -2,12 +2,12 @@ package operations
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/poppyhost/poppyhost/internal/db"
 	"github.com/poppyhost/poppyhost/internal/sessions"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
@@ -76,7 +76,7 @@ func (s *Store) Lookup(ctx context.Context, companyID int64, id string) (*WebOpe
 		WHERE o.company_id = $1 AND o.id = $2`, companyID, id).Scan(
 		&w.Owner.ClientID, &w.Owner.UserID, &w.Owner.AccountID, &w.Interface, &w.Status, &w.Current.Revision,
 		&w.Current.Terms, &w.Current.Summary, &w.Current.ExpiresAt, &w.Retired, &w.Approved)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
@@ -97,7 +97,7 @@ func (s *Store) RevisionOf(ctx context.Context, companyID int64, id, revision st
 	)
 	err = s.pool.QueryRow(ctx, `SELECT declined_at, decline FROM operation_revisions
 		WHERE company_id = $1 AND operation_id = $2 AND revision = $3`, companyID, id, revision).Scan(&at, &d)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.IsNotFound(err) {
 		return false, nil, nil
 	}
 	if err != nil {
