@@ -62,7 +62,8 @@ type Agent struct {
 	key      *ecdsa.PrivateKey // signs client assertions and delegations
 	dpopKey  *ecdsa.PrivateKey // signs DPoP proofs (spec 4.5)
 	kid      string
-	base     string // https://{Host}:{port}
+	bot      *botKey // signs Web Bot Auth signatures (spec 5.3)
+	base     string  // https://{Host}:{port}
 	server   *http.Server
 	ln       net.Listener
 	client   *http.Client // protocol requests: never follows redirects
@@ -100,6 +101,10 @@ func New(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	bot, err := newBotKey()
+	if err != nil {
+		return nil, err
+	}
 	roots, err := x509.SystemCertPool()
 	if err != nil {
 		roots = x509.NewCertPool()
@@ -119,6 +124,7 @@ func New(opts Options) (*Agent, error) {
 		key:       key,
 		dpopKey:   dpopKey,
 		kid:       thumbprint(&key.PublicKey),
+		bot:       bot,
 		base:      "https://" + net.JoinHostPort(opts.Host, port),
 		ln:        ln,
 		roots:     roots,

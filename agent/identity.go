@@ -5,8 +5,8 @@ import (
 	"net/http"
 )
 
-// routes serves the client metadata document (spec 4.1), the key set and
-// the Direct Sign-In callback.
+// routes serves the client metadata document (spec 4.1), the key set, the
+// Web Bot Auth key directory and the Direct Sign-In callback.
 func (a *Agent) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /agent.json", func(w http.ResponseWriter, _ *http.Request) {
@@ -14,6 +14,9 @@ func (a *Agent) routes() http.Handler {
 	})
 	mux.HandleFunc("GET /jwks.json", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, a.JWKS())
+	})
+	mux.HandleFunc("GET "+botDirectoryPath, func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, a.BotDirectory())
 	})
 	mux.HandleFunc("GET /oauth/callback", a.callback)
 	return mux

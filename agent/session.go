@@ -285,6 +285,7 @@ func (s *Session) send(ctx context.Context, sid string, r Request, body []byte) 
 		}
 	}
 	req.Header.Set("Poppy-Version", "1.0")
+	s.agent.signBot(req)
 	if !s.agent.opts.NoOperations {
 		req.Header.Set("Poppy-Extensions", `"operations";v="3"`)
 	}

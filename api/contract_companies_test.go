@@ -42,7 +42,7 @@ func contractCompanies(t *testing.T, c *contract, f *fixture) (acme map[string]a
 		assert.Equal(t, map[string]any{"enabled": true, "access": "session", "handoff_timeout_seconds": float64(0),
 			"idle_close_seconds": float64(0), "retention_days": float64(0)}, m["conversations"])
 		assert.Equal(t, map[string]any{"enabled": true, "alternatives": []any{}}, m["feedback"])
-		assert.Equal(t, map[string]any{"accept": "all", "client_ids": []any{}, "sign_in_refused": map[string]any{}}, m["agents"])
+		assert.Equal(t, map[string]any{"accept": "all", "client_ids": []any{}, "sign_in_refused": map[string]any{}, "require_signature": false}, m["agents"])
 		assert.Equal(t, map[string]any{"idle_timeout_seconds": float64(2592000)}, m["sessions"])
 		assert.Equal(t, map[string]any{"per_agent": float64(6000), "per_session": float64(600), "per_address": float64(1200)}, m["rate_limits"])
 		assert.Equal(t, map[string]any{"signed_out": false}, m["mcp"])
@@ -280,7 +280,7 @@ func contractCompanies(t *testing.T, c *contract, f *fixture) (acme map[string]a
 		assert.Equal(t, map[string]any{"enabled": true, "access": "session", "agent_webhook": "https://agent.minimal.example/poppy",
 			"handoff_timeout_seconds": float64(0), "idle_close_seconds": float64(0), "retention_days": float64(7)}, m["conversations"])
 		assert.Equal(t, map[string]any{"accept": "listed", "client_ids": []any{"https://agent.example/agent.json"},
-			"sign_in_refused": map[string]any{}}, m["agents"])
+			"sign_in_refused": map[string]any{}, "require_signature": false}, m["agents"])
 		assert.Equal(t, map[string]any{"idle_timeout_seconds": float64(3600)}, m["sessions"])
 		assert.Equal(t, map[string]any{"per_agent": float64(6000), "per_session": float64(60), "per_address": float64(1200)}, m["rate_limits"])
 		r = c.do(t, call{method: patch, path: path, token: admin, want: 200,
@@ -289,7 +289,7 @@ func contractCompanies(t *testing.T, c *contract, f *fixture) (acme map[string]a
 		m = r.JSON(t)
 		assert.Equal(t, map[string]any{"enabled": true, "access": "session", "handoff_timeout_seconds": float64(0),
 			"idle_close_seconds": float64(0), "retention_days": float64(0)}, m["conversations"])
-		assert.Equal(t, map[string]any{"accept": "all", "client_ids": []any{}, "sign_in_refused": map[string]any{}}, m["agents"])
+		assert.Equal(t, map[string]any{"accept": "all", "client_ids": []any{}, "sign_in_refused": map[string]any{}, "require_signature": false}, m["agents"])
 		assert.Equal(t, map[string]any{"per_agent": float64(6000), "per_session": float64(600), "per_address": float64(1200)}, m["rate_limits"])
 		assert.Equal(t, map[string]any{"enabled": true, "alternatives": []any{}}, m["feedback"])
 		c.do(t, call{method: patch, path: path, token: admin, want: 400, docRejects: true, body: `{"sessions":{"idle_timeout_seconds":10}}`})
@@ -463,7 +463,7 @@ func fullCompany() map[string]any {
 			}},
 		}},
 		"agents": map[string]any{"accept": "unlisted", "client_ids": []string{"https://blocked.example/agent.json"},
-			"sign_in_refused": map[string]any{"https://no-sign-in.example/agent.json": []string{}}},
+			"sign_in_refused": map[string]any{"https://no-sign-in.example/agent.json": []string{}}, "require_signature": false},
 		"sessions":    map[string]any{"idle_timeout_seconds": 86400},
 		"rate_limits": map[string]any{"per_agent": 3000, "per_session": 300, "per_address": 900},
 		"excluded_tasks": []any{

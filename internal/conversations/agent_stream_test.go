@@ -3,13 +3,9 @@ package conversations_test
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"log/slog"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -18,9 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/conversations"
-	"github.com/poppyhost/poppyhost/internal/platform"
-	"github.com/poppyhost/poppyhost/internal/safehttp"
-	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // paFrame is one server-sent event.
@@ -325,35 +319,13 @@ func TestAgentTwoInstances(t *testing.T) {
 	}
 }
 
-// secondInstance starts another platform on env's database and public
-// URL, as a second replica behind the same name, and returns a client that
+// secondInstance serves another replica on env's database and public
+// URL, as a second server behind the same name, and returns a client that
 // reaches it.
-func secondInstance(t *testing.T, env *testkit.Env) *http.Client {
+func secondInstance(t *testing.T, env *rig) *http.Client {
 	t.Helper()
-	p, err := platform.New(context.Background(), platform.Options{
-		Pool:   env.Pool,
-		Logger: slog.New(slog.DiscardHandler),
-		URLs:   env.URLs,
-		Fetch:  safehttp.Options{AllowPrivate: true, RootCAs: env.CA.Pool(), Resolver: env.Hosts},
-	})
-	require.NoError(t, err)
-	t.Cleanup(p.Hub.Start(context.Background()))
-	srv := httptest.NewUnstartedServer(p.Handler())
-	srv.TLS = env.CA.ServerTLSConfig()
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	addr := srv.Listener.Addr().String()
-	tr := &http.Transport{
-		TLSClientConfig:   &tls.Config{RootCAs: env.CA.Pool(), MinVersion: tls.VersionTLS12},
-		ForceAttemptHTTP2: true,
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, network, addr)
-		},
-	}
-	t.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tr}
+	h, _, _ := env.replica(t)
+	return peers.StartSite(t, env.CA, h).Client
 }
 
 // TestDrainEndsWaits: a draining hub ends long-polls with an empty read
@@ -374,7 +346,7 @@ func TestAgentDrainEndsWaits(t *testing.T) {
 	}()
 	time.Sleep(500 * time.Millisecond)
 	began := time.Now()
-	a.env.Platform.Hub.Drain()
+	a.env.Hub.Drain()
 	resp, ok := <-done
 	require.True(t, ok, "the long-poll failed")
 	defer resp.Body.Close()

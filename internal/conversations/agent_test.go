@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/conversations"
-	"github.com/poppyhost/poppyhost/internal/testkit"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
@@ -23,10 +22,10 @@ const (
 	paPassword = "correct horse battery staple"
 )
 
-// agentSide is a running platform with Company shop (an issuer, two
+// agentSide is a rig with Company shop (an issuer, two
 // accounts: ada and bob) and a test Personal Agent.
 type agentSide struct {
-	env       *testkit.Env
+	env       *rig
 	agent     *peers.Agent
 	companyID int64
 	// endpoint is the poppy protocol entry's endpoint (spec 8.1).
@@ -35,7 +34,7 @@ type agentSide struct {
 
 func newAgentSide(t *testing.T) *agentSide {
 	t.Helper()
-	env := testkit.Setup(t)
+	env := newRig(t)
 	env.CreateCompany(t, map[string]any{
 		"slug":         paSlug,
 		"organization": map[string]any{"name": "Shop", "domain": "shop.example"},

@@ -34,20 +34,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/conversations"
-	"github.com/poppyhost/poppyhost/internal/testkit"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
-// Benchmarks of the conversation endpoint (spec 8) through the whole
-// server over HTTPS; docs/benchmarks.md reports them.
+// Benchmarks of the conversation endpoint (spec 8) over HTTPS, mounted as
+// the platform mounts it (the rig of helpers_test.go); docs/benchmarks.md
+// reports them.
 
 const benchPkg = "github.com/poppyhost/poppyhost/internal/conversations."
 
 // benchCompany is a Company whose conversation endpoint the benchmarks
 // call as one Personal Agent User, in one Session.
 type benchCompany struct {
-	env      *testkit.Env
+	env      *rig
 	agent    *peers.Agent
 	slug     string
 	endpoint string // {PUBLIC_URL}/t/{slug}/poppy/conversations
@@ -62,7 +62,7 @@ type benchCompany struct {
 
 // newBenchCompany creates a Company with conversations on, rate limits
 // high enough never to answer 429, and settings merged in.
-func newBenchCompany(b *testing.B, env *testkit.Env, agent *peers.Agent, settings map[string]any) *benchCompany {
+func newBenchCompany(b *testing.B, env *rig, agent *peers.Agent, settings map[string]any) *benchCompany {
 	b.Helper()
 	slug := "c" + benchRandom()[:10]
 	body := map[string]any{
@@ -238,7 +238,7 @@ func reportLatencies(b *testing.B, name string, ds []time.Duration) {
 // share the process and one HTTP/2 connection; ns/op also counts waiting
 // for the reader to park, so read the wake-* figures, not ns/op.
 func BenchmarkWakeLongPoll(b *testing.B) {
-	env := testkit.Setup(b)
+	env := newRig(b)
 	c := newBenchCompany(b, env, env.StartAgent(b, ""), nil)
 	id := c.start(b)
 	cursor := c.cursor(b, id)
@@ -295,7 +295,7 @@ func BenchmarkWakeLongPoll(b *testing.B) {
 // events stream: the time from the POST's response to the event's data:
 // line arriving. The stream runs one query per wake (the events).
 func BenchmarkWakeSSE(b *testing.B) {
-	env := testkit.Setup(b)
+	env := newRig(b)
 	c := newBenchCompany(b, env, env.StartAgent(b, ""), nil)
 	id := c.start(b)
 	cursor := c.cursor(b, id)
@@ -357,7 +357,7 @@ func BenchmarkWakeSSE(b *testing.B) {
 //   - webhook=on/new: a goroutine completes the waiting jobs every 10 ms,
 //     as a worker that keeps up would, so each message inserts a new job.
 func BenchmarkSendMessage(b *testing.B) {
-	env := testkit.Setup(b)
+	env := newRig(b)
 	agent := env.StartAgent(b, "")
 	agent.Serve("/webhook", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	webhook := map[string]any{"conversations": map[string]any{
@@ -410,7 +410,7 @@ func BenchmarkSendMessage(b *testing.B) {
 // an Enqueuer; job=waiting and job=new are the Store with River's delivery
 // job, as in BenchmarkSendMessage.
 func BenchmarkStoreSend(b *testing.B) {
-	env := testkit.Setup(b)
+	env := newRig(b)
 	agent := env.StartAgent(b, "")
 	c := newBenchCompany(b, env, agent, nil)
 	ctx := context.Background()
@@ -471,7 +471,7 @@ type sendCounters struct {
 	backend map[int32]time.Duration
 }
 
-func benchCounters(b *testing.B, env *testkit.Env) sendCounters {
+func benchCounters(b *testing.B, env *rig) sendCounters {
 	var pids []int32
 	c := sendCounters{cpu: processTime(), backend: map[int32]time.Duration{}}
 	require.NoError(b, env.Pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM river_job),
@@ -530,7 +530,7 @@ func backendTime(pid int32) time.Duration {
 
 // completeJobs marks waiting jobs completed every 10 ms until stop is
 // called, which frees their conversations' unique key for a new job.
-func completeJobs(b *testing.B, env *testkit.Env) (stop func()) {
+func completeJobs(b *testing.B, env *rig) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -583,7 +583,7 @@ type streamClientConfig struct {
 // streams on one); each: one TLS connection per stream. Run it with
 // -benchtime=1x: an iteration is the whole measurement.
 func BenchmarkIdleStreams(b *testing.B) {
-	env := testkit.Setup(b)
+	env := newRig(b)
 	c := newBenchCompany(b, env, env.StartAgent(b, ""), nil)
 	var ids []string
 	for _, n := range []int{1000, 5000} {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/poppyhost/poppyhost/internal/testkit"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
@@ -24,17 +23,17 @@ const (
 	coRival = "rival"
 )
 
-// companySide is a running platform with Company acme (an issuer with
+// companySide is a rig with Company acme (an issuer with
 // scopes orders:read and orders:write, an extension, a handoff message),
 // Company rival, an API key for each, and a test Personal Agent.
 type companySide struct {
-	env      *testkit.Env
+	env      *rig
 	agent    *peers.Agent
 	id       int64 // acme's company ID
 	key      string
 	rivalKey string
 	// hook receives acme's webhook deliveries when asked for.
-	hook *hookServer
+	hook *peers.Webhook
 }
 
 // companyOptions shape newCompanySide.
@@ -47,11 +46,11 @@ type companyOptions struct {
 
 func newCompanySide(t *testing.T, o companyOptions) *companySide {
 	t.Helper()
-	env := testkit.Setup(t)
+	env := newRig(t)
 	cs := &companySide{env: env, agent: env.StartAgent(t, "agent.test")}
 	conv := map[string]any{"handoff_unavailable_message": "Nobody from the team is free right now."}
 	if o.webhook {
-		cs.hook = startHook(t, env.CA, env.Hosts)
+		cs.hook = env.startWebhook(t)
 		conv["agent_webhook"] = cs.hook.URL
 	}
 	for k, v := range o.conversations {
@@ -78,7 +77,7 @@ func newCompanySide(t *testing.T, o companyOptions) *companySide {
 	return cs
 }
 
-func apiKey(t *testing.T, env *testkit.Env, slug string) string {
+func apiKey(t *testing.T, env *rig, slug string) string {
 	t.Helper()
 	resp := env.Admin(t, http.MethodPost, "/admin/v1/companies/"+slug+"/api-keys", map[string]any{"name": "agent"})
 	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)

@@ -4,14 +4,10 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,107 +22,9 @@ import (
 	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/signing"
 	"github.com/poppyhost/poppyhost/internal/tenant"
-	"github.com/poppyhost/poppyhost/internal/testkit"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
-
-// hookServer is a Company Agent's webhook: a real HTTPS server under
-// hooks.test that records every delivery and can fail or stall.
-type hookServer struct {
-	URL string
-
-	mu    sync.Mutex
-	got   []hookDelivery
-	fails int           // answer 500 to this many more requests
-	delay time.Duration // before answering
-}
-
-// hookDelivery is one request the webhook received, and its answer.
-type hookDelivery struct {
-	Header http.Header
-	Body   []byte
-	Status int
-}
-
-func startHook(t *testing.T, ca *devca.CA, hosts *peers.Hosts) *hookServer {
-	t.Helper()
-	h := &hookServer{}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(h.serve))
-	srv.TLS = ca.ServerTLSConfig()
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	_, port, err := net.SplitHostPort(srv.Listener.Addr().String())
-	require.NoError(t, err)
-	hosts.Add("hooks.test")
-	h.URL = "https://hooks.test:" + port + "/poppy/webhook"
-	return h
-}
-
-func (h *hookServer) serve(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	h.mu.Lock()
-	delay := h.delay
-	status := http.StatusNoContent
-	if r.Method != http.MethodPost || r.URL.Path != "/poppy/webhook" {
-		status = http.StatusNotFound
-	} else if h.fails > 0 {
-		h.fails--
-		status = http.StatusInternalServerError
-	}
-	h.got = append(h.got, hookDelivery{Header: r.Header.Clone(), Body: body, Status: status})
-	h.mu.Unlock()
-	time.Sleep(delay)
-	w.WriteHeader(status)
-}
-
-func (h *hookServer) set(fails int, delay time.Duration) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.fails, h.delay = fails, delay
-}
-
-// wait returns the deliveries once n were answered 2xx.
-func (h *hookServer) wait(t *testing.T, n int) []hookDelivery {
-	t.Helper()
-	deadline := time.Now().Add(45 * time.Second)
-	for {
-		h.mu.Lock()
-		got := append([]hookDelivery(nil), h.got...)
-		h.mu.Unlock()
-		ok := 0
-		for _, d := range got {
-			if d.Status < 300 {
-				ok++
-			}
-		}
-		if ok >= n {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d deliveries arrived", ok, n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// count is how many requests arrived.
-func (h *hookServer) count() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.got)
-}
-
-// succeeded keeps the deliveries answered 2xx.
-func succeeded(ds []hookDelivery) []hookDelivery {
-	var out []hookDelivery
-	for _, d := range ds {
-		if d.Status < 300 {
-			out = append(out, d)
-		}
-	}
-	return out
-}
 
 // verifyWebhook checks a delivery as docs/company-agent.md tells a
 // Company to.
@@ -179,19 +77,8 @@ func checkVerified(t *testing.T, set jwk.Set, issuer, hookURL, token string) map
 	return claims
 }
 
-// startJobs runs the platform's River client until the test ends.
-func startJobs(t *testing.T, env *testkit.Env) {
-	t.Helper()
-	require.NoError(t, env.Platform.Jobs.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = env.Platform.Jobs.Stop(ctx)
-	})
-}
-
 // payloadOf decodes a delivery's body.
-func payloadOf(t *testing.T, d hookDelivery) (conv, event map[string]any) {
+func payloadOf(t *testing.T, d peers.WebhookDelivery) (conv, event map[string]any) {
 	t.Helper()
 	var p struct {
 		Type      string `json:"type"`
@@ -208,7 +95,7 @@ func payloadOf(t *testing.T, d hookDelivery) (conv, event map[string]any) {
 }
 
 // hookIDs lists the webhook-id of each delivery.
-func hookIDs(ds []hookDelivery) []string {
+func hookIDs(ds []peers.WebhookDelivery) []string {
 	out := make([]string, len(ds))
 	for i, d := range ds {
 		out[i] = d.Header.Get("webhook-id")
@@ -228,7 +115,7 @@ func TestWebhookDelivers(t *testing.T) {
 		"agent_id": "agt_1", "account": "42", "scopes": []string{"orders:read"}})
 	startJobs(t, cs.env)
 
-	ds := cs.hook.wait(t, 2)
+	ds := cs.hook.Wait(t, 2)
 	require.Equal(t, []string{id + ".evt_1", id + ".evt_2"}, hookIDs(ds))
 	for _, d := range ds {
 		require.NoError(t, verifyWebhook(secret, d.Header, d.Body, time.Now()))
@@ -269,7 +156,7 @@ func TestWebhookDelivers(t *testing.T) {
 	sent := cs.pa(t, http.MethodPost, "/"+id+"/messages", map[string]any{"message": map[string]any{
 		"id": "msg_2", "author": map[string]any{"type": "human"}, "text": "Great, thanks"}})
 	require.Equal(t, http.StatusAccepted, sent.Status, "%s", sent.Body)
-	ds = cs.hook.wait(t, 4)
+	ds = cs.hook.Wait(t, 4)
 	require.Equal(t, []string{id + ".evt_1", id + ".evt_2", id + ".evt_5", id + ".evt_6"}, hookIDs(ds))
 	require.Len(t, strings.Fields(ds[2].Header.Get("webhook-signature")), 2)
 	require.NoError(t, verifyWebhook(secret, ds[2].Header, ds[2].Body, time.Now()))
@@ -282,7 +169,7 @@ func TestWebhookDelivers(t *testing.T) {
 	direct := cs.pa(t, http.MethodPost, "", map[string]any{"parent_conversation_id": id, "user_requested_event_id": "evt_7"})
 	require.Equal(t, http.StatusCreated, direct.Status, "%s", direct.Body)
 	directID := direct.JSON(t)["conversation_id"].(string)
-	ds = succeeded(cs.hook.wait(t, 6))
+	ds = peers.Succeeded(cs.hook.Wait(t, 6))
 	require.ElementsMatch(t, []string{directID + ".evt_1", id + ".evt_8"}, hookIDs(ds[4:]))
 	for _, d := range ds[4:] {
 		if _, event := payloadOf(t, d); event["type"] == "direct_opened" {
@@ -312,10 +199,10 @@ func TestWebhookRetriesInOrder(t *testing.T) {
 	}
 	// The webhook fails once, then answers slowly while messages keep
 	// coming.
-	cs.hook.set(1, 0)
+	cs.hook.Set(1, 0)
 	startJobs(t, cs.env)
-	cs.hook.wait(t, 1)
-	cs.hook.set(0, 30*time.Millisecond)
+	cs.hook.Wait(t, 1)
+	cs.hook.Set(0, 30*time.Millisecond)
 	for i := 4; i <= 7; i++ {
 		resp := cs.pa(t, http.MethodPost, "/"+a+"/messages", map[string]any{"message": map[string]any{
 			"id": "msg_a" + strconv.Itoa(i), "author": map[string]any{"type": "agent"}, "text": "More"}})
@@ -326,12 +213,12 @@ func TestWebhookRetriesInOrder(t *testing.T) {
 		`SELECT last_seq FROM conversations WHERE id = $1`, a).Scan(&last))
 	require.Equal(t, int64(8), last, "7 messages and the state that set working")
 
-	all := cs.hook.wait(t, 10)
+	all := cs.hook.Wait(t, 10)
 	require.Equal(t, http.StatusInternalServerError, all[0].Status)
 	failedConv, failedEvt, _ := strings.Cut(all[0].Header.Get("webhook-id"), ".")
 	require.Equal(t, "evt_1", failedEvt)
 	var perConv = map[string][]string{}
-	for _, d := range succeeded(all) {
+	for _, d := range peers.Succeeded(all) {
 		require.NoError(t, verifyWebhook(secret, d.Header, d.Body, time.Now()))
 		conv, evt, _ := strings.Cut(d.Header.Get("webhook-id"), ".")
 		perConv[conv] = append(perConv[conv], evt)
@@ -359,9 +246,9 @@ func TestWebhookWaitsForItsSecret(t *testing.T) {
 			WHERE kind = 'conversations_deliver' AND args->>'conversation_id' = $1`, id).Scan(&state)
 		return err == nil && state == "retryable"
 	}, 20*time.Second, 50*time.Millisecond)
-	require.Zero(t, cs.hook.count())
+	require.Zero(t, cs.hook.Count())
 	secret := cs.api(t, http.MethodPost, "/webhook-secret", nil).JSON(t)["secret"].(string)
-	ds := cs.hook.wait(t, 2)
+	ds := cs.hook.Wait(t, 2)
 	require.Equal(t, []string{id + ".evt_1", id + ".evt_2"}, hookIDs(ds))
 	require.NoError(t, verifyWebhook(secret, ds[0].Header, ds[0].Body, time.Now()))
 }
@@ -378,7 +265,7 @@ type deliverySide struct {
 	keys     *signing.Keys
 	urls     tenant.URLs
 	workers  *river.Workers
-	hook     *hookServer
+	hook     *peers.Webhook
 }
 
 // newDeliverySide makes acme, with an agent webhook served by a test
@@ -391,7 +278,8 @@ func newDeliverySide(t *testing.T, webhook bool) *deliverySide {
 	d := &deliverySide{pool: testdb.NewPool(t), urls: tenant.URLs{Public: &url.URL{Scheme: "https", Host: "poppy.test"}}}
 	settings := tenant.Settings{Organization: tenant.Organization{Name: "Acme", Domain: "acme.example"}}
 	if webhook {
-		d.hook = startHook(t, ca, hosts)
+		d.hook = peers.StartWebhook(t, ca, "")
+		hosts.Add(d.hook.Host)
 		settings.Conversations.AgentWebhook = d.hook.URL
 	}
 	companies := tenant.NewStore(d.pool)
@@ -453,7 +341,7 @@ func TestDeliveryJobSendsThroughRunJob(t *testing.T) {
 	require.NoError(t, err)
 	id := d.start(t, "msg_1", "Hello")
 	d.deliver(t, d.acme.ID, id)
-	ds := d.hook.wait(t, 2)
+	ds := d.hook.Wait(t, 2)
 	require.Equal(t, []string{id + ".evt_1", id + ".evt_2"}, hookIDs(ds))
 	require.NoError(t, verifyWebhook(secret, ds[1].Header, ds[1].Body, time.Now()))
 	set, err := d.keys.PublicSet(ctx, d.acme.ID)
@@ -466,7 +354,7 @@ func TestDeliveryJobSendsThroughRunJob(t *testing.T) {
 		WHERE conversation_id = $1`, old)
 	require.NoError(t, err)
 	d.deliver(t, d.acme.ID, old)
-	require.Equal(t, 2, d.hook.count())
+	require.Equal(t, 2, d.hook.Count())
 	delivered, last := d.seqs(t, old)
 	require.Equal(t, last, delivered)
 }

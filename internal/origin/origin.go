@@ -88,6 +88,7 @@ func Facts(sess *sessions.Session, g *bearer.Grant) *verified.Facts {
 	f := &verified.Facts{Scopes: []string{}}
 	if sess != nil {
 		f.ClientID, f.SID, f.UserID, f.AgentID, f.Extensions = sess.ClientID, sess.SID, sess.UserID, sess.AgentID, sess.Extensions
+		f.AgentOperator = sess.Operator
 	} else if g != nil {
 		f.ClientID = g.ClientID
 	}

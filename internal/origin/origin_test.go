@@ -30,6 +30,9 @@ func TestFacts(t *testing.T) {
 		{"signed out", sess, nil, verified.Facts{ClientID: sess.ClientID, SID: "sid1", UserID: "usr_ada", AgentID: "agt_1",
 			Scopes: []string{}, Extensions: sess.Extensions}},
 		{"no Session", nil, grant, verified.Facts{ClientID: grant.ClientID, Account: "42", Scopes: []string{"orders:read"}}},
+		// A Web Bot Auth signature recognised the operator (spec 5.3).
+		{"recognised operator", &sessions.Session{ClientID: sess.ClientID, SID: "sid1", Operator: "agent.example"}, nil,
+			verified.Facts{ClientID: sess.ClientID, SID: "sid1", Scopes: []string{}, AgentOperator: "agent.example"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.want, *origin.Facts(tc.sess, tc.grant))

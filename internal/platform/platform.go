@@ -21,6 +21,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/accounts"
 	"github.com/poppyhost/poppyhost/internal/agentid"
 	"github.com/poppyhost/poppyhost/internal/bearer"
+	"github.com/poppyhost/poppyhost/internal/botauth"
 	"github.com/poppyhost/poppyhost/internal/browserjoin"
 	"github.com/poppyhost/poppyhost/internal/clientauth"
 	"github.com/poppyhost/poppyhost/internal/conversations"
@@ -127,6 +128,13 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	limits := httpx.NewLimiter()
 	dpopJTIs := dpop.NewStore(opts.Pool)
 	proofs := dpop.New(dpopJTIs, dpop.Options{Now: now})
+	// Web Bot Auth (spec 5.3): a signed request's operator, recognised
+	// before the address limit so that it is limited as its operator.
+	botMetrics, err := botauth.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	recognize := botauth.Recognize(botauth.NewVerifier(safehttp.New(opts.Fetch), botauth.Options{Now: now}), botMetrics, logger)
 	oauth := issuer.New(issuer.Options{
 		Pool: opts.Pool, Keys: keys, Resolver: resolver, Replays: replays, Proofs: proofs,
 		Accounts: p.Accounts, URLs: opts.URLs, CompanyForAPIKey: p.Tenants.CompanyForAPIKey, Now: now,
@@ -231,7 +239,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	platform.With(tenant.BySlug(p.Tenants)).Get("/.well-known/oauth-authorization-server/t/{slug}", disc.ServeASMetadata)
 	platform.With(tenant.BySlug(p.Tenants)).Get("/.well-known/oauth-protected-resource/t/{slug}/mcp", mcp.ServeMetadata)
 	platform.Route("/t/{slug}", func(r chi.Router) {
-		r.Use(tenant.BySlug(p.Tenants), tenant.LimitByAddress(limits))
+		r.Use(tenant.BySlug(p.Tenants), recognize, tenant.LimitByAddress(limits))
 		disc.Public(r)
 		// Feedback needs no account, but an access token sent with it must
 		// still be valid and the Session's (spec 5.3 step 3).
@@ -256,7 +264,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	})
 
 	company := newRouter()
-	company.Use(tenant.LimitByAddress(limits))
+	company.Use(recognize, tenant.LimitByAddress(limits))
 	disc.Domain(company)
 	company.Group(func(r chi.Router) {
 		r.Use(offered(func(s *tenant.Settings) bool { return s.Web.BrowserJoin }))

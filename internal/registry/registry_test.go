@@ -11,18 +11,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/registry"
 	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/tenant"
-	"github.com/poppyhost/poppyhost/internal/testkit"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // Registering APIs and tools through /company/v1 and the admin API, over
-// HTTPS against a running platform.
+// HTTPS against the registration API's own handler (see env).
 
 // mgOrdersDoc is a tiny valid OpenAPI 3.0 description.
 const mgOrdersDoc = `{"openapi":"3.0.3","info":{"title":"Orders","version":"1"},` +
@@ -62,16 +61,14 @@ func mgSecuredDoc(security string) json.RawMessage {
 
 // mgCompany is a Company of a test with a Company API key.
 type mgCompany struct {
-	env  *testkit.Env
+	env  *env
 	slug string
 	key  string
 }
 
-func (c mgCompany) domain() string { return c.slug + ".example" }
-
 // mgCreate creates Company slug, with settings merged into its body, and
 // an API key for it.
-func mgCreate(t *testing.T, env *testkit.Env, slug string, settings map[string]any) mgCompany {
+func mgCreate(t *testing.T, env *env, slug string, settings map[string]any) mgCompany {
 	t.Helper()
 	env.CreateCompany(t, mgWith(map[string]any{
 		"slug":         slug,
@@ -107,10 +104,20 @@ func (c mgCompany) admin(t *testing.T, method, path string, body any) *peers.Res
 	return c.env.Admin(t, method, "/admin/v1/companies/"+c.slug+path, body)
 }
 
-// listed returns the apis entries of the Company's poppy.json.
-func (c mgCompany) listed(t *testing.T) []map[string]any {
+// company returns the Company as stored.
+func (c mgCompany) company(t *testing.T) *tenant.Company {
 	t.Helper()
-	return mgList(t, c.env.Do(t, http.MethodGet, c.env.URL(c.domain(), "/.well-known/poppy.json"), nil), "apis")
+	co, err := c.env.Tenants.Get(context.Background(), c.slug)
+	require.NoError(t, err)
+	return co
+}
+
+// listed returns the registry's entries in the Company's poppy.json.
+func (c mgCompany) listed(t *testing.T) []tenant.API {
+	t.Helper()
+	listed, err := c.env.Listings.Listed(context.Background(), c.company(t))
+	require.NoError(t, err)
+	return listed
 }
 
 // mgList checks that resp is a 200 and returns the entries of its list
@@ -137,7 +144,7 @@ func mgJSON(t *testing.T, s string) map[string]any {
 // mgDocs starts an HTTPS server on host that the platform can fetch,
 // serving each path's body with its Content-Type, and 404 elsewhere. It
 // returns its base URL.
-func mgDocs(t *testing.T, env *testkit.Env, host string, files map[string][2]string) string {
+func mgDocs(t *testing.T, env *env, host string, files map[string][2]string) string {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f, ok := files[r.URL.Path]
@@ -162,25 +169,79 @@ func mgRequireInvalid(t *testing.T, resp *peers.Response, want ...string) map[st
 	t.Helper()
 	require.Equal(t, http.StatusBadRequest, resp.Status, "%s", resp.Body)
 	var body struct {
-		Error  string `json:"error"`
-		Fields []struct {
-			Field   string `json:"field"`
-			Message string `json:"message"`
-		} `json:"fields"`
+		Error  string             `json:"error"`
+		Fields []httpx.FieldError `json:"fields"`
 	}
 	require.NoError(t, json.Unmarshal(resp.Body, &body))
 	require.Equal(t, "invalid_request", body.Error, "%s", resp.Body)
+	return mgFieldMessages(t, body.Fields, want, string(resp.Body))
+}
+
+// mgRequireInvalidError checks that err is an invalid_request error (a
+// 400 once written) naming exactly the fields want, and returns each
+// field's message.
+func mgRequireInvalidError(t *testing.T, err error, want ...string) map[string]string {
+	t.Helper()
+	var e *httpx.Error
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, httpx.CodeInvalidRequest, e.Code, "%v", err)
+	require.Equal(t, http.StatusBadRequest, e.Status())
+	return mgFieldMessages(t, e.Fields, want, err.Error())
+}
+
+// mgFieldMessages checks that fields name exactly want and returns each
+// field's message.
+func mgFieldMessages(t *testing.T, fields []httpx.FieldError, want []string, context string) map[string]string {
+	t.Helper()
 	got := map[string]string{}
 	var names []string
-	for _, f := range body.Fields {
+	for _, f := range fields {
 		got[f.Field] = f.Message
 		names = append(names, f.Field)
 	}
-	require.ElementsMatch(t, want, names, "%s", resp.Body)
+	require.ElementsMatch(t, want, names, "%s", context)
 	return got
 }
 
-// mgRefusal is a registration the Company API refuses.
+// mgBody is body as the handler decodes it.
+func mgBody(t *testing.T, body any) map[string]json.RawMessage {
+	t.Helper()
+	raw, err := json.Marshal(body)
+	require.NoError(t, err)
+	var m map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(raw, &m))
+	return m
+}
+
+// registerAPI registers an API for the Company through the function that
+// holds the rules, as PUT /apis/{name} does with body.
+func (c mgCompany) registerAPI(t *testing.T, name string, body any) (*registry.API, bool, error) {
+	t.Helper()
+	return registry.RegisterAPI(c.env.Handler, context.Background(), c.company(t), name, mgBody(t, body))
+}
+
+// registerTool registers a tool for the Company through the function that
+// holds the rules, as PUT /tools/{name} does with body.
+func (c mgCompany) registerTool(t *testing.T, name string, body any) (*registry.Tool, bool, error) {
+	t.Helper()
+	return registry.RegisterTool(c.env.Handler, context.Background(), c.company(t), name, mgBody(t, body))
+}
+
+// apiRule is registerAPI's error.
+func (c mgCompany) apiRule(t *testing.T, name string, body any) error {
+	t.Helper()
+	_, _, err := c.registerAPI(t, name, body)
+	return err
+}
+
+// toolRule is registerTool's error.
+func (c mgCompany) toolRule(t *testing.T, name string, body any) error {
+	t.Helper()
+	_, _, err := c.registerTool(t, name, body)
+	return err
+}
+
+// mgRefusal is a registration the rules refuse.
 type mgRefusal struct {
 	name   string // the subtest's
 	target string // the API's or tool's name
@@ -189,13 +250,13 @@ type mgRefusal struct {
 	msg    string   // in the first field's message
 }
 
-// requireRefuses PUTs each case's body to collection + target (e.g.
-// "/apis/" + "orders") in a subtest and checks it is refused.
-func (c mgCompany) requireRefuses(t *testing.T, collection string, cases []mgRefusal) {
+// mgRequireRefuses registers each case's body under its target with
+// register (apiRule or toolRule) in a subtest and checks it is refused.
+func mgRequireRefuses(t *testing.T, register func(t *testing.T, name string, body any) error, cases []mgRefusal) {
 	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			fields := mgRequireInvalid(t, c.api(t, http.MethodPut, collection+tc.target, tc.body), tc.fields...)
+			fields := mgRequireInvalidError(t, register(t, tc.target, tc.body), tc.fields...)
 			require.Contains(t, fields[tc.fields[0]], tc.msg)
 		})
 	}
@@ -203,7 +264,7 @@ func (c mgCompany) requireRefuses(t *testing.T, collection string, cases []mgRef
 
 func TestManageAPIsThroughBothSurfaces(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := newEnv(t)
 	co := mgCreate(t, env, "manage-apis", nil)
 
 	// Created with the description as an object, through /company/v1.
@@ -287,17 +348,13 @@ func TestManageAPIsThroughBothSurfaces(t *testing.T) {
 	}
 	require.Equal(t, resp.Body, co.admin(t, http.MethodGet, "/apis", nil).Body)
 
-	// poppy.json lists each API by the description the gateway serves.
+	// poppy.json lists each API by the description the gateway serves
+	// (internal/platform serves both).
 	base := env.PublicURL("/t/" + co.slug)
-	require.ElementsMatch(t, []map[string]any{
-		{"type": "openapi", "url": base + "/openapi/catalog.json"},
-		{"type": "openapi", "url": base + "/openapi/orders.json", "description": "Orders"},
+	require.ElementsMatch(t, []tenant.API{
+		{Type: "openapi", URL: base + "/openapi/catalog.json"},
+		{Type: "openapi", URL: base + "/openapi/orders.json", Description: "Orders"},
 	}, co.listed(t))
-	resp = env.Do(t, http.MethodGet, base+"/openapi/orders.json", nil)
-	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
-	published := resp.JSON(t)
-	require.Equal(t, []any{map[string]any{"url": base + "/api/orders"}}, published["servers"])
-	require.Equal(t, "Orders v2", published["info"].(map[string]any)["title"])
 
 	// Deleted through either surface.
 	resp = co.api(t, http.MethodDelete, "/apis/orders", nil)
@@ -315,15 +372,11 @@ func TestManageAPIsThroughBothSurfaces(t *testing.T) {
 	resp = co.api(t, http.MethodGet, "/apis", nil)
 	require.JSONEq(t, `{"apis":[]}`, string(resp.Body))
 	require.Empty(t, co.listed(t))
-	// The gateway notices within its cache's lifetime.
-	require.Eventually(t, func() bool {
-		return env.Do(t, http.MethodGet, base+"/openapi/orders.json", nil).Status == http.StatusNotFound
-	}, 10*time.Second, 100*time.Millisecond)
 }
 
 func TestManageToolsThroughBothSurfaces(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := newEnv(t)
 	co := mgCreate(t, env, "manage-tools", map[string]any{"auth": map[string]any{"scopes": map[string]any{
 		"orders:read": "See your orders", "orders:write": "Change your orders",
 	}}})
@@ -381,10 +434,7 @@ func TestManageToolsThroughBothSurfaces(t *testing.T) {
 	}
 
 	// A registered tool puts the hosted MCP server in poppy.json.
-	listed := co.listed(t)
-	require.Len(t, listed, 1)
-	require.Equal(t, "mcp", listed[0]["type"])
-	require.Equal(t, env.PublicURL("/t/"+co.slug+"/mcp"), listed[0]["url"])
+	require.Equal(t, []tenant.API{{Type: "mcp", URL: env.PublicURL("/t/" + co.slug + "/mcp")}}, co.listed(t))
 
 	require.Equal(t, http.StatusNoContent, co.api(t, http.MethodDelete, "/tools/orders.lookup", nil).Status)
 	require.Equal(t, http.StatusNoContent, co.admin(t, http.MethodDelete, "/tools/orders_cancel-2", nil).Status)
@@ -399,14 +449,21 @@ func TestManageToolsThroughBothSurfaces(t *testing.T) {
 	require.Empty(t, co.listed(t))
 }
 
+// An API's fields are checked by the function that holds the rules; the
+// registration API answers its refusals as 400 invalid_request, and
+// refuses bodies it cannot decode.
 func TestManageRefusesInvalidAPIs(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := newEnv(t)
 	co := mgCreate(t, env, "manage-bad-apis", nil)
 	good := func(changes map[string]any) map[string]any {
 		return mgWith(map[string]any{"origin": "https://orders.example.com", "openapi": json.RawMessage(mgOrdersDoc)}, changes)
 	}
-	co.requireRefuses(t, "/apis/", []mgRefusal{
+	allWrong := map[string]any{"origin": "ftp://x", "description": "\x01", "timeout_seconds": -1,
+		"max_request_bytes": "big", "max_response_bytes": 0, "max_responce_bytes": 1}
+	allWrongFields := []string{"name", "origin", "description", "openapi", "timeout_seconds", "max_request_bytes",
+		"max_response_bytes", "max_responce_bytes"}
+	mgRequireRefuses(t, co.apiRule, []mgRefusal{
 		{"name with a dot", "orders.v1", good(nil), []string{"name"}, "letters, digits"},
 		{"name too long", strings.Repeat("a", 65), good(nil), []string{"name"}, "1 to 64"},
 		{"no origin", "orders", good(map[string]any{"origin": nil}), []string{"origin"}, "required"},
@@ -421,7 +478,7 @@ func TestManageRefusesInvalidAPIs(t *testing.T) {
 		{"origin in shorthand IPv4", "orders", good(map[string]any{"origin": "https://127.1/"}), []string{"origin"}, "standard form"},
 		{"origin too long", "orders", good(map[string]any{"origin": "https://orders.example.com/" + strings.Repeat("a", 2030)}), []string{"origin"}, "2048"},
 		{"description too long", "orders", good(map[string]any{"description": strings.Repeat("é", 1001)}), []string{"description"}, "1000"},
-		{"description with NUL", "orders", good(map[string]any{"description": "Orders\x00"}), []string{"description"}, "NUL"},
+		{"description with NUL", "orders", good(map[string]any{"description": "Orders\x00"}), []string{"description"}, "control characters"},
 		{"description not a string", "orders", good(map[string]any{"description": []string{"Orders"}}), []string{"description"}, "string"},
 		{"no description document", "orders", good(map[string]any{"openapi": nil}), []string{"openapi"}, "required"},
 		{"both document and URL", "orders", good(map[string]any{"openapi_url": "https://docs.example.com/openapi.json"}), []string{"openapi"}, "either"},
@@ -456,10 +513,17 @@ func TestManageRefusesInvalidAPIs(t *testing.T) {
 		{"scopes not the Company's", "orders", good(map[string]any{
 			"openapi": mgSecuredDoc(`[{"oauth":["orders:write","orders:read"]},{"oauth":["orders:delete"]}]`)}),
 			[]string{"openapi"}, `needs the scopes "orders:delete", "orders:read" and "orders:write", which are not among the Company's scopes`},
-		{"everything wrong at once", "a.b", map[string]any{"origin": "ftp://x", "description": "\x01", "timeout_seconds": -1,
-			"max_request_bytes": "big", "max_response_bytes": 0, "max_responce_bytes": 1},
-			[]string{"name", "origin", "description", "openapi", "timeout_seconds", "max_request_bytes", "max_response_bytes",
-				"max_responce_bytes"}, ""},
+		{"everything wrong at once", "a.b", allWrong, allWrongFields, ""},
+	})
+	t.Run("refused over HTTPS", func(t *testing.T) {
+		mgRequireInvalid(t, co.api(t, http.MethodPut, "/apis/a.b", allWrong), allWrongFields...)
+		mgRequireInvalid(t, co.admin(t, http.MethodPut, "/apis/a.b", allWrong), allWrongFields...)
+	})
+	t.Run("description with NUL", func(t *testing.T) {
+		// The body's decoder refuses it, naming the member.
+		fields := mgRequireInvalid(t, co.api(t, http.MethodPut, "/apis/orders", good(map[string]any{"description": "Orders\x00"})),
+			"description")
+		require.Contains(t, fields["description"], "NUL")
 	})
 	t.Run("body not an object", func(t *testing.T) {
 		resp := co.api(t, http.MethodPut, "/apis/orders", []any{"origin"})
@@ -489,7 +553,7 @@ func TestManageRefusesInvalidAPIs(t *testing.T) {
 // without an issuer only signed-out calls.
 func TestManageChecksAPIScopes(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := newEnv(t)
 	api := func(security string) map[string]any {
 		return map[string]any{"origin": "https://orders.example.com", "openapi": mgSecuredDoc(security)}
 	}
@@ -502,12 +566,14 @@ func TestManageChecksAPIScopes(t *testing.T) {
 	before := scoped.api(t, http.MethodGet, "/apis/orders", nil).Body
 	msg := mgRequireInvalid(t, scoped.admin(t, http.MethodPut, "/apis/orders",
 		api(`[{"oauth":["orders:read","orders:delete"]}]`)), "openapi")["openapi"]
+	require.Equal(t, msg, mgRequireInvalidError(t, scoped.apiRule(t, "orders",
+		api(`[{"oauth":["orders:read","orders:delete"]}]`)), "openapi")["openapi"])
 	require.Equal(t, `needs the scope "orders:delete", which is not one of the Company's scopes: define it in auth.scopes first`, msg)
 	// A description fetched by URL is refused on openapi_url.
 	docs := mgDocs(t, env, "docs.manage-scoped-apis.test", map[string][2]string{
 		"/openapi.json": {"application/json", string(mgSecuredDoc(`[{"oauth":["orders:delete"]}]`))},
 	})
-	msg = mgRequireInvalid(t, scoped.api(t, http.MethodPut, "/apis/orders", map[string]any{
+	msg = mgRequireInvalidError(t, scoped.apiRule(t, "orders", map[string]any{
 		"origin": "https://orders.example.com", "openapi_url": docs + "/openapi.json"}), "openapi_url")["openapi_url"]
 	require.Contains(t, msg, `"orders:delete"`)
 	require.Contains(t, msg, "auth.scopes")
@@ -517,12 +583,12 @@ func TestManageChecksAPIScopes(t *testing.T) {
 	// signed-out calls can be served.
 	plain := mgCreate(t, env, "manage-plain-apis", map[string]any{"auth": map[string]any{"issuer": false}})
 	for _, security := range []string{`[{"key":[]}]`, `[{"oauth":["orders:read"]}]`} {
-		msg = mgRequireInvalid(t, plain.api(t, http.MethodPut, "/apis/orders", api(security)), "openapi")["openapi"]
+		msg = mgRequireInvalidError(t, plain.apiRule(t, "orders", api(security)), "openapi")["openapi"]
 		require.Contains(t, msg, "this Company has no issuer, so only operations that allow signed-out calls can be served")
 		require.Contains(t, msg, "GET /orders needs a sign-in")
 		require.NotContains(t, msg, "/status")
 	}
-	msg = mgRequireInvalid(t, plain.api(t, http.MethodPut, "/apis/orders", map[string]any{
+	msg = mgRequireInvalidError(t, plain.apiRule(t, "orders", map[string]any{
 		"origin": "https://orders.example.com", "openapi": mgOrdersYAML + "security:\n  - key: []\n" +
 			"components:\n  securitySchemes:\n    key: {type: apiKey, in: header, name: X-Key}\n"}), "openapi")["openapi"]
 	require.Contains(t, msg, "GET /orders and GET /orders/{id} need a sign-in")
@@ -534,9 +600,12 @@ func TestManageChecksAPIScopes(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 }
 
+// A tool's fields are checked by the function that holds the rules; the
+// registration API answers its refusals as 400 invalid_request, and
+// refuses bodies too large.
 func TestManageRefusesInvalidTools(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := newEnv(t)
 	co := mgCreate(t, env, "manage-bad-tools", map[string]any{"auth": map[string]any{"scopes": map[string]any{
 		"orders:read": "See your orders", "orders:write": "Change your orders",
 	}}})
@@ -548,16 +617,20 @@ func TestManageRefusesInvalidTools(t *testing.T) {
 	}
 	schema := func(s string) map[string]any { return map[string]any{"input_schema": json.RawMessage(s)} }
 	output := func(s string) map[string]any { return map[string]any{"output_schema": json.RawMessage(s)} }
+	allWrong := map[string]any{"title": 7, "input_schema": 7, "output_schema": 7, "annotations": 7,
+		"scopes": []string{"nope"}, "url": "x", "timeout_seconds": 0, "scope": "nope"}
+	allWrongFields := []string{"name", "title", "description", "input_schema", "output_schema", "annotations", "scopes[0]", "url",
+		"timeout_seconds", "scope"}
 	many := make([]string, registry.MaxToolScopes+1)
 	for i := range many {
 		many[i] = "orders:read"
 	}
-	co.requireRefuses(t, "/tools/", []mgRefusal{
+	mgRequireRefuses(t, co.toolRule, []mgRefusal{
 		{"name with a colon", "orders:lookup", good(nil), []string{"name"}, "MCP tool names"},
 		{"name too long", strings.Repeat("t", 65), good(nil), []string{"name"}, "1 to 64"},
 		{"no description", "lookup", good(map[string]any{"description": nil}), []string{"description"}, "required"},
 		{"description too long", "lookup", good(map[string]any{"description": strings.Repeat("d", 1001)}), []string{"description"}, "1000"},
-		{"description with NUL", "lookup", good(map[string]any{"description": "a\x00b"}), []string{"description"}, "NUL"},
+		{"description with NUL", "lookup", good(map[string]any{"description": "a\x00b"}), []string{"description"}, "control characters"},
 		{"title too long", "lookup", good(map[string]any{"title": strings.Repeat("t", 201)}), []string{"title"}, "200"},
 		{"title on two lines", "lookup", good(map[string]any{"title": "Look\nup"}), []string{"title"}, "control"},
 		{"no input schema", "lookup", good(map[string]any{"input_schema": nil}), []string{"input_schema"}, "required"},
@@ -602,10 +675,17 @@ func TestManageRefusesInvalidTools(t *testing.T) {
 		{"member misspelt", "lookup", good(map[string]any{"timeout_second": 5}), []string{"timeout_second"}, "is not a known member"},
 		{"member in MCP's spelling", "lookup", good(map[string]any{"input_schema": nil, "inputSchema": map[string]any{"type": "object"}}),
 			[]string{"input_schema", "inputSchema"}, "required"},
-		{"everything wrong at once", "a:b", map[string]any{"title": 7, "input_schema": 7, "output_schema": 7, "annotations": 7,
-			"scopes": []string{"nope"}, "url": "x", "timeout_seconds": 0, "scope": "nope"},
-			[]string{"name", "title", "description", "input_schema", "output_schema", "annotations", "scopes[0]", "url", "timeout_seconds",
-				"scope"}, ""},
+		{"everything wrong at once", "a:b", allWrong, allWrongFields, ""},
+	})
+	t.Run("refused over HTTPS", func(t *testing.T) {
+		mgRequireInvalid(t, co.api(t, http.MethodPut, "/tools/a:b", allWrong), allWrongFields...)
+		mgRequireInvalid(t, co.admin(t, http.MethodPut, "/tools/a:b", allWrong), allWrongFields...)
+	})
+	t.Run("description with NUL", func(t *testing.T) {
+		// The body's decoder refuses it, naming the member.
+		fields := mgRequireInvalid(t, co.api(t, http.MethodPut, "/tools/lookup", good(map[string]any{"description": "a\x00b"})),
+			"description")
+		require.Contains(t, fields["description"], "NUL")
 	})
 	t.Run("body too large", func(t *testing.T) {
 		resp := co.api(t, http.MethodPut, "/tools/lookup", good(map[string]any{"title": strings.Repeat("a", 256<<10)}))
@@ -618,16 +698,16 @@ func TestManageRefusesInvalidTools(t *testing.T) {
 
 	// A Company without an issuer offers no sign-in, so no scopes.
 	plain := mgCreate(t, env, "manage-bad-tools-plain", map[string]any{"auth": map[string]any{"issuer": false}})
-	fields := mgRequireInvalid(t, plain.api(t, http.MethodPut, "/tools/lookup",
-		good(map[string]any{"scopes": []string{"orders:read"}})), "scopes[0]")
+	fields := mgRequireInvalidError(t, plain.toolRule(t, "lookup", good(map[string]any{"scopes": []string{"orders:read"}})), "scopes[0]")
 	require.Contains(t, fields["scopes[0]"], "needs an issuer")
-	resp := plain.api(t, http.MethodPut, "/tools/lookup", good(nil))
-	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
+	_, created, err := plain.registerTool(t, "lookup", good(nil))
+	require.NoError(t, err)
+	require.True(t, created)
 }
 
 func TestManageKeepsCompaniesApart(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := newEnv(t)
 	acme := mgCreate(t, env, "manage-acme", nil)
 	rival := mgCreate(t, env, "manage-rival", nil)
 
@@ -669,19 +749,17 @@ func TestManageKeepsCompaniesApart(t *testing.T) {
 
 func TestManageLimitsRegistrationsPerCompany(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
+	env := newEnv(t)
 	co := mgCreate(t, env, "manage-full", nil)
 	ctx := context.Background()
-	var id int64
-	require.NoError(t, env.Pool.QueryRow(ctx, `SELECT id FROM companies WHERE slug = $1`, co.slug).Scan(&id))
-	store := registry.NewStore(env.Pool)
+	id := co.company(t).ID
 	for i := range registry.MaxAPIs {
-		_, err := store.PutAPI(ctx, id, &registry.API{Name: fmt.Sprintf("api-%02d", i), Origin: "https://orders.example.com",
+		_, err := env.Store.PutAPI(ctx, id, &registry.API{Name: fmt.Sprintf("api-%02d", i), Origin: "https://orders.example.com",
 			OpenAPI: json.RawMessage(mgOrdersDoc), TimeoutSeconds: 30, MaxRequestBytes: 1, MaxResponseBytes: 1}, time.Now())
 		require.NoError(t, err)
 	}
 	for i := range registry.MaxTools {
-		_, err := store.PutTool(ctx, id, &registry.Tool{Name: fmt.Sprintf("tool-%03d", i), Description: "A tool",
+		_, err := env.Store.PutTool(ctx, id, &registry.Tool{Name: fmt.Sprintf("tool-%03d", i), Description: "A tool",
 			InputSchema: json.RawMessage(`{"type":"object"}`), URL: "https://tools.example.com/x", TimeoutSeconds: 30}, time.Now())
 		require.NoError(t, err)
 	}
@@ -714,41 +792,33 @@ func TestManageLimitsRegistrationsPerCompany(t *testing.T) {
 // Outside development, origins, tool URLs and description URLs on
 // addresses the platform would refuse to connect to are refused when
 // registered; with AllowPrivate (development and tests) they are
-// accepted. The test platform allows them (its peers listen on loopback),
-// so this drives Registries of its own.
+// accepted. The test's env allows them (its peers listen on loopback),
+// so this drives the rules with handlers of its own.
 func TestManageRefusesPrivateAddresses(t *testing.T) {
 	t.Parallel()
-	env := testkit.Setup(t)
-	mgCreate(t, env, "manage-private", nil)
-	co, err := env.Platform.Tenants.Get(context.Background(), "manage-private")
-	require.NoError(t, err)
+	env := newEnv(t)
+	co := mgCreate(t, env, "manage-private", nil).company(t)
 	docs := mgDocs(t, env, "docs.manage-private.test", map[string][2]string{"/openapi.json": {"application/json", mgOrdersDoc}})
+	ctx := context.Background()
 
-	mount := func(allowPrivate bool) func(method, path string, body any) *peers.Response {
-		m := registry.NewHandler(registry.Options{
-			Store: registry.NewStore(env.Pool),
+	handler := func(allowPrivate bool) *registry.Handler {
+		return registry.NewHandler(registry.Options{
+			Store: env.Store,
 			// Public fetches only, resolving the test's names to loopback.
 			Fetch:        safehttp.New(safehttp.Options{RootCAs: env.CA.Pool(), Resolver: env.Hosts, AllowPrivate: allowPrivate}),
 			AllowPrivate: allowPrivate,
 		})
-		r := chi.NewRouter()
-		r.Use(func(next http.Handler) http.Handler {
-			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				next.ServeHTTP(w, r.WithContext(tenant.WithCompany(r.Context(), co)))
-			})
-		})
-		m.CompanyAPI(r)
-		return func(method, path string, body any) *peers.Response {
-			raw, err := json.Marshal(body)
-			require.NoError(t, err)
-			req := httptest.NewRequest(method, path, strings.NewReader(string(raw)))
-			req.Header.Set("Content-Type", "application/json")
-			rec := httptest.NewRecorder()
-			r.ServeHTTP(rec, req)
-			return &peers.Response{Status: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}
-		}
 	}
-	do, dev := mount(false), mount(true)
+	public, dev := handler(false), handler(true)
+	api := func(h *registry.Handler, body map[string]any) error {
+		_, _, err := registry.RegisterAPI(h, ctx, co, "orders", mgBody(t, body))
+		return err
+	}
+	tool := func(h *registry.Handler, url string) error {
+		_, _, err := registry.RegisterTool(h, ctx, co, "lookup", mgBody(t, map[string]any{
+			"description": "Lookup", "input_schema": map[string]any{"type": "object"}, "url": url}))
+		return err
+	}
 
 	// The dialler's ranges (safehttp): the first line were refused before;
 	// the rest were accepted and then refused at every call.
@@ -764,55 +834,49 @@ func TestManageRefusesPrivateAddresses(t *testing.T) {
 		"https://[::ffff:100.64.0.1]/v1", "https://[2001:db8::1]/v1", "https://[3fff::1]/v1", "https://[2002:7f00:1::1]/v1",
 		"https://[64:ff9b::7f00:1]/v1", "https://[fec0::1]/v1", "https://[100::1]/v1", "https://[2001::1]/v1",
 	} {
-		fields := mgRequireInvalid(t, do(http.MethodPut, "/apis/orders", map[string]any{
-			"origin": origin, "openapi": json.RawMessage(mgOrdersDoc)}), "origin")
+		fields := mgRequireInvalidError(t, api(public, map[string]any{"origin": origin, "openapi": json.RawMessage(mgOrdersDoc)}), "origin")
 		require.Contains(t, fields["origin"], "not public", origin)
-		mgRequireInvalid(t, do(http.MethodPut, "/tools/lookup", map[string]any{
-			"description": "Lookup", "input_schema": map[string]any{"type": "object"}, "url": origin}), "url")
-		mgRequireInvalid(t, do(http.MethodPut, "/apis/orders", map[string]any{
+		mgRequireInvalidError(t, tool(public, origin), "url")
+		mgRequireInvalidError(t, api(public, map[string]any{
 			"origin": "https://orders.example.com", "openapi_url": origin + "/openapi.json"}), "openapi_url")
 	}
-	require.JSONEq(t, `[]`, mgNames(t, do(http.MethodGet, "/tools", nil), "tools"), "nothing stored")
-	require.JSONEq(t, `[]`, mgNames(t, do(http.MethodGet, "/apis", nil), "apis"), "nothing stored")
+	require.Empty(t, mgStoredNames(t, env, co), "nothing stored")
 
 	// With AllowPrivate they are accepted.
 	for _, origin := range []string{"https://100.64.0.1/v1", "https://203.0.113.7/v1", "https://127.0.0.1:8443/v1"} {
-		resp := dev(http.MethodPut, "/apis/orders", map[string]any{"origin": origin, "openapi": json.RawMessage(mgOrdersDoc)})
-		require.Contains(t, []int{http.StatusCreated, http.StatusOK}, resp.Status, "%s: %s", origin, resp.Body)
-		resp = dev(http.MethodPut, "/tools/lookup", map[string]any{
-			"description": "Lookup", "input_schema": map[string]any{"type": "object"}, "url": origin})
-		require.Contains(t, []int{http.StatusCreated, http.StatusOK}, resp.Status, "%s: %s", origin, resp.Body)
+		require.NoError(t, api(dev, map[string]any{"origin": origin, "openapi": json.RawMessage(mgOrdersDoc)}), origin)
+		require.NoError(t, tool(dev, origin), origin)
 	}
-	require.Equal(t, http.StatusNoContent, dev(http.MethodDelete, "/apis/orders", nil).Status)
-	require.Equal(t, http.StatusNoContent, dev(http.MethodDelete, "/tools/lookup", nil).Status)
+	require.NoError(t, env.Store.DeleteAPI(ctx, co.ID, "orders"))
+	require.NoError(t, env.Store.DeleteTool(ctx, co.ID, "lookup"))
 
 	// A name that resolves to loopback passes the check, but the fetch
 	// refuses to connect.
-	fields := mgRequireInvalid(t, do(http.MethodPut, "/apis/orders", map[string]any{
+	fields := mgRequireInvalidError(t, api(public, map[string]any{
 		"origin": "https://orders.example.com", "openapi_url": docs + "/openapi.json"}), "openapi_url")
 	require.Contains(t, fields["openapi_url"], "could not be fetched")
 	require.Contains(t, fields["openapi_url"], "not allowed")
 
 	// Public origins are fine.
-	resp := do(http.MethodPut, "/apis/orders", map[string]any{
-		"origin": "https://93.184.216.34/v1", "openapi": json.RawMessage(mgOrdersDoc)})
-	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
-	resp = do(http.MethodPut, "/tools/lookup", map[string]any{
-		"description": "Lookup", "input_schema": map[string]any{"type": "object"}, "url": "https://tools.example.com/lookup"})
-	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
-	require.JSONEq(t, `["lookup"]`, mgNames(t, do(http.MethodGet, "/tools", nil), "tools"))
-	require.JSONEq(t, `["orders"]`, mgNames(t, do(http.MethodGet, "/apis", nil), "apis"))
+	require.NoError(t, api(public, map[string]any{"origin": "https://93.184.216.34/v1", "openapi": json.RawMessage(mgOrdersDoc)}))
+	require.NoError(t, tool(public, "https://tools.example.com/lookup"))
+	require.Equal(t, []string{"api orders", "tool lookup"}, mgStoredNames(t, env, co))
 }
 
-// mgNames returns the names in a list answer, as JSON.
-func mgNames(t *testing.T, resp *peers.Response, key string) string {
+// mgStoredNames returns the Company's registrations as stored, as "api
+// {name}" and "tool {name}".
+func mgStoredNames(t *testing.T, env *env, co *tenant.Company) []string {
 	t.Helper()
-	names := []string{}
-	for _, item := range mgList(t, resp, key) {
-		name, _ := item["name"].(string)
-		names = append(names, name)
-	}
-	raw, err := json.Marshal(names)
+	apis, err := env.Store.ListAPIs(context.Background(), co.ID)
 	require.NoError(t, err)
-	return string(raw)
+	tools, err := env.Store.ListTools(context.Background(), co.ID)
+	require.NoError(t, err)
+	var names []string
+	for _, a := range apis {
+		names = append(names, "api "+a.Name)
+	}
+	for _, tl := range tools {
+		names = append(names, "tool "+tl.Name)
+	}
+	return names
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/accounts"
 	"github.com/poppyhost/poppyhost/internal/agentid"
+	"github.com/poppyhost/poppyhost/internal/botauth"
 	"github.com/poppyhost/poppyhost/internal/devca"
 	"github.com/poppyhost/poppyhost/internal/feedback"
 	"github.com/poppyhost/poppyhost/internal/httpx"
@@ -76,8 +77,9 @@ func setup(t testing.TB) *kit {
 // PostgreSQL each time it is called.
 func (k *kit) handler() http.Handler {
 	tenants := tenant.NewStore(k.Pool)
-	resolver := agentid.NewResolver(safehttp.New(safehttp.Options{AllowPrivate: true, RootCAs: k.CA.Pool(),
-		Resolver: k.Hosts}), agentid.Options{})
+	fetch := safehttp.New(safehttp.Options{AllowPrivate: true, RootCAs: k.CA.Pool(), Resolver: k.Hosts})
+	resolver := agentid.NewResolver(fetch, agentid.Options{})
+	recognize := botauth.Recognize(botauth.NewVerifier(fetch, botauth.Options{}), nil, nil)
 	sess := sessions.NewManager(sessions.NewVerifier(resolver, sessions.VerifierOptions{}), sessions.NewStore(k.Pool), k.URLs)
 	reports := feedback.NewHandler(feedback.NewStore(k.Pool))
 	limits := httpx.NewLimiter()
@@ -90,7 +92,7 @@ func (k *kit) handler() http.Handler {
 		sess.CompanyAPI(r)
 	})
 	platform.Route("/t/{slug}", func(r chi.Router) {
-		r.Use(tenant.BySlug(tenants), tenant.LimitByAddress(limits))
+		r.Use(tenant.BySlug(tenants), recognize, tenant.LimitByAddress(limits))
 		r.With(reports.BufferReport, sess.Require(limits)).Post("/poppy/feedback", reports.ServeFeedback)
 	})
 	return tenant.HostRouter(tenants, publicHost, platform, newRouter(), newRouter())

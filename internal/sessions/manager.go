@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/poppyhost/poppyhost/internal/botauth"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
@@ -131,15 +132,26 @@ func FromContext(ctx context.Context) *Session {
 // Require is middleware for endpoints that use Session claims: it verifies
 // the Session header of the request's Company, counts the request against
 // the Personal Agent's and the Session's rate limits (spec 5.6), and puts
-// the Session in the context; or it answers with the error.
+// the Session, with the operator a Web Bot Auth signature recognised
+// (botauth.Recognize, earlier in the chain), in the context; or it answers
+// with the error. A Company that requires signatures refuses a Session
+// request without a verified one.
 func (m *Manager) Require(limits *httpx.Limiter) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			c := tenant.FromContext(r.Context())
+			op := botauth.FromContext(r.Context())
+			if op == nil && c.Settings.Agents.RequireSignature {
+				httpx.WriteError(w, r, fail("this Company requires a valid Web Bot Auth signature on Session requests (spec 5.3)"))
+				return
+			}
 			sess, err := m.Authenticate(r.Context(), r, c)
 			if err != nil {
 				httpx.WriteError(w, r, err)
 				return
+			}
+			if op != nil {
+				sess.Operator = op.Host
 			}
 			company := strconv.FormatInt(c.ID, 10)
 			if !limits.Allow(w, r, "agent "+company+" "+sess.ClientID, c.Settings.RateLimits.PerAgent) ||

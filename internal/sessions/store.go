@@ -32,6 +32,9 @@ type Session struct {
 	// Extensions are the extensions the Personal Agent declared, name to
 	// version (its client metadata, spec 3.3).
 	Extensions map[string]string
+	// Operator is the operator a Web Bot Auth signature on this request
+	// recognised (the key directory's host), or "".
+	Operator string
 }
 
 // Store keeps Sessions and the jti replay window in PostgreSQL, always

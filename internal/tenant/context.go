@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/poppyhost/poppyhost/internal/botauth"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 )
 
@@ -91,12 +92,18 @@ func BySlug(lookup Lookup) func(http.Handler) http.Handler {
 }
 
 // LimitByAddress counts every request to a Company against its client
-// address, before anything about the requester is verified (spec 5.6).
+// address, before anything about the requester is verified (spec 5.6), or
+// against its operator when a Web Bot Auth signature recognised one
+// (botauth.Recognize): visitors behind one proxy address then do not share
+// a budget, and one operator's requests share one whatever their address.
 func LimitByAddress(l *httpx.Limiter) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			c := FromContext(r.Context())
 			key := "addr " + strconv.FormatInt(c.ID, 10) + " " + clientAddr(r)
+			if op := botauth.FromContext(r.Context()); op != nil {
+				key = "operator " + strconv.FormatInt(c.ID, 10) + " " + op.Host
+			}
 			if !l.Allow(w, r, key, c.Settings.RateLimits.PerAddress) {
 				return
 			}

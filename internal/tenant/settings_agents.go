@@ -25,6 +25,10 @@ type AgentPolicy struct {
 	// unauthorized_client and continue signed out (spec 4.1); refresh
 	// tokens issued earlier keep working.
 	SignInRefused map[string][]string `json:"sign_in_refused"`
+	// RequireSignature refuses Session requests without a valid Web Bot
+	// Auth signature (spec 5.3). Off, a missing or bad signature only goes
+	// unrecognised: it never makes a Session invalid.
+	RequireSignature bool `json:"require_signature"`
 }
 
 // SignInAllowed reports whether the policy lets clientID use the sign-in

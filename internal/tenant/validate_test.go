@@ -75,6 +75,7 @@ const fullBody = `{
   },
   "agents": {
     "accept": "unlisted",
+    "require_signature": true,
     "client_ids": ["https://bad-agent.example/agent.json", "https://agents.example/clients/42"],
     "sign_in_refused": {
       "https://agents.example/clients/7": [],
@@ -290,7 +291,7 @@ func testCreateDefaults(t *testing.T, env *kit) {
 				"feedback": {"enabled": true, "alternatives": []},
 				"excluded_tasks": [], "apis": [], "operations": {"enabled": false, "web": false}, "mcp": {"signed_out": false}, "web": {"browser_join": false, "scope_rules": []}, "extensions": {},
 				"auth": {"token_lifetimes": {"access_seconds": 0, "refresh_seconds": 0}},
-				"agents": {"accept": "all", "client_ids": [], "sign_in_refused": {}}, "sessions": {"idle_timeout_seconds": 2592000},
+				"agents": {"accept": "all", "client_ids": [], "sign_in_refused": {}, "require_signature": false}, "sessions": {"idle_timeout_seconds": 2592000},
 				"rate_limits": {"per_agent": 6000, "per_session": 600, "per_address": 1200}}`
 			want := merge(t, base, strings.ReplaceAll(tt.want, "{domain}", domain))
 			gotJSON, err := json.Marshal(got)

@@ -36,6 +36,11 @@ type Facts struct {
 	Scopes  []string `json:"scopes"`
 	// Extensions the Personal Agent declares, name to version (spec 3.3).
 	Extensions map[string]string `json:"extensions,omitempty"`
+	// AgentOperator is the operator of the Personal Agent that a Web Bot
+	// Auth signature on the request verified (spec 5.3): the host of its
+	// key directory. Absent when the request was not signed or its
+	// signature was refused; it identifies traffic, it authorizes nothing.
+	AgentOperator string `json:"agent_operator,omitempty"`
 }
 
 // Claims are the JWT's claims: the facts, who vouches for them (iss: the

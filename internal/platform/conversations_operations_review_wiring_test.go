@@ -1,4 +1,4 @@
-package conversations_test
+package platform_test
 
 import (
 	"context"
@@ -22,15 +22,15 @@ import (
 // the job not retried.
 func TestOperationsConversationNotAllowed(t *testing.T) {
 	t.Parallel()
-	s := newOpsSide(t, "conv-not-allowed", opsOptions{})
+	s := newConvOpsSide(t, "conv-not-allowed", convOpsOptions{})
 	token := s.signIn(t, "ada") // orders:write only
-	id := s.start(t, paReq{Token: token})
-	refund := proposal("stormline-insulated-m")
+	id := s.start(t, convOpsReq{Token: token})
+	refund := convProposal("stormline-insulated-m")
 	refund["action_key"] = "refund o1"
 	refund["perform"].(map[string]any)["path"] = "/orders/o1/refunds"
 	op := s.propose(t, id, refund)
 
-	resp := s.pa(t, http.MethodPost, "/"+id+"/messages", approvalMsg("msg_ok", op, nil), paReq{Token: token})
+	resp := s.pa(t, http.MethodPost, "/"+id+"/messages", convApprovalMsg("msg_ok", op, nil), convOpsReq{Token: token})
 	require.Equal(t, http.StatusAccepted, resp.Status, "%s", resp.Body)
 	out := s.outcomes(t, 1)[0]
 	require.Equal(t, "not_allowed", out["status"], "%v", out)
@@ -50,19 +50,19 @@ func TestOperationsConversationNotAllowed(t *testing.T) {
 // declares nothing (RFC 9651 §3.3), so the Company cannot propose.
 func TestOperationsConversationDeclaredByHeader(t *testing.T) {
 	t.Parallel()
-	s := newOpsSide(t, "conv-header", opsOptions{undeclared: true})
+	s := newConvOpsSide(t, "conv-header", convOpsOptions{undeclared: true})
 	for i, form := range []string{"operations;v=3", `operations;v="3"`, `"operations";v=3`} {
-		id := s.startWith(t, map[string]any{"message": paMsg("msg_form"+strconv.Itoa(i), "I'd like the insulated jacket instead.")},
-			paReq{Header: []string{"Poppy-Extensions", form}})
-		resp := s.api(t, http.MethodPost, "/"+id+"/messages", offerMsg("", map[string]any{"proposal": proposal("stormline-insulated-m")}))
+		id := s.startWith(t, map[string]any{"message": convPAMsg("msg_form"+strconv.Itoa(i), "I'd like the insulated jacket instead.")},
+			convOpsReq{Header: []string{"Poppy-Extensions", form}})
+		resp := s.api(t, http.MethodPost, "/"+id+"/messages", convOfferMsg("", map[string]any{"proposal": convProposal("stormline-insulated-m")}))
 		require.Equal(t, http.StatusConflict, resp.Status, "%s: %s", form, resp.Body)
 		require.Contains(t, string(resp.Body), "does not declare the Operations extension", form)
 	}
 
-	declared := paReq{Header: []string{"Poppy-Extensions", `"operations";v="3"`}}
+	declared := convOpsReq{Header: []string{"Poppy-Extensions", `"operations";v="3"`}}
 	id := s.start(t, declared)
-	op := s.propose(t, id, proposal("stormline-insulated-m"))
-	resp := s.pa(t, http.MethodPost, "/"+id+"/messages", approvalMsg("msg_ok", op, nil), declared)
+	op := s.propose(t, id, convProposal("stormline-insulated-m"))
+	resp := s.pa(t, http.MethodPost, "/"+id+"/messages", convApprovalMsg("msg_ok", op, nil), declared)
 	require.Equal(t, http.StatusAccepted, resp.Status, "%s", resp.Body)
 	out := s.outcomes(t, 1)[0]
 	require.Equal(t, "performed", out["status"], "%v", out)
@@ -75,16 +75,16 @@ func TestOperationsConversationDeclaredByHeader(t *testing.T) {
 // revision sent before stays current and its approval performs.
 func TestOperationsConversationRejectedKeepsRevision(t *testing.T) {
 	t.Parallel()
-	s := newOpsSide(t, "conv-rejected", opsOptions{})
-	id := s.start(t, paReq{})
-	op := s.propose(t, id, proposal("stormline-insulated-m"))
+	s := newConvOpsSide(t, "conv-rejected", convOpsOptions{})
+	id := s.start(t, convOpsReq{})
+	op := s.propose(t, id, convProposal("stormline-insulated-m"))
 	events := s.eventCount(t, id)
 
 	// Other terms in a message just small enough as sent, and too large
 	// once its operation replaces the proposal.
-	other := proposal("stormline-parka-m")
+	other := convProposal("stormline-parka-m")
 	other["action_key"], other["perform"].(map[string]any)["body"] = "x", nil
-	msg := offerMsg("", map[string]any{"proposal": other})
+	msg := convOfferMsg("", map[string]any{"proposal": other})
 	raw, err := json.Marshal(msg)
 	require.NoError(t, err)
 	var resp map[string]any
@@ -104,19 +104,19 @@ func TestOperationsConversationRejectedKeepsRevision(t *testing.T) {
 		WHERE company_id = $1`, s.id).Scan(&revisions))
 	require.Equal(t, 1, revisions, "nothing proposed")
 
-	require.Equal(t, http.StatusAccepted, s.pa(t, http.MethodPost, "/"+id+"/messages", approvalMsg("msg_ok", op, nil), paReq{}).Status)
+	require.Equal(t, http.StatusAccepted, s.pa(t, http.MethodPost, "/"+id+"/messages", convApprovalMsg("msg_ok", op, nil), convOpsReq{}).Status)
 	out := s.outcomes(t, 1)[0]
 	require.Equal(t, "performed", out["status"], "%v", out)
 }
 
-// approvalHook is a Company's approval hook: it declines, fails or lets
+// convApprovalHook is a Company's approval hook: it declines, fails or lets
 // approvals through.
-type approvalHook struct {
+type convApprovalHook struct {
 	mode  atomic.Value // "ok", "decline" or "fail"
 	calls atomic.Int32
 }
 
-func (h *approvalHook) serve(w http.ResponseWriter, r *http.Request) {
+func (h *convApprovalHook) serve(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, r.Body)
 	h.calls.Add(1)
 	switch h.mode.Load() {
@@ -136,29 +136,29 @@ func (h *approvalHook) serve(w http.ResponseWriter, r *http.Request) {
 // Nothing reaches the origin either way.
 func TestOperationsConversationApprovalHook(t *testing.T) {
 	t.Parallel()
-	s := newOpsSide(t, "conv-hook", opsOptions{})
-	h := &approvalHook{}
+	s := newConvOpsSide(t, "conv-hook", convOpsOptions{})
+	h := &convApprovalHook{}
 	h.mode.Store("decline")
 	hook := s.env.StartOrigin(t, "hook-conv-hook.test", s.issuer, s.issuer)
 	hook.Handle(http.MethodPost, "/", h.serve)
-	patched := s.env.Admin(t, http.MethodPatch, "/admin/v1/companies/"+opsSlug,
+	patched := s.env.Admin(t, http.MethodPatch, "/admin/v1/companies/"+convOpsSlug,
 		map[string]any{"operations": map[string]any{"enabled": true, "approval_hook": hook.BaseURL()}})
 	require.Equal(t, http.StatusOK, patched.Status, "%s", patched.Body)
 
-	id := s.start(t, paReq{})
-	op := s.propose(t, id, proposal("stormline-insulated-m"))
-	require.Equal(t, http.StatusAccepted, s.pa(t, http.MethodPost, "/"+id+"/messages", approvalMsg("msg_declined", op, nil), paReq{}).Status)
+	id := s.start(t, convOpsReq{})
+	op := s.propose(t, id, convProposal("stormline-insulated-m"))
+	require.Equal(t, http.StatusAccepted, s.pa(t, http.MethodPost, "/"+id+"/messages", convApprovalMsg("msg_declined", op, nil), convOpsReq{}).Status)
 	out := s.outcomes(t, 1)[0]
 	require.Equal(t, "declined", out["status"], "%v", out)
 	require.Equal(t, map[string]any{"reason": "Exchanges over $50 need a store manager."}, out["decline"])
 
 	h.mode.Store("fail")
-	parka := proposal("stormline-parka-m")
+	parka := convProposal("stormline-parka-m")
 	parka["action_key"] = "exchange o1 parka"
 	op2 := s.propose(t, id, parka)
 	started := time.Now()
-	require.Equal(t, http.StatusAccepted, s.pa(t, http.MethodPost, "/"+id+"/messages", approvalMsg("msg_failed", op2, nil), paReq{}).Status)
-	got := byMessage(s.outcomes(t, 2))
+	require.Equal(t, http.StatusAccepted, s.pa(t, http.MethodPost, "/"+id+"/messages", convApprovalMsg("msg_failed", op2, nil), convOpsReq{}).Status)
+	got := convByMessage(s.outcomes(t, 2))
 	require.Equal(t, "failed_to_check", got["msg_failed"]["status"], "%v", got["msg_failed"])
 	require.NotEmpty(t, got["msg_failed"]["description"])
 	require.Greater(t, h.calls.Load(), int32(2), "the hook was retried")
@@ -167,8 +167,8 @@ func TestOperationsConversationApprovalHook(t *testing.T) {
 
 	// The approval was not used up: once the hook answers, it performs.
 	h.mode.Store("ok")
-	require.Equal(t, http.StatusAccepted, s.pa(t, http.MethodPost, "/"+id+"/messages", approvalMsg("msg_ok", op2, nil), paReq{}).Status)
-	got = byMessage(s.outcomes(t, 3))
+	require.Equal(t, http.StatusAccepted, s.pa(t, http.MethodPost, "/"+id+"/messages", convApprovalMsg("msg_ok", op2, nil), convOpsReq{}).Status)
+	got = convByMessage(s.outcomes(t, 3))
 	require.Equal(t, "performed", got["msg_ok"]["status"], "%v", got["msg_ok"])
 }
 
@@ -177,11 +177,11 @@ func TestOperationsConversationApprovalHook(t *testing.T) {
 // nothing performed.
 func TestOperationsConversationAPIRemoved(t *testing.T) {
 	t.Parallel()
-	s := newOpsSide(t, "conv-api-removed", opsOptions{})
-	id := s.start(t, paReq{})
-	op := s.propose(t, id, proposal("stormline-insulated-m"))
+	s := newConvOpsSide(t, "conv-api-removed", convOpsOptions{})
+	id := s.start(t, convOpsReq{})
+	op := s.propose(t, id, convProposal("stormline-insulated-m"))
 	require.NoError(t, registry.NewStore(s.env.Pool).DeleteAPI(context.Background(), s.id, "orders"))
-	require.Equal(t, http.StatusAccepted, s.pa(t, http.MethodPost, "/"+id+"/messages", approvalMsg("msg_ok", op, nil), paReq{}).Status)
+	require.Equal(t, http.StatusAccepted, s.pa(t, http.MethodPost, "/"+id+"/messages", convApprovalMsg("msg_ok", op, nil), convOpsReq{}).Status)
 	out := s.outcomes(t, 1)[0]
 	require.Equal(t, "not_allowed", out["status"], "%v", out)
 	require.Contains(t, out["description"], "no longer offered", "%v", out)

@@ -1,4 +1,4 @@
-package conversations_test
+package platform_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/poppyhost/poppyhost/internal/conversations"
 	"github.com/poppyhost/poppyhost/internal/operations"
 	"github.com/poppyhost/poppyhost/internal/registry"
 	"github.com/poppyhost/poppyhost/internal/testkit"
@@ -22,29 +23,35 @@ import (
 // Operations in conversations (extension 4, 6, 7 "Conversations"): the
 // Company Agent proposes through the Company API, the Personal Agent
 // approves in a message, the origin performs at most once, and the
-// outcome reaches the agent webhook.
+// outcome reaches the agent webhook. The platform's wiring: the gateway
+// checks a proposal's request and the engine performs it through the
+// origin; conversations' own tests are internal/conversations'.
 
-const opsSlug = "outfitters"
+const (
+	convOpsSlug     = "outfitters"
+	convOpsPassword = "correct horse battery staple"
+)
 
-// opsSide is a running platform with Company outfitters (operations on, an
-// agent webhook with its secret, accounts ada and bob, API orders on a
-// test origin), a test Personal Agent that declares operations v3, and
-// River running.
-type opsSide struct {
-	env    *testkit.Env
-	agent  *peers.Agent
-	id     int64
-	key    string
-	secret string
-	hook   *hookServer
-	origin *peers.Origin
-	x      *jacketOrigin
-	issuer string
+// convOpsSide is a running platform with Company outfitters (operations
+// on, an agent webhook with its secret, accounts ada and bob, API orders
+// on a test origin), a test Personal Agent that declares operations v3,
+// and River running.
+type convOpsSide struct {
+	env   *testkit.Env
+	agent *peers.Agent
+	id    int64
+	key   string
+	// webhookKey is the agent webhook's secret, decoded.
+	webhookKey []byte
+	hook       *peers.Webhook
+	origin     *peers.Origin
+	x          *convJacketOrigin
+	issuer     string
 }
 
-// jacketOrigin performs exchanges once per Idempotency-Key, or declines
+// convJacketOrigin performs exchanges once per Idempotency-Key, or declines
 // them, as a Company's origin does under the origin contract.
-type jacketOrigin struct {
+type convJacketOrigin struct {
 	performed atomic.Int32
 	decline   atomic.Bool
 	// newTerms: the price changed, the origin proposes again.
@@ -55,7 +62,7 @@ type jacketOrigin struct {
 	keys  map[string]string
 }
 
-func (x *jacketOrigin) serve(w http.ResponseWriter, r *http.Request) {
+func (x *convJacketOrigin) serve(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, r.Body)
 	c := peers.OriginClaims(r)
 	if x.fails.Add(-1) >= 0 {
@@ -91,16 +98,16 @@ func (x *jacketOrigin) serve(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, answer)
 }
 
-// opsOptions shape newOpsSide.
-type opsOptions struct {
+// convOpsOptions shape newConvOpsSide.
+type convOpsOptions struct {
 	undeclared  bool // the agent does not declare operations
 	opsDisabled bool // operations.enabled stays off
 	timeout     int  // the API's timeout_seconds [10]
 }
 
-// ordersOpenAPI declares the exchange for anyone, and refunds for an
+// convOrdersOpenAPI declares the exchange for anyone, and refunds for an
 // access token with orders:refund.
-const ordersOpenAPI = `{"openapi": "3.1.0", "info": {"title": "Orders", "version": "1"},
+const convOrdersOpenAPI = `{"openapi": "3.1.0", "info": {"title": "Orders", "version": "1"},
   "paths": {
     "/orders/{id}/exchanges": {"post": {"security": [],
       "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
@@ -114,52 +121,84 @@ const ordersOpenAPI = `{"openapi": "3.1.0", "info": {"title": "Orders", "version
     "scopes": {"orders:write": "Change your orders", "orders:refund": "Refund your orders"}}}}}}
 }`
 
-func newOpsSide(t *testing.T, name string, o opsOptions) *opsSide {
+func newConvOpsSide(t *testing.T, name string, o convOpsOptions) *convOpsSide {
 	t.Helper()
 	env := testkit.Setup(t)
 	if o.timeout == 0 {
 		o.timeout = 10
 	}
-	s := &opsSide{env: env, agent: env.StartAgent(t, "agent-"+name+".test"), x: &jacketOrigin{keys: map[string]string{}},
-		issuer: env.PublicURL("/t/" + opsSlug)}
+	s := &convOpsSide{env: env, agent: env.StartAgent(t, "agent-"+name+".test"), x: &convJacketOrigin{keys: map[string]string{}},
+		issuer: env.PublicURL("/t/" + convOpsSlug)}
 	if !o.undeclared {
 		md := s.agent.Metadata()
 		md["extensions"] = map[string]any{"operations": map[string]any{"version": "3"}}
 		s.agent.SetMetadata(md)
 	}
-	s.hook = startHook(t, env.CA, env.Hosts)
+	s.hook = peers.StartWebhook(t, env.CA, "")
+	env.Hosts.Add(s.hook.Host)
 	env.CreateCompany(t, map[string]any{
-		"slug":          opsSlug,
+		"slug":          convOpsSlug,
 		"organization":  map[string]any{"name": "Outfitters", "domain": "outfitters.example"},
 		"auth":          map[string]any{"scopes": map[string]any{"orders:write": "Change your orders"}},
 		"conversations": map[string]any{"agent_webhook": s.hook.URL},
 	})
 	if !o.opsDisabled {
-		resp := env.Admin(t, http.MethodPatch, "/admin/v1/companies/"+opsSlug, map[string]any{"operations": map[string]any{"enabled": true}})
+		resp := env.Admin(t, http.MethodPatch, "/admin/v1/companies/"+convOpsSlug, map[string]any{"operations": map[string]any{"enabled": true}})
 		require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 	}
 	for _, user := range []string{"ada", "bob"} {
-		resp := env.Admin(t, http.MethodPost, "/admin/v1/companies/"+opsSlug+"/accounts",
-			map[string]any{"username": user, "password": paPassword})
+		resp := env.Admin(t, http.MethodPost, "/admin/v1/companies/"+convOpsSlug+"/accounts",
+			map[string]any{"username": user, "password": convOpsPassword})
 		require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
 	}
-	s.key = apiKey(t, env, opsSlug)
-	require.NoError(t, env.Pool.QueryRow(context.Background(), `SELECT id FROM companies WHERE slug = $1`, opsSlug).Scan(&s.id))
+	key := env.Admin(t, http.MethodPost, "/admin/v1/companies/"+convOpsSlug+"/api-keys", map[string]any{"name": "agent"})
+	require.Equal(t, http.StatusCreated, key.Status, "%s", key.Body)
+	s.key = key.JSON(t)["key"].(string)
+	require.NoError(t, env.Pool.QueryRow(context.Background(), `SELECT id FROM companies WHERE slug = $1`, convOpsSlug).Scan(&s.id))
 	resp := s.api(t, http.MethodPost, "/webhook-secret", nil)
 	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
-	s.secret = resp.JSON(t)["secret"].(string)
+	var err error
+	s.webhookKey, err = conversations.DecodeWebhookSecret(resp.JSON(t)["secret"].(string))
+	require.NoError(t, err)
 	s.origin = env.StartOrigin(t, "origin-"+name+".test", s.issuer, s.issuer)
 	s.origin.Handle(http.MethodPost, "/orders/o1/exchanges", s.x.serve)
-	_, err := registry.NewStore(env.Pool).PutAPI(context.Background(), s.id, &registry.API{Name: "orders",
-		Origin: s.origin.BaseURL(), OpenAPI: json.RawMessage(ordersOpenAPI),
+	_, err = registry.NewStore(env.Pool).PutAPI(context.Background(), s.id, &registry.API{Name: "orders",
+		Origin: s.origin.BaseURL(), OpenAPI: json.RawMessage(convOrdersOpenAPI),
 		TimeoutSeconds: max(o.timeout, 1), MaxRequestBytes: registry.DefaultMaxRequestBytes, MaxResponseBytes: registry.DefaultMaxResponseBytes}, time.Now())
 	require.NoError(t, err)
-	startJobs(t, env)
+	require.NoError(t, env.Platform.Jobs.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = env.Platform.Jobs.Stop(ctx)
+	})
 	return s
 }
 
-// byMessage indexes outcomes by the message that carried the approval.
-func byMessage(outs []map[string]any) map[string]map[string]any {
+// convOpsReq shapes a Personal Agent request. Zero values send a signed
+// request as User usr_test of the test agent, signed out, in a new
+// Session.
+type convOpsReq struct {
+	Sub   string // User ID ["usr_test"]
+	Token string // access token
+	// Header holds name, value pairs.
+	Header []string
+}
+
+// convPAMsg is a Personal Agent message with text.
+func convPAMsg(id, text string) map[string]any {
+	return map[string]any{"id": id, "author": map[string]any{"type": "agent"}, "text": text}
+}
+
+// requireConvError checks a spec 8.13 error body.
+func requireConvError(t *testing.T, resp *peers.Response, status int, code string) {
+	t.Helper()
+	require.Equal(t, status, resp.Status, "%s", resp.Body)
+	require.Equal(t, code, resp.JSON(t)["error"], "%s", resp.Body)
+}
+
+// convByMessage indexes outcomes by the message that carried the approval.
+func convByMessage(outs []map[string]any) map[string]map[string]any {
 	m := map[string]map[string]any{}
 	for _, o := range outs {
 		m[o["message_id"].(string)] = o
@@ -168,13 +207,13 @@ func byMessage(outs []map[string]any) map[string]map[string]any {
 }
 
 // api calls the Company API at /company/v1/conversations + path.
-func (s *opsSide) api(t *testing.T, method, path string, body any) *peers.Response {
+func (s *convOpsSide) api(t *testing.T, method, path string, body any) *peers.Response {
 	t.Helper()
 	return s.env.Do(t, method, s.env.PublicURL("/company/v1/conversations"+path), body, "Authorization", "Bearer "+s.key)
 }
 
 // pa sends a Personal Agent request to the conversation endpoint + path.
-func (s *opsSide) pa(t *testing.T, method, path string, body any, o paReq) *peers.Response {
+func (s *convOpsSide) pa(t *testing.T, method, path string, body any, o convOpsReq) *peers.Response {
 	t.Helper()
 	req := peers.NewRequest(t, method, s.issuer+"/poppy/conversations"+path, body)
 	s.agent.Sign(t, req, peers.SessionClaims{Aud: s.issuer, Sub: o.Sub, AccessToken: o.Token}, peers.SessionOptions{})
@@ -184,21 +223,21 @@ func (s *opsSide) pa(t *testing.T, method, path string, body any, o paReq) *peer
 	return peers.Send(t, s.env.Client, req)
 }
 
-func (s *opsSide) signIn(t *testing.T, user string) string {
+func (s *convOpsSide) signIn(t *testing.T, user string) string {
 	t.Helper()
-	return s.env.SignIn(t, s.agent, s.issuer, user, paPassword, []string{"orders:write"}, "").AccessToken
+	return s.env.SignIn(t, s.agent, s.issuer, user, convOpsPassword, []string{"orders:write"}, "").AccessToken
 }
 
 // start starts a conversation and returns its ID.
-func (s *opsSide) start(t *testing.T, o paReq) string {
+func (s *convOpsSide) start(t *testing.T, o convOpsReq) string {
 	t.Helper()
-	resp := s.pa(t, http.MethodPost, "", map[string]any{"message": paMsg("msg_start", "I'd like the insulated jacket instead.")}, o)
+	resp := s.pa(t, http.MethodPost, "", map[string]any{"message": convPAMsg("msg_start", "I'd like the insulated jacket instead.")}, o)
 	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
 	return resp.JSON(t)["conversation_id"].(string)
 }
 
-// proposal is the Company Agent's proposal of the jacket exchange.
-func proposal(sku string) map[string]any {
+// convProposal is the Company Agent's proposal of the jacket exchange.
+func convProposal(sku string) map[string]any {
 	return map[string]any{
 		"action_key": "exchange o1 itm_4Qa",
 		"summary":    "Exchange the Stormline Jacket (M) for the " + sku + ", for $70.00 more.",
@@ -209,8 +248,8 @@ func proposal(sku string) map[string]any {
 	}
 }
 
-// offerMsg is a Company message carrying ops in extensions.operations.
-func offerMsg(id string, ops map[string]any) map[string]any {
+// convOfferMsg is a Company message carrying ops in extensions.operations.
+func convOfferMsg(id string, ops map[string]any) map[string]any {
 	m := map[string]any{"author": map[string]any{"type": "agent"},
 		"text":       "I can exchange it for the insulated version for $70 more. I'll do it once you approve.",
 		"extensions": map[string]any{"operations": ops}}
@@ -222,9 +261,9 @@ func offerMsg(id string, ops map[string]any) map[string]any {
 
 // propose has the Company Agent propose in conversation id and returns
 // the operation the Personal Agent is sent.
-func (s *opsSide) propose(t *testing.T, id string, p map[string]any) map[string]any {
+func (s *convOpsSide) propose(t *testing.T, id string, p map[string]any) map[string]any {
 	t.Helper()
-	resp := s.api(t, http.MethodPost, "/"+id+"/messages", offerMsg("", map[string]any{"proposal": p}))
+	resp := s.api(t, http.MethodPost, "/"+id+"/messages", convOfferMsg("", map[string]any{"proposal": p}))
 	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
 	op := resp.JSON(t)["message"].(map[string]any)["extensions"].(map[string]any)["operations"].(map[string]any)["operation"].(map[string]any)
 	require.NotEmpty(t, op["operation_id"])
@@ -232,8 +271,8 @@ func (s *opsSide) propose(t *testing.T, id string, p map[string]any) map[string]
 	return op
 }
 
-// approvalMsg is a Personal Agent message approving op.
-func approvalMsg(id string, op map[string]any, extra map[string]any) map[string]any {
+// convApprovalMsg is a Personal Agent message approving op.
+func convApprovalMsg(id string, op map[string]any, extra map[string]any) map[string]any {
 	a := map[string]any{"operation_id": op["operation_id"], "revision": op["revision"], "approver": "user",
 		"approved_at": 1791487260, "input_type": "tap"}
 	for k, v := range extra {
@@ -244,12 +283,12 @@ func approvalMsg(id string, op map[string]any, extra map[string]any) map[string]
 }
 
 // outcomes returns the conversation.operation deliveries once n arrived.
-func (s *opsSide) outcomes(t *testing.T, n int) []map[string]any {
+func (s *convOpsSide) outcomes(t *testing.T, n int) []map[string]any {
 	t.Helper()
 	deadline := time.Now().Add(45 * time.Second)
 	for {
 		var out []map[string]any
-		for _, d := range succeeded(s.hook.snapshot()) {
+		for _, d := range peers.Succeeded(s.hook.Deliveries()) {
 			var p struct {
 				Type string `json:"type"`
 				Data struct {
@@ -258,7 +297,7 @@ func (s *opsSide) outcomes(t *testing.T, n int) []map[string]any {
 			}
 			require.NoError(t, json.Unmarshal(d.Body, &p))
 			if p.Type == "conversation.operation" {
-				require.NoError(t, verifyWebhook(s.secret, d.Header, d.Body, time.Now()))
+				require.NoError(t, conversations.VerifyWebhook(s.webhookKey, d.Header, d.Body, time.Now(), conversations.WebhookTolerance))
 				out = append(out, p.Data.Operation)
 			}
 		}
@@ -273,7 +312,7 @@ func (s *opsSide) outcomes(t *testing.T, n int) []map[string]any {
 }
 
 // settled waits until n perform jobs completed.
-func (s *opsSide) settled(t *testing.T, n int) {
+func (s *convOpsSide) settled(t *testing.T, n int) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		var done int
@@ -284,7 +323,7 @@ func (s *opsSide) settled(t *testing.T, n int) {
 }
 
 // eventCount is the number of events of conversation id.
-func (s *opsSide) eventCount(t *testing.T, id string) int {
+func (s *convOpsSide) eventCount(t *testing.T, id string) int {
 	t.Helper()
 	var n int
 	require.NoError(t, s.env.Pool.QueryRow(context.Background(), `SELECT count(*) FROM conversation_events
@@ -292,26 +331,19 @@ func (s *opsSide) eventCount(t *testing.T, id string) int {
 	return n
 }
 
-// snapshot returns the deliveries so far.
-func (h *hookServer) snapshot() []hookDelivery {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]hookDelivery(nil), h.got...)
-}
-
 func TestOperationsConversationJacketExchange(t *testing.T) {
 	t.Parallel()
-	s := newOpsSide(t, "conv-jacket", opsOptions{})
+	s := newConvOpsSide(t, "conv-jacket", convOpsOptions{})
 	token := s.signIn(t, "ada")
-	id := s.start(t, paReq{Token: token})
+	id := s.start(t, convOpsReq{Token: token})
 
 	// The Company Agent proposes; the Personal Agent sees the operation,
 	// never the proposal or the request that performs it.
-	op := s.propose(t, id, proposal("stormline-insulated-m"))
+	op := s.propose(t, id, convProposal("stormline-insulated-m"))
 	require.Equal(t, map[string]any{"order_id": "o1", "item_id": "itm_4Qa", "replacement_sku": "stormline-insulated-m",
 		"price_difference": map[string]any{"amount": "70.00", "currency": "USD"}}, op["terms"])
 	require.NotEmpty(t, op["expires_at"])
-	read := s.pa(t, http.MethodGet, "/"+id+"/events", nil, paReq{Token: token})
+	read := s.pa(t, http.MethodGet, "/"+id+"/events", nil, convOpsReq{Token: token})
 	require.Equal(t, http.StatusOK, read.Status, "%s", read.Body)
 	for _, hidden := range []string{"proposal", "perform", "/orders/o1/exchanges", "action_key"} {
 		require.NotContains(t, string(read.Body), hidden)
@@ -338,7 +370,7 @@ func TestOperationsConversationJacketExchange(t *testing.T) {
 	require.Zero(t, len(s.origin.Received()), "nothing performed before the approval")
 
 	// The approval, with a member the Company does not know.
-	resp := s.pa(t, http.MethodPost, "/"+id+"/messages", approvalMsg("msg_ok", op, map[string]any{"future": 1}), paReq{Token: token})
+	resp := s.pa(t, http.MethodPost, "/"+id+"/messages", convApprovalMsg("msg_ok", op, map[string]any{"future": 1}), convOpsReq{Token: token})
 	require.Equal(t, http.StatusAccepted, resp.Status, "%s", resp.Body)
 	out := s.outcomes(t, 1)[0]
 	require.Equal(t, "performed", out["status"], "%v", out)
@@ -360,7 +392,7 @@ func TestOperationsConversationJacketExchange(t *testing.T) {
 
 	// The message itself reached the Company Agent before its outcome.
 	var kinds []string
-	for _, d := range succeeded(s.hook.snapshot()) {
+	for _, d := range peers.Succeeded(s.hook.Deliveries()) {
 		kinds = append(kinds, d.Header.Get("webhook-id"))
 	}
 	require.Equal(t, id+".op."+op["operation_id"].(string)+"."+op["revision"].(string)+".performed", kinds[len(kinds)-1])
@@ -368,10 +400,10 @@ func TestOperationsConversationJacketExchange(t *testing.T) {
 
 	// The same message retried: the original response, nothing performed
 	// or scheduled again.
-	retry := s.pa(t, http.MethodPost, "/"+id+"/messages", approvalMsg("msg_ok", op, map[string]any{"future": 1}), paReq{Token: token})
+	retry := s.pa(t, http.MethodPost, "/"+id+"/messages", convApprovalMsg("msg_ok", op, map[string]any{"future": 1}), convOpsReq{Token: token})
 	require.Equal(t, http.StatusAccepted, retry.Status, "%s", retry.Body)
 	// A new message repeating the approval adds nothing.
-	again := s.pa(t, http.MethodPost, "/"+id+"/messages", approvalMsg("msg_ok_again", op, nil), paReq{Token: token})
+	again := s.pa(t, http.MethodPost, "/"+id+"/messages", convApprovalMsg("msg_ok_again", op, nil), convOpsReq{Token: token})
 	require.Equal(t, http.StatusAccepted, again.Status, "%s", again.Body)
 	s.settled(t, 2)
 	time.Sleep(300 * time.Millisecond)
@@ -384,7 +416,7 @@ func TestOperationsConversationJacketExchange(t *testing.T) {
 }
 
 // startWith starts a conversation whose first message is msg.
-func (s *opsSide) startWith(t *testing.T, msg map[string]any, o paReq) string {
+func (s *convOpsSide) startWith(t *testing.T, msg map[string]any, o convOpsReq) string {
 	t.Helper()
 	resp := s.pa(t, http.MethodPost, "", msg, o)
 	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
@@ -393,24 +425,24 @@ func (s *opsSide) startWith(t *testing.T, msg map[string]any, o paReq) string {
 
 func TestOperationsConversationChecks(t *testing.T) {
 	t.Parallel()
-	s := newOpsSide(t, "conv-checks", opsOptions{})
+	s := newConvOpsSide(t, "conv-checks", convOpsOptions{})
 	ada, bob := s.signIn(t, "ada"), s.signIn(t, "bob")
-	id := s.start(t, paReq{Token: ada})
-	op := s.propose(t, id, proposal("stormline-insulated-m"))
+	id := s.start(t, convOpsReq{Token: ada})
+	op := s.propose(t, id, convProposal("stormline-insulated-m"))
 	events := s.eventCount(t, id)
 
 	// extension 6: approver is required; a malformed approval stores
 	// nothing.
-	noApprover := approvalMsg("msg_bad", op, nil)
+	noApprover := convApprovalMsg("msg_bad", op, nil)
 	delete(noApprover["message"].(map[string]any)["extensions"].(map[string]any)["operations"].(map[string]any)["approval"].(map[string]any), "approver")
-	requireError(t, s.pa(t, http.MethodPost, "/"+id+"/messages", noApprover, paReq{Token: ada}), http.StatusBadRequest, "invalid_request")
-	badID := approvalMsg("msg_bad", map[string]any{"operation_id": 7, "revision": op["revision"]}, nil)
-	requireError(t, s.pa(t, http.MethodPost, "/"+id+"/messages", badID, paReq{Token: ada}), http.StatusBadRequest, "invalid_request")
+	requireConvError(t, s.pa(t, http.MethodPost, "/"+id+"/messages", noApprover, convOpsReq{Token: ada}), http.StatusBadRequest, "invalid_request")
+	badID := convApprovalMsg("msg_bad", map[string]any{"operation_id": 7, "revision": op["revision"]}, nil)
+	requireConvError(t, s.pa(t, http.MethodPost, "/"+id+"/messages", badID, convOpsReq{Token: ada}), http.StatusBadRequest, "invalid_request")
 	require.Equal(t, events, s.eventCount(t, id))
 
 	// A signed-out request to the account's conversation: a challenge,
 	// nothing stored (spec 8.2).
-	out := s.pa(t, http.MethodPost, "/"+id+"/messages", approvalMsg("msg_out", op, nil), paReq{})
+	out := s.pa(t, http.MethodPost, "/"+id+"/messages", convApprovalMsg("msg_out", op, nil), convOpsReq{})
 	require.Equal(t, http.StatusUnauthorized, out.Status, "%s", out.Body)
 	require.Contains(t, out.Header.Get("WWW-Authenticate"), "Bearer")
 	require.Equal(t, events, s.eventCount(t, id))
@@ -418,21 +450,21 @@ func TestOperationsConversationChecks(t *testing.T) {
 	// Check 1: another User, another account; a signed-out Session of the
 	// same User; check 3: another conversation of the same owner, a
 	// revision that is not the operation's.
-	other := s.startWith(t, approvalMsg("msg_other_user", op, nil), paReq{Sub: "usr_other"})
-	bobs := s.startWith(t, approvalMsg("msg_bob", op, nil), paReq{Token: bob})
-	signedOut := s.startWith(t, approvalMsg("msg_signed_out", op, nil), paReq{})
-	second := s.startWith(t, approvalMsg("msg_second", op, nil), paReq{Token: ada})
-	wrong := approvalMsg("msg_wrong_rev", map[string]any{"operation_id": op["operation_id"], "revision": "rev_not_ours"}, nil)
-	require.Equal(t, http.StatusAccepted, s.pa(t, http.MethodPost, "/"+id+"/messages", wrong, paReq{Token: ada}).Status)
+	other := s.startWith(t, convApprovalMsg("msg_other_user", op, nil), convOpsReq{Sub: "usr_other"})
+	bobs := s.startWith(t, convApprovalMsg("msg_bob", op, nil), convOpsReq{Token: bob})
+	signedOut := s.startWith(t, convApprovalMsg("msg_signed_out", op, nil), convOpsReq{})
+	second := s.startWith(t, convApprovalMsg("msg_second", op, nil), convOpsReq{Token: ada})
+	wrong := convApprovalMsg("msg_wrong_rev", map[string]any{"operation_id": op["operation_id"], "revision": "rev_not_ours"}, nil)
+	require.Equal(t, http.StatusAccepted, s.pa(t, http.MethodPost, "/"+id+"/messages", wrong, convOpsReq{Token: ada}).Status)
 
 	// An expired revision.
-	short := proposal("stormline-parka-m")
+	short := convProposal("stormline-parka-m")
 	short["action_key"], short["expires_in"] = "exchange o1 parka", 1
 	expiring := s.propose(t, id, short)
 	time.Sleep(1100 * time.Millisecond)
-	require.Equal(t, http.StatusAccepted, s.pa(t, http.MethodPost, "/"+id+"/messages", approvalMsg("msg_late", expiring, nil), paReq{Token: ada}).Status)
+	require.Equal(t, http.StatusAccepted, s.pa(t, http.MethodPost, "/"+id+"/messages", convApprovalMsg("msg_late", expiring, nil), convOpsReq{Token: ada}).Status)
 
-	got := byMessage(s.outcomes(t, 6))
+	got := convByMessage(s.outcomes(t, 6))
 	for msg, want := range map[string]string{"msg_other_user": "unapproved", "msg_bob": "unapproved",
 		"msg_signed_out": "needs_account", "msg_second": "stale", "msg_wrong_rev": "stale", "msg_late": "stale"} {
 		require.Equal(t, want, got[msg]["status"], "%s: %v", msg, got[msg])
@@ -450,7 +482,7 @@ func TestOperationsConversationChecks(t *testing.T) {
 	patched := s.env.Admin(t, http.MethodPatch, "/admin/v1/companies/rival-outfitters", map[string]any{"operations": map[string]any{"enabled": true}})
 	require.Equal(t, http.StatusOK, patched.Status, "%s", patched.Body)
 	rivalIssuer := s.env.PublicURL("/t/rival-outfitters")
-	req := peers.NewRequest(t, http.MethodPost, rivalIssuer+"/poppy/conversations", approvalMsg("msg_rival", op, nil))
+	req := peers.NewRequest(t, http.MethodPost, rivalIssuer+"/poppy/conversations", convApprovalMsg("msg_rival", op, nil))
 	s.agent.Sign(t, req, peers.SessionClaims{Aud: rivalIssuer}, peers.SessionOptions{})
 	started := peers.Send(t, s.env.Client, req)
 	require.Equal(t, http.StatusCreated, started.Status, "%s", started.Body)
@@ -463,21 +495,21 @@ func TestOperationsConversationChecks(t *testing.T) {
 	require.Empty(t, s.origin.Received())
 
 	// None of them used the approval up: the owner's, in its conversation.
-	require.Equal(t, http.StatusAccepted, s.pa(t, http.MethodPost, "/"+id+"/messages", approvalMsg("msg_ok", op, nil), paReq{Token: ada}).Status)
-	got = byMessage(s.outcomes(t, 7))
+	require.Equal(t, http.StatusAccepted, s.pa(t, http.MethodPost, "/"+id+"/messages", convApprovalMsg("msg_ok", op, nil), convOpsReq{Token: ada}).Status)
+	got = convByMessage(s.outcomes(t, 7))
 	require.Equal(t, "performed", got["msg_ok"]["status"])
 	require.Equal(t, int32(1), s.x.performed.Load())
 }
 
 func TestOperationsConversationDecline(t *testing.T) {
 	t.Parallel()
-	s := newOpsSide(t, "conv-decline", opsOptions{})
-	id := s.start(t, paReq{})
-	op := s.propose(t, id, proposal("stormline-insulated-m"))
+	s := newConvOpsSide(t, "conv-decline", convOpsOptions{})
+	id := s.start(t, convOpsReq{})
+	op := s.propose(t, id, convProposal("stormline-insulated-m"))
 
 	// The origin declines at perform time: nothing performed.
 	s.x.decline.Store(true)
-	require.Equal(t, http.StatusAccepted, s.pa(t, http.MethodPost, "/"+id+"/messages", approvalMsg("msg_ok", op, nil), paReq{}).Status)
+	require.Equal(t, http.StatusAccepted, s.pa(t, http.MethodPost, "/"+id+"/messages", convApprovalMsg("msg_ok", op, nil), convOpsReq{}).Status)
 	out := s.outcomes(t, 1)[0]
 	require.Equal(t, "declined", out["status"], "%v", out)
 	require.Equal(t, map[string]any{"reason": "This order can no longer be exchanged.",
@@ -489,8 +521,8 @@ func TestOperationsConversationDecline(t *testing.T) {
 	// The same approval is never accepted again, even once the origin
 	// would perform.
 	s.x.decline.Store(false)
-	require.Equal(t, http.StatusAccepted, s.pa(t, http.MethodPost, "/"+id+"/messages", approvalMsg("msg_again", op, nil), paReq{}).Status)
-	got := byMessage(s.outcomes(t, 2))
+	require.Equal(t, http.StatusAccepted, s.pa(t, http.MethodPost, "/"+id+"/messages", convApprovalMsg("msg_again", op, nil), convOpsReq{}).Status)
+	got := convByMessage(s.outcomes(t, 2))
 	require.Equal(t, "stale", got["msg_again"]["status"])
 	require.Len(t, s.origin.Received(), 1)
 
@@ -498,7 +530,7 @@ func TestOperationsConversationDecline(t *testing.T) {
 	declined := map[string]any{"operation_id": op["operation_id"], "revision": op["revision"],
 		"reason": "This order can no longer be exchanged.", "unknown": true,
 		"alternative": map[string]any{"references": []any{map[string]any{"type": "web", "url": "https://outfitters.example/returns"}}}}
-	resp := s.api(t, http.MethodPost, "/"+id+"/messages", offerMsg("", map[string]any{"declined": declined}))
+	resp := s.api(t, http.MethodPost, "/"+id+"/messages", convOfferMsg("", map[string]any{"declined": declined}))
 	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
 	sent := resp.JSON(t)["message"].(map[string]any)["extensions"].(map[string]any)["operations"].(map[string]any)
 	delete(declined, "unknown")
@@ -511,7 +543,7 @@ func TestOperationsConversationDecline(t *testing.T) {
 		"no revision":  {"operation_id": op["operation_id"]},
 		"control char": {"operation_id": op["operation_id"], "revision": op["revision"], "reason": "no\u0001"},
 	} {
-		resp := s.api(t, http.MethodPost, "/"+id+"/messages", offerMsg("", map[string]any{"declined": bad}))
+		resp := s.api(t, http.MethodPost, "/"+id+"/messages", convOfferMsg("", map[string]any{"declined": bad}))
 		require.Equal(t, http.StatusBadRequest, resp.Status, "%s: %s", name, resp.Body)
 		require.Equal(t, "invalid_request", resp.JSON(t)["error"], name)
 	}
@@ -520,11 +552,11 @@ func TestOperationsConversationDecline(t *testing.T) {
 
 func TestOperationsConversationProposals(t *testing.T) {
 	t.Parallel()
-	s := newOpsSide(t, "conv-proposals", opsOptions{})
-	id := s.start(t, paReq{})
+	s := newConvOpsSide(t, "conv-proposals", convOpsOptions{})
+	id := s.start(t, convOpsReq{})
 	events := s.eventCount(t, id)
 	with := func(change func(p, perform map[string]any)) map[string]any {
-		p := proposal("stormline-insulated-m")
+		p := convProposal("stormline-insulated-m")
 		change(p, p["perform"].(map[string]any))
 		return map[string]any{"proposal": p}
 	}
@@ -546,10 +578,10 @@ func TestOperationsConversationProposals(t *testing.T) {
 		"undeclared path":  with(func(_, f map[string]any) { f["path"] = "/orders/o1/cancel" }),
 		"wrong method":     with(func(_, f map[string]any) { f["method"] = "PUT" }),
 		"operation itself": {"operation": map[string]any{"operation_id": "op_1", "revision": "r1", "terms": map[string]any{}}},
-		"both":             {"proposal": proposal("x"), "declined": map[string]any{"operation_id": "op_1", "revision": "r1"}},
+		"both":             {"proposal": convProposal("x"), "declined": map[string]any{"operation_id": "op_1", "revision": "r1"}},
 		"neither":          {},
 	} {
-		resp := s.api(t, http.MethodPost, "/"+id+"/messages", offerMsg("", ops))
+		resp := s.api(t, http.MethodPost, "/"+id+"/messages", convOfferMsg("", ops))
 		require.Equal(t, http.StatusBadRequest, resp.Status, "%s: %s", name, resp.Body)
 		require.Equal(t, "invalid_request", resp.JSON(t)["error"], name)
 	}
@@ -559,7 +591,7 @@ func TestOperationsConversationProposals(t *testing.T) {
 	for _, path := range []string{"/orders/..;/exchanges", "/orders/%2e%2e;x/exchanges", "/orders/o1/.;",
 		"/orders/o1%0A/exchanges", "/orders/o1%00/exchanges"} {
 		ops := with(func(_, f map[string]any) { f["path"] = path })
-		resp := s.api(t, http.MethodPost, "/"+id+"/messages", offerMsg("", ops))
+		resp := s.api(t, http.MethodPost, "/"+id+"/messages", convOfferMsg("", ops))
 		require.Equal(t, http.StatusBadRequest, resp.Status, "%s: %s", path, resp.Body)
 		require.Contains(t, resp.JSON(t)["error_description"], "proposal.perform.path must be", path)
 	}
@@ -570,14 +602,14 @@ func TestOperationsConversationProposals(t *testing.T) {
 
 	// A query is kept with the request; a retry of a message with the same
 	// ID and content answers the first post; other terms are a conflict.
-	p := proposal("stormline-insulated-m")
+	p := convProposal("stormline-insulated-m")
 	p["perform"].(map[string]any)["query"] = "notify=email&lang=en"
-	first := s.api(t, http.MethodPost, "/"+id+"/messages", offerMsg("msg_offer", map[string]any{"proposal": p}))
+	first := s.api(t, http.MethodPost, "/"+id+"/messages", convOfferMsg("msg_offer", map[string]any{"proposal": p}))
 	require.Equal(t, http.StatusCreated, first.Status, "%s", first.Body)
-	retry := s.api(t, http.MethodPost, "/"+id+"/messages", offerMsg("msg_offer", map[string]any{"proposal": p}))
+	retry := s.api(t, http.MethodPost, "/"+id+"/messages", convOfferMsg("msg_offer", map[string]any{"proposal": p}))
 	require.Equal(t, http.StatusOK, retry.Status, "%s", retry.Body)
 	require.JSONEq(t, string(first.Body), string(retry.Body))
-	changed := s.api(t, http.MethodPost, "/"+id+"/messages", offerMsg("msg_offer", map[string]any{"proposal": proposal("stormline-parka-m")}))
+	changed := s.api(t, http.MethodPost, "/"+id+"/messages", convOfferMsg("msg_offer", map[string]any{"proposal": convProposal("stormline-parka-m")}))
 	require.Equal(t, http.StatusConflict, changed.Status, "%s", changed.Body)
 	require.Equal(t, "message_id_conflict", changed.JSON(t)["error"])
 	var query string
@@ -590,25 +622,25 @@ func TestOperationsConversationRefused(t *testing.T) {
 	t.Parallel()
 	// Operations off: the Company API refuses a proposal, and a Personal
 	// Agent's approval is ignored as an unlisted extension's content.
-	off := newOpsSide(t, "conv-off", opsOptions{opsDisabled: true})
-	id := off.start(t, paReq{})
-	resp := off.api(t, http.MethodPost, "/"+id+"/messages", offerMsg("", map[string]any{"proposal": proposal("x")}))
+	off := newConvOpsSide(t, "conv-off", convOpsOptions{opsDisabled: true})
+	id := off.start(t, convOpsReq{})
+	resp := off.api(t, http.MethodPost, "/"+id+"/messages", convOfferMsg("", map[string]any{"proposal": convProposal("x")}))
 	require.Equal(t, http.StatusBadRequest, resp.Status, "%s", resp.Body)
 	require.Contains(t, resp.JSON(t)["error_description"], "operations.enabled")
 	fake := map[string]any{"operation_id": "op_x", "revision": "rev_x"}
-	require.Equal(t, http.StatusAccepted, off.pa(t, http.MethodPost, "/"+id+"/messages", approvalMsg("msg_a", fake, nil), paReq{}).Status)
+	require.Equal(t, http.StatusAccepted, off.pa(t, http.MethodPost, "/"+id+"/messages", convApprovalMsg("msg_a", fake, nil), convOpsReq{}).Status)
 
 	// An agent that does not declare version 3: 409, and its approvals
 	// are ignored (extension 2).
-	undeclared := newOpsSide(t, "conv-undeclared", opsOptions{undeclared: true})
-	id2 := undeclared.start(t, paReq{})
-	resp = undeclared.api(t, http.MethodPost, "/"+id2+"/messages", offerMsg("", map[string]any{"proposal": proposal("x")}))
+	undeclared := newConvOpsSide(t, "conv-undeclared", convOpsOptions{undeclared: true})
+	id2 := undeclared.start(t, convOpsReq{})
+	resp = undeclared.api(t, http.MethodPost, "/"+id2+"/messages", convOfferMsg("", map[string]any{"proposal": convProposal("x")}))
 	require.Equal(t, http.StatusConflict, resp.Status, "%s", resp.Body)
-	require.Equal(t, http.StatusAccepted, undeclared.pa(t, http.MethodPost, "/"+id2+"/messages", approvalMsg("msg_a", fake, nil), paReq{}).Status)
-	rd := undeclared.pa(t, http.MethodGet, "/"+id2+"/events", nil, paReq{})
+	require.Equal(t, http.StatusAccepted, undeclared.pa(t, http.MethodPost, "/"+id2+"/messages", convApprovalMsg("msg_a", fake, nil), convOpsReq{}).Status)
+	rd := undeclared.pa(t, http.MethodGet, "/"+id2+"/events", nil, convOpsReq{})
 	require.NotContains(t, string(rd.Body), "op_x", "the content was dropped")
 
-	for _, s := range []*opsSide{off, undeclared} {
+	for _, s := range []*convOpsSide{off, undeclared} {
 		var jobs int
 		require.NoError(t, s.env.Pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job
 			WHERE kind = 'conversations_perform_operation'`).Scan(&jobs))
@@ -618,19 +650,19 @@ func TestOperationsConversationRefused(t *testing.T) {
 
 func TestOperationsConversationPerforming(t *testing.T) {
 	t.Parallel()
-	s := newOpsSide(t, "conv-performing", opsOptions{timeout: 1})
-	id := s.start(t, paReq{})
-	op := s.propose(t, id, proposal("stormline-insulated-m"))
+	s := newConvOpsSide(t, "conv-performing", convOpsOptions{timeout: 1})
+	id := s.start(t, convOpsReq{})
+	op := s.propose(t, id, convProposal("stormline-insulated-m"))
 
 	// The origin fails: the outcome is unknown, never a failure
 	// (extension 7); the settle job finishes it and the Company Agent is
 	// told once it is known.
 	s.x.fails.Store(1)
-	require.Equal(t, http.StatusAccepted, s.pa(t, http.MethodPost, "/"+id+"/messages", approvalMsg("msg_ok", op, nil), paReq{}).Status)
+	require.Equal(t, http.StatusAccepted, s.pa(t, http.MethodPost, "/"+id+"/messages", convApprovalMsg("msg_ok", op, nil), convOpsReq{}).Status)
 	first := s.outcomes(t, 1)[0]
 	require.Equal(t, "performing", first["status"], "%v", first)
 	// Meanwhile the same action gets no second operation.
-	busy := s.api(t, http.MethodPost, "/"+id+"/messages", offerMsg("", map[string]any{"proposal": proposal("stormline-insulated-m")}))
+	busy := s.api(t, http.MethodPost, "/"+id+"/messages", convOfferMsg("", map[string]any{"proposal": convProposal("stormline-insulated-m")}))
 	require.Equal(t, http.StatusConflict, busy.Status, "%s", busy.Body)
 	require.Contains(t, string(busy.Body), "is being performed")
 	outs := s.outcomes(t, 2)
@@ -642,14 +674,14 @@ func TestOperationsConversationPerforming(t *testing.T) {
 
 func TestOperationsConversationNewTerms(t *testing.T) {
 	t.Parallel()
-	s := newOpsSide(t, "conv-new-terms", opsOptions{})
-	id := s.start(t, paReq{})
-	op := s.propose(t, id, proposal("stormline-insulated-m"))
+	s := newConvOpsSide(t, "conv-new-terms", convOpsOptions{})
+	id := s.start(t, convOpsReq{})
+	op := s.propose(t, id, convProposal("stormline-insulated-m"))
 
 	// The price changed before the approval arrived: nothing performed,
 	// and the Company Agent gets the new revision.
 	s.x.newTerms.Store(true)
-	require.Equal(t, http.StatusAccepted, s.pa(t, http.MethodPost, "/"+id+"/messages", approvalMsg("msg_ok", op, nil), paReq{}).Status)
+	require.Equal(t, http.StatusAccepted, s.pa(t, http.MethodPost, "/"+id+"/messages", convApprovalMsg("msg_ok", op, nil), convOpsReq{}).Status)
 	out := s.outcomes(t, 1)[0]
 	require.Equal(t, "new_terms", out["status"], "%v", out)
 	fresh := out["operation"].(map[string]any)
@@ -660,17 +692,17 @@ func TestOperationsConversationNewTerms(t *testing.T) {
 
 	// The Company Agent proposes the new terms: the Personal Agent gets
 	// that revision, and its approval performs the proposal's request.
-	p := proposal("stormline-insulated-m")
+	p := convProposal("stormline-insulated-m")
 	p["terms"].(map[string]any)["price_difference"] = map[string]any{"amount": "80.00", "currency": "USD"}
 	again := s.propose(t, id, p)
 	require.Equal(t, fresh["revision"], again["revision"])
 	// The old approval first, and its outcome known before the new one is
 	// sent: once the operation is performed, check 2 comes before check 3,
 	// and the old approval would get the stored answer.
-	require.Equal(t, http.StatusAccepted, s.pa(t, http.MethodPost, "/"+id+"/messages", approvalMsg("msg_old", op, nil), paReq{}).Status)
+	require.Equal(t, http.StatusAccepted, s.pa(t, http.MethodPost, "/"+id+"/messages", convApprovalMsg("msg_old", op, nil), convOpsReq{}).Status)
 	s.outcomes(t, 2)
-	require.Equal(t, http.StatusAccepted, s.pa(t, http.MethodPost, "/"+id+"/messages", approvalMsg("msg_new", again, nil), paReq{}).Status)
-	got := byMessage(s.outcomes(t, 3))
+	require.Equal(t, http.StatusAccepted, s.pa(t, http.MethodPost, "/"+id+"/messages", convApprovalMsg("msg_new", again, nil), convOpsReq{}).Status)
+	got := convByMessage(s.outcomes(t, 3))
 	require.Equal(t, "stale", got["msg_old"]["status"])
 	require.Equal(t, "performed", got["msg_new"]["status"])
 	require.Equal(t, int32(1), s.x.performed.Load())
