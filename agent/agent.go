@@ -48,6 +48,9 @@ type Options struct {
 	Recorder *Recorder
 	// NoOperations leaves the Operations extension undeclared.
 	NoOperations bool
+	// NoDPoP sends no DPoP proofs, so the agent gets Bearer tokens where
+	// the Company allows them (spec 4.5).
+	NoDPoP bool
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
 }
@@ -57,6 +60,7 @@ type Options struct {
 type Agent struct {
 	opts     Options
 	key      *ecdsa.PrivateKey // signs client assertions and delegations
+	dpopKey  *ecdsa.PrivateKey // signs DPoP proofs (spec 4.5)
 	kid      string
 	bot      *botKey // signs Web Bot Auth signatures (spec 5.3)
 	base     string  // https://{Host}:{port}
@@ -93,6 +97,10 @@ func New(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	dpopKey, err := newKey()
+	if err != nil {
+		return nil, err
+	}
 	bot, err := newBotKey()
 	if err != nil {
 		return nil, err
@@ -114,6 +122,7 @@ func New(opts Options) (*Agent, error) {
 	a := &Agent{
 		opts:      opts,
 		key:       key,
+		dpopKey:   dpopKey,
 		kid:       thumbprint(&key.PublicKey),
 		bot:       bot,
 		base:      "https://" + net.JoinHostPort(opts.Host, port),

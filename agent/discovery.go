@@ -91,6 +91,9 @@ type ASMetadata struct {
 	GrantTypesSupported         []string `json:"grant_types_supported"`
 	ScopesSupported             []string `json:"scopes_supported"`
 	ProtectedResources          []string `json:"protected_resources"`
+	// DPoPSigningAlgValuesSupported lists the algorithms of DPoP proofs
+	// when the issuer binds tokens (RFC 9449 §5.1).
+	DPoPSigningAlgValuesSupported []string `json:"dpop_signing_alg_values_supported"`
 }
 
 // Company is a discovered Company: its poppy.json, identifier and issuer.

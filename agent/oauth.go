@@ -88,6 +88,11 @@ func (c *Company) postForm(ctx context.Context, endpoint string, form url.Values
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
+	if endpoint == c.AS.TokenEndpoint && c.bindsTokens() {
+		if err := c.agent.addDPoP(req, ""); err != nil {
+			return err
+		}
+	}
 	resp, err := c.agent.client.Do(req)
 	if err != nil {
 		return err

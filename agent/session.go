@@ -277,6 +277,12 @@ func (s *Session) send(ctx context.Context, sid string, r Request, body []byte) 
 	req.Header.Set("Poppy-Session", jwt)
 	if token != "" {
 		req.Header.Set("Authorization", scheme+" "+token)
+		if isDPoP(scheme) {
+			// RFC 9449 §7: a bound token goes with a proof of its key.
+			if err := s.agent.addDPoP(req, token); err != nil {
+				return nil, err
+			}
+		}
 	}
 	req.Header.Set("Poppy-Version", "1.0")
 	s.agent.signBot(req)

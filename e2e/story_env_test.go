@@ -121,6 +121,9 @@ func storySettings(t *testing.T) json.RawMessage {
 		"orders:write": {Changes: "irreversible", PersonalData: &yes},
 	}
 	s.Operations.Enabled = true
+	// The story runs with DPoP-bound tokens (spec 4.5): every signed-in
+	// request carries a proof of the agent's DPoP key.
+	s.Auth.DPoP = tenant.DPoPRequired
 	raw, err := json.Marshal(struct {
 		Slug string `json:"slug"`
 		tenant.Settings

@@ -113,11 +113,24 @@ func (e *storyEnv) storyAPI(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, e.issuer+"/api/"+storyAPI, base)
 
+	// The Company binds tokens: the sign-in answered token_type DPoP and
+	// the API calls carry proofs (spec 4.5, RFC 9449).
+	require.Positive(t, countRequests(a, func(x agent.Exchange) bool {
+		var tr struct {
+			TokenType string `json:"token_type"`
+		}
+		return strings.HasSuffix(x.URL, "/oauth/token") && x.RequestHeaders.Get("DPoP") != "" &&
+			json.Unmarshal([]byte(x.ResponseBody), &tr) == nil && tr.TokenType == "DPoP"
+	}), "a DPoP-bound token")
+
 	exchange := agent.Request{Method: http.MethodPost, URL: base + "/orders/" + jacketOrder + "/exchanges",
 		JSON: map[string]string{"item_id": jacketItem, "replacement_sku": jacketSKU}}
 	res, err := s.Call(ctx, exchange, jacketTerms(), userSays(t, true))
 	require.NoError(t, err)
 	require.Equal(t, 2, res.Attempts, "403 approval_required, then the approval")
+	require.Zero(t, countRequests(a, func(x agent.Exchange) bool {
+		return strings.Contains(x.URL, "/api/") && x.RequestHeaders.Get("Authorization") != "" && x.RequestHeaders.Get("DPoP") == ""
+	}), "every signed-in API call carries a DPoP proof")
 	require.NotNil(t, res.Operation)
 	require.Equal(t, http.StatusCreated, res.Response.Status, "%s", res.Response.Body)
 	require.Equal(t, 1, requestsWith(a, "Poppy-Approval", "/exchanges"), "the approval was sent once")

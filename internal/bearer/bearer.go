@@ -12,6 +12,7 @@ import (
 
 	"github.com/ory/fosite"
 
+	"github.com/poppyhost/poppyhost/internal/dpop"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/issuer"
 	"github.com/poppyhost/poppyhost/internal/sessions"
@@ -38,6 +39,9 @@ type Grant struct {
 	Scopes    []string
 	Audience  []string
 	Expires   time.Time
+	// JKT is the thumbprint of the key a DPoP-bound token is bound to, or
+	// "" for a Bearer token.
+	JKT string
 }
 
 // Has reports whether the grant carries every scope.
@@ -55,16 +59,18 @@ type Validator struct {
 	keys     issuer.Keys
 	tokens   TokenStore
 	sessions SessionAccounts
+	proofs   *dpop.Verifier
 	urls     tenant.URLs
 	now      func() time.Time
 }
 
-// New returns a Validator.
-func New(keys issuer.Keys, tokens TokenStore, sessions SessionAccounts, urls tenant.URLs, now func() time.Time) *Validator {
+// New returns a Validator checking DPoP proofs with proofs.
+func New(keys issuer.Keys, tokens TokenStore, sessions SessionAccounts, proofs *dpop.Verifier, urls tenant.URLs,
+	now func() time.Time) *Validator {
 	if now == nil {
 		now = time.Now
 	}
-	return &Validator{keys: keys, tokens: tokens, sessions: sessions, urls: urls, now: now}
+	return &Validator{keys: keys, tokens: tokens, sessions: sessions, proofs: proofs, urls: urls, now: now}
 }
 
 // Resource is a service that accepts access tokens. ID "" is the
@@ -73,6 +79,10 @@ func New(keys issuer.Keys, tokens TokenStore, sessions SessionAccounts, urls ten
 // server, accepts only tokens issued for it.
 type Resource struct {
 	ID string
+	// BearerOnly is a service that does not accept DPoP (spec 7, such as
+	// an MCP server with mcp.bearer_tokens): its challenges offer Bearer
+	// only.
+	BearerOnly bool
 }
 
 // MetadataURL is the resource's protected resource metadata (RFC 9728
@@ -104,6 +114,15 @@ type Challenge struct {
 	Description      string
 	Scopes           []string
 	ResourceMetadata string
+	// BearerOnly leaves the DPoP challenge out, for a resource that does
+	// not accept DPoP (Resource.BearerOnly).
+	BearerOnly bool
+	// dpopScheme says the request used the DPoP scheme: the error goes in
+	// the DPoP challenge (RFC 9449 §7.1).
+	dpopScheme bool
+	// dpopOffered adds the DPoP challenge after the Bearer one, for a
+	// Company whose resources accept both schemes (spec 7).
+	dpopOffered bool
 }
 
 func (c *Challenge) Error() string { return "bearer: " + c.code() + ": " + c.Description }
@@ -120,14 +139,26 @@ func (c *Challenge) code() string {
 	return c.Code
 }
 
-// Header is the WWW-Authenticate value (RFC 6750 §3, RFC 9728 §5.1).
+// Header is the WWW-Authenticate value (RFC 6750 §3, RFC 9728 §5.1): a
+// Bearer challenge and, where the Company accepts DPoP, a DPoP challenge
+// with algs (RFC 9449 §7.1). The error goes in the challenge of the
+// scheme the request used.
 func (c *Challenge) Header() string {
-	params := []string{`realm="poppyhost"`}
-	if c.Code != "" {
-		params = append(params, `error="`+c.Code+`"`)
+	h := "Bearer " + c.params(!c.dpopScheme, "")
+	if c.dpopScheme || c.dpopOffered {
+		h += ", DPoP " + c.params(c.dpopScheme, `algs="`+strings.Join(dpop.Algs, " ")+`"`)
 	}
-	if c.Description != "" && c.Code != "" {
-		params = append(params, `error_description="`+quoteSafe(c.Description)+`"`)
+	return h
+}
+
+// params are one challenge's parameters, with the error when withError.
+func (c *Challenge) params(withError bool, extra string) string {
+	params := []string{`realm="poppyhost"`}
+	if c.Code != "" && withError {
+		params = append(params, `error="`+c.Code+`"`)
+		if c.Description != "" {
+			params = append(params, `error_description="`+quoteSafe(c.Description)+`"`)
+		}
 	}
 	if len(c.Scopes) > 0 {
 		params = append(params, `scope="`+strings.Join(c.Scopes, " ")+`"`)
@@ -135,7 +166,10 @@ func (c *Challenge) Header() string {
 	if c.ResourceMetadata != "" {
 		params = append(params, `resource_metadata="`+c.ResourceMetadata+`"`)
 	}
-	return "Bearer " + strings.Join(params, ", ")
+	if extra != "" {
+		params = append(params, extra)
+	}
+	return strings.Join(params, ", ")
 }
 
 // quoteSafe keeps a description within RFC 6750's allowed characters.
@@ -148,9 +182,21 @@ func quoteSafe(s string) string {
 	}, s)
 }
 
+// SetHeader sets the WWW-Authenticate header of the answer to r, with a
+// DPoP challenge when r used the DPoP scheme or its Company binds tokens.
+func (c *Challenge) SetHeader(w http.ResponseWriter, r *http.Request) {
+	if scheme, _ := credentials(r); scheme == "DPoP" && !c.BearerOnly {
+		c.dpopScheme = true
+	}
+	if co := tenant.FromContext(r.Context()); co != nil && co.Settings.Auth.BindsTokens() && !c.BearerOnly {
+		c.dpopOffered = true
+	}
+	w.Header().Set("WWW-Authenticate", c.Header())
+}
+
 // Write answers the request with the challenge.
 func (c *Challenge) Write(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("WWW-Authenticate", c.Header())
+	c.SetHeader(w, r)
 	httpx.WriteError(w, r, c.Unwrap())
 }
 
@@ -160,7 +206,8 @@ func (c *Challenge) Write(w http.ResponseWriter, r *http.Request) {
 // Personal Agent is never told a good token is invalid.
 func (v *Validator) Validate(ctx context.Context, c *tenant.Company, res Resource, token string) (*Grant, error) {
 	invalid := func(desc string) error {
-		return &Challenge{Code: httpx.CodeInvalidToken, Description: desc, ResourceMetadata: v.MetadataURL(c, res)}
+		return &Challenge{Code: httpx.CodeInvalidToken, Description: desc, ResourceMetadata: v.MetadataURL(c, res),
+			BearerOnly: res.BearerOnly}
 	}
 	if !c.Settings.Auth.Issuer {
 		return nil, invalid("this Company has no issuer, so it accepts no access tokens")
@@ -196,7 +243,53 @@ func (v *Validator) Validate(ctx context.Context, c *tenant.Company, res Resourc
 		return nil, invalid("the access token has no account")
 	}
 	return &Grant{ClientID: claims.ClientID, AccountID: account, Scopes: strings.Fields(claims.Scope),
-		Audience: claims.Audience, Expires: time.Unix(claims.Expires, 0)}, nil
+		Audience: claims.Audience, Expires: time.Unix(claims.Expires, 0), JKT: claims.JKT()}, nil
+}
+
+// credentials returns the scheme and token of r's Authorization header:
+// scheme is "Bearer" or "DPoP" (RFC 9449 §7.1), or "" without a token.
+func credentials(r *http.Request) (scheme, token string) {
+	token = sessions.AccessToken(r)
+	if token == "" {
+		return "", ""
+	}
+	scheme, _, _ = strings.Cut(r.Header.Get("Authorization"), " ")
+	if strings.EqualFold(scheme, "DPoP") {
+		return "DPoP", token
+	}
+	return "Bearer", token
+}
+
+// checkBinding enforces a token's DPoP binding (RFC 9449 §7): the DPoP
+// scheme needs a bound token, a valid proof with ath, and the proof's key
+// the one the token is bound to; a bound token is refused with the Bearer
+// scheme.
+func (v *Validator) checkBinding(ctx context.Context, r *http.Request, c *tenant.Company, res Resource, scheme, token string, g *Grant) error {
+	refuse := func(code, desc string) error {
+		return &Challenge{Code: code, Description: desc, ResourceMetadata: v.MetadataURL(c, res), BearerOnly: res.BearerOnly}
+	}
+	if scheme != "DPoP" {
+		if g.JKT != "" {
+			return refuse(httpx.CodeInvalidToken, "the access token is DPoP-bound: send it with the DPoP scheme and a DPoP proof (RFC 9449 §7.1)")
+		}
+		return nil
+	}
+	if g.JKT == "" {
+		return refuse(httpx.CodeInvalidToken, "the access token is not DPoP-bound; send it with the Bearer scheme")
+	}
+	proof, err := dpop.FromRequest(r)
+	if err == nil {
+		var p *dpop.Proof
+		p, err = v.proofs.Verify(ctx, proof, dpop.Request{CompanyID: c.ID, Method: r.Method,
+			URL: &url.URL{Scheme: "https", Host: r.Host, Path: r.URL.Path, RawPath: r.URL.RawPath}, AccessToken: token})
+		if err == nil && p.JKT != g.JKT {
+			return refuse(httpx.CodeInvalidToken, "the DPoP proof's key is not the key the access token is bound to")
+		}
+	}
+	if perr := (*dpop.Error)(nil); errors.As(err, &perr) {
+		return refuse(httpx.CodeInvalidDPoPProof, perr.Description)
+	}
+	return err
 }
 
 type ctxKey struct{}
@@ -217,16 +310,19 @@ func FromContext(ctx context.Context) *Grant {
 // an error to write with WriteError.
 func (v *Validator) Authorize(ctx context.Context, r *http.Request, res Resource, scopes ...string) (*Grant, error) {
 	c := tenant.FromContext(ctx)
-	token := sessions.AccessToken(r)
+	scheme, token := credentials(r)
 	if token == "" {
 		if len(scopes) == 0 {
 			return nil, nil
 		}
 		return nil, &Challenge{Description: "this needs account access: sign in and send an access token",
-			Scopes: scopes, ResourceMetadata: v.MetadataURL(c, res)}
+			Scopes: scopes, ResourceMetadata: v.MetadataURL(c, res), BearerOnly: res.BearerOnly}
 	}
 	g, err := v.Validate(ctx, c, res, token)
 	if err != nil {
+		return nil, err
+	}
+	if err := v.checkBinding(ctx, r, c, res, scheme, token, g); err != nil {
 		return nil, err
 	}
 	if sess := sessions.FromContext(ctx); sess != nil {
@@ -260,7 +356,7 @@ func (v *Validator) Authorize(ctx context.Context, r *http.Request, res Resource
 	}
 	if len(missing) > 0 {
 		return nil, &Challenge{Code: httpx.CodeInsufficientScope, Description: "the access token lacks scopes this needs",
-			Scopes: scopes, ResourceMetadata: v.MetadataURL(c, res)}
+			Scopes: scopes, ResourceMetadata: v.MetadataURL(c, res), BearerOnly: res.BearerOnly}
 	}
 	return g, nil
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/bearer"
+	"github.com/poppyhost/poppyhost/internal/dpop"
+	"github.com/poppyhost/poppyhost/internal/dpop/dpoptest"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/issuer"
 	"github.com/poppyhost/poppyhost/internal/signing"
@@ -98,7 +100,8 @@ func claims(mutate func(m map[string]any)) map[string]any {
 func tok(sig string) string { return "h.p." + sig }
 
 func newUnitValidator(keys *fakeKeys, tokens *fakeTokens) *bearer.Validator {
-	return bearer.New(keys, tokens, noSessions{}, unitURLs, func() time.Time { return unitNow })
+	proofs := dpop.New(&dpoptest.Replays{}, dpop.Options{Now: func() time.Time { return unitNow }})
+	return bearer.New(keys, tokens, noSessions{}, proofs, unitURLs, func() time.Time { return unitNow })
 }
 
 func requireChallenge(t *testing.T, err error, code, metadata string) *bearer.Challenge {

@@ -21,6 +21,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/clientauth"
 	"github.com/poppyhost/poppyhost/internal/conversations"
 	"github.com/poppyhost/poppyhost/internal/devca"
+	"github.com/poppyhost/poppyhost/internal/dpop"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/issuer"
 	"github.com/poppyhost/poppyhost/internal/jobs"
@@ -100,7 +101,7 @@ func (r *rig) replica(t testing.TB) (http.Handler, *conversations.Hub, *jobs.Que
 		Pool: r.Pool, Keys: keys, Resolver: resolver, Replays: clientauth.NewPGReplays(r.Pool),
 		Accounts: accts, URLs: r.URLs, CompanyForAPIKey: tenants.CompanyForAPIKey, Now: now, Limiter: limits,
 	})
-	tokens := bearer.New(keys, oauth.Store(), sessionStore, r.URLs, now)
+	tokens := bearer.New(keys, oauth.Store(), sessionStore, dpop.New(dpop.NewStore(r.Pool), dpop.Options{Now: now}), r.URLs, now)
 	hub := conversations.NewHub(r.Pool, logger)
 	t.Cleanup(hub.Start(context.Background()))
 	delivery := conversations.NewDelivery(conversations.DeliveryOptions{

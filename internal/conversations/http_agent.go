@@ -117,7 +117,7 @@ func (h *AgentHandler) writeRead(w http.ResponseWriter, r *http.Request, status 
 		if scope, _ := e.Body["scope"].(string); scope != "" {
 			ch := bearer.Challenge{Code: httpx.CodeInsufficientScope, Scopes: strings.Fields(scope),
 				ResourceMetadata: h.tokens.MetadataURL(tenant.FromContext(r.Context()), bearer.Resource{})}
-			w.Header().Set("WWW-Authenticate", ch.Header())
+			ch.SetHeader(w, r)
 		}
 	}
 	httpx.WriteJSON(w, status, rd)

@@ -3,6 +3,7 @@ package discovery
 import (
 	"sort"
 
+	"github.com/poppyhost/poppyhost/internal/dpop"
 	"github.com/poppyhost/poppyhost/internal/operations"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
@@ -168,6 +169,7 @@ type ASMetadata struct {
 	TokenEndpointAuthSigningAlgValuesSupported []string `json:"token_endpoint_auth_signing_alg_values_supported"`
 	RevocationEndpointAuthMethodsSupported     []string `json:"revocation_endpoint_auth_methods_supported"`
 	CodeChallengeMethodsSupported              []string `json:"code_challenge_methods_supported,omitempty"`
+	DPoPSigningAlgValuesSupported              []string `json:"dpop_signing_alg_values_supported,omitempty"`
 	AuthorizationResponseIssParameterSupported bool     `json:"authorization_response_iss_parameter_supported"`
 	ClientIDMetadataDocumentSupported          bool     `json:"client_id_metadata_document_supported"`
 }
@@ -197,6 +199,10 @@ func BuildASMetadata(c *tenant.Company, urls tenant.URLs) (ASMetadata, bool) {
 	}
 	for _, d := range s.AllDomains() {
 		m.ProtectedResources = append(m.ProtectedResources, "https://"+d)
+	}
+	if s.Auth.BindsTokens() {
+		// RFC 9449 §5.1: agents send proofs, so that tokens are bound.
+		m.DPoPSigningAlgValuesSupported = dpop.Algs
 	}
 	for _, g := range s.Auth.OfferedGrantTypes() {
 		m.GrantTypesSupported = append(m.GrantTypesSupported, g)

@@ -86,3 +86,17 @@ func TestPrivateSettingsStayPrivate(t *testing.T) {
 	require.True(t, strings.Contains(raw, `"name": "Private Shop"`), raw)
 	require.Contains(t, raw, "/t/private/poppy/feedback")
 }
+
+// TestASMetadataDPoP: dpop_signing_alg_values_supported is published
+// exactly when the Company binds tokens (auth.dpop allowed or required;
+// RFC 9449 §5.1), so agents send proofs only there.
+func TestASMetadataDPoP(t *testing.T) {
+	t.Parallel()
+	for setting, want := range map[string]bool{"": false, tenant.DPoPOff: false, tenant.DPoPAllowed: true, tenant.DPoPRequired: true} {
+		c := &tenant.Company{ID: 1, Slug: "acme", Settings: tenant.Settings{
+			Organization: tenant.Organization{Name: "Acme", Domain: "acme.example"}, Auth: tenant.Auth{Issuer: true, DPoP: setting}}}
+		m, ok := discovery.BuildASMetadata(c, goldenURLs)
+		require.True(t, ok)
+		require.Equal(t, want, slices.Contains(m.DPoPSigningAlgValuesSupported, "ES256"), "auth.dpop %q", setting)
+	}
+}

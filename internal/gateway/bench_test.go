@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"runtime"
 	"slices"
@@ -26,6 +27,8 @@ import (
 	"github.com/lestrrat-go/jwx/v2/jwk"
 	"github.com/stretchr/testify/require"
 
+	"github.com/poppyhost/poppyhost/internal/clientauth"
+	"github.com/poppyhost/poppyhost/internal/dpop/dpoptest"
 	"github.com/poppyhost/poppyhost/internal/registry"
 	"github.com/poppyhost/poppyhost/internal/testkit"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
@@ -49,6 +52,10 @@ import (
 //     before the timer, the Session already bound to its account) carrying
 //     the scope the operation needs: the gateway also validates the token
 //     (signature and revocation lookup).
+//   - gateway-dpop: the same with a DPoP-bound token (RFC 9449) and a
+//     DPoP proof on every call: the gateway also verifies the proof and
+//     records its jti. Proofs are made before the timer, like the Session
+//     JWTs.
 //
 // Each runs one request at a time (serial: ns/op is the latency) and with
 // 4×GOMAXPROCS clients (parallel: ns/op is the inverse of throughput).
@@ -77,6 +84,7 @@ func BenchmarkGateway(b *testing.B) {
 		direct.close()
 		b.Run(mode+"/gateway-signed-out", func(b *testing.B) { g.run(b, mode, g.signedOut, &direct) })
 		b.Run(mode+"/gateway-signed-in", func(b *testing.B) { g.run(b, mode, g.signedIn, &direct) })
+		b.Run(mode+"/gateway-dpop", func(b *testing.B) { g.run(b, mode, g.dpop, &direct) })
 	}
 }
 
@@ -123,8 +131,8 @@ type gatewayBench struct {
 	header map[string]any
 	n      atomic.Int64
 
-	origin                      *benchOrigin
-	direct, signedOut, signedIn *benchCaller
+	origin                            *benchOrigin
+	direct, signedOut, signedIn, dpop *benchCaller
 }
 
 // benchCaller is one of the three ways of making the call.
@@ -133,7 +141,12 @@ type benchCaller struct {
 	url    string
 	sid    string // the Session's; "" calls without Poppy-Session
 	token  string // the access token; "" signed out
+	// proofKey makes the DPoP proofs of a DPoP-bound token; nil for Bearer.
+	proofKey *dpoptest.Key
 }
+
+// benchCreds are the headers of one call: Poppy-Session, and DPoP.
+type benchCreds struct{ session, proof string }
 
 // benchOrigin is a Company origin that answers every request with
 // benchBody, without checking Poppy-Verified beyond counting it: the
@@ -190,7 +203,7 @@ func newGatewayBench(b *testing.B) *gatewayBench {
 		"slug":         slug,
 		"organization": map[string]any{"name": "Shop " + slug, "domain": slug + ".example"},
 		"auth": map[string]any{"issuer": true, "scopes": map[string]any{benchScope: "See your orders"},
-			"token_lifetimes": map[string]any{"access_seconds": 3600}},
+			"token_lifetimes": map[string]any{"access_seconds": 3600}, "dpop": "allowed"},
 		"rate_limits": map[string]any{"per_address": 1_000_000, "per_agent": 1_000_000, "per_session": 1_000_000},
 	})
 	aud, _ := view["identifier"].(string)
@@ -214,6 +227,11 @@ func newGatewayBench(b *testing.B) *gatewayBench {
 
 	issuer := env.PublicURL("/t/" + slug)
 	tok := env.SignIn(b, agent, issuer, benchUser, benchPassword, []string{benchScope}, "")
+	// A second sign-in, whose refresh with a proof binds its tokens (a
+	// refresh revokes the grant's earlier access tokens).
+	proofKey := dpoptest.NewKey()
+	bound := benchBoundToken(b, env, agent, issuer,
+		env.SignIn(b, agent, issuer, benchUser, benchPassword, []string{benchScope}, "").RefreshToken, proofKey)
 
 	// The Personal Agent's own client for the origin, built as env.Client
 	// is for the platform: HTTP/2 over TLS to the test CA.
@@ -234,6 +252,8 @@ func newGatewayBench(b *testing.B) *gatewayBench {
 		signedOut: &benchCaller{client: env.Client, url: issuer + "/api/" + benchAPI + "/status", sid: benchID()},
 		signedIn: &benchCaller{client: env.Client, url: issuer + "/api/" + benchAPI + "/orders/42", sid: benchID(),
 			token: tok.AccessToken},
+		dpop: &benchCaller{client: env.Client, url: issuer + "/api/" + benchAPI + "/orders/42", sid: benchID(),
+			token: bound, proofKey: proofKey},
 	}
 	first := agent.SessionJWT(b, peers.SessionClaims{Aud: aud, URL: g.signedOut.url, Sub: g.sub, SID: g.signedOut.sid},
 		peers.SessionOptions{})
@@ -244,7 +264,7 @@ func newGatewayBench(b *testing.B) *gatewayBench {
 	// Start both Sessions (the signed-in one binds its account) and check
 	// what the origin receives: a valid Poppy-Verified with the facts.
 	set := benchCompanyKeys(b, env, issuer)
-	for _, c := range []*benchCaller{g.signedOut, g.signedIn} {
+	for _, c := range []*benchCaller{g.signedOut, g.signedIn, g.dpop} {
 		req := g.request(b, c, g.sign(b, c))
 		req.Header.Set("X-Bench-Keep", "1")
 		status, body := benchSend(c.client, req)
@@ -266,6 +286,20 @@ func newGatewayBench(b *testing.B) *gatewayBench {
 	return g
 }
 
+// benchBoundToken refreshes the sign-in with a DPoP proof of key, which
+// gets a token bound to key (the Company allows DPoP).
+func benchBoundToken(b *testing.B, env *testkit.Env, agent *peers.Agent, issuer, refresh string, key *dpoptest.Key) string {
+	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh}, "client_id": {agent.ClientID},
+		"client_assertion_type": {clientauth.AssertionType}, "client_assertion": {agent.ClientAssertion(b, issuer)}}
+	resp := env.Do(b, http.MethodPost, issuer+"/oauth/token", form.Encode(),
+		"Content-Type", "application/x-www-form-urlencoded",
+		"DPoP", key.Valid(http.MethodPost, issuer+"/oauth/token", "", time.Now()))
+	require.Equal(b, http.StatusOK, resp.Status, "%s", resp.Body)
+	body := resp.JSON(b)
+	require.Equal(b, "DPoP", body["token_type"])
+	return body["access_token"].(string)
+}
+
 // benchCompanyKeys fetches the Company's key set, which signs
 // Poppy-Verified.
 func benchCompanyKeys(b *testing.B, env *testkit.Env, issuer string) jwk.Set {
@@ -278,11 +312,11 @@ func benchCompanyKeys(b *testing.B, env *testkit.Env, issuer string) jwk.Set {
 
 func benchID() string { return strings.ToLower(rand.Text())[:22] }
 
-// sign returns a fresh Poppy-Session for a call of c, or "" for a call
-// without one.
-func (g *gatewayBench) sign(b *testing.B, c *benchCaller) string {
+// sign returns a fresh Poppy-Session for a call of c, or none for a call
+// without one, and a DPoP proof for a DPoP-bound token.
+func (g *gatewayBench) sign(b *testing.B, c *benchCaller) benchCreds {
 	if c.sid == "" {
-		return ""
+		return benchCreds{}
 	}
 	claims := map[string]any{"iss": g.agent.ClientID, "aud": g.aud, "sid": c.sid, "sub": g.sub,
 		"htm": http.MethodGet, "htu": c.url, "iat": time.Now().Unix(),
@@ -291,30 +325,38 @@ func (g *gatewayBench) sign(b *testing.B, c *benchCaller) string {
 		sum := sha256.Sum256([]byte(c.token))
 		claims["ath"] = base64.RawURLEncoding.EncodeToString(sum[:])
 	}
-	return peers.SignJWT(b, "ES256", g.agent.DelegatedKey(g.sub), g.header, claims)
+	creds := benchCreds{session: peers.SignJWT(b, "ES256", g.agent.DelegatedKey(g.sub), g.header, claims)}
+	if c.proofKey != nil {
+		creds.proof = c.proofKey.Valid(http.MethodGet, c.url, c.token, time.Now())
+	}
+	return creds
 }
 
 // signAll signs n Poppy-Session headers for c, none when c has no Session.
-func (g *gatewayBench) signAll(b *testing.B, c *benchCaller, n int) []string {
+func (g *gatewayBench) signAll(b *testing.B, c *benchCaller, n int) []benchCreds {
 	if c.sid == "" {
 		return nil
 	}
-	out := make([]string, n)
+	out := make([]benchCreds, n)
 	for i := range out {
 		out[i] = g.sign(b, c)
 	}
 	return out
 }
 
-func (g *gatewayBench) request(b *testing.B, c *benchCaller, session string) *http.Request {
+func (g *gatewayBench) request(b *testing.B, c *benchCaller, creds benchCreds) *http.Request {
 	req, err := http.NewRequest(http.MethodGet, c.url, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if session != "" {
-		req.Header.Set("Poppy-Session", session)
+	if creds.session != "" {
+		req.Header.Set("Poppy-Session", creds.session)
 	}
-	if c.token != "" {
+	switch {
+	case c.proofKey != nil:
+		req.Header.Set("Authorization", "DPoP "+c.token)
+		req.Header.Set("DPoP", creds.proof)
+	case c.token != "":
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	return req
@@ -335,8 +377,8 @@ func benchSend(client *http.Client, req *http.Request) (int, string) {
 }
 
 // call makes the call and fails unless it answers benchBody.
-func (g *gatewayBench) call(b *testing.B, c *benchCaller, session string) bool {
-	status, body := benchSend(c.client, g.request(b, c, session))
+func (g *gatewayBench) call(b *testing.B, c *benchCaller, creds benchCreds) bool {
+	status, body := benchSend(c.client, g.request(b, c, creds))
 	if status != http.StatusOK || len(body) != len(benchBody) {
 		b.Errorf("GET %s: status %d: %s", c.url, status, body)
 		return false
@@ -420,9 +462,9 @@ func (g *gatewayBench) run(b *testing.B, mode string, c *benchCaller, direct *be
 	}
 }
 
-func benchAt(s []string, i int) string {
+func benchAt(s []benchCreds, i int) benchCreds {
 	if s == nil {
-		return ""
+		return benchCreds{}
 	}
 	return s[i]
 }

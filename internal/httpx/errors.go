@@ -24,6 +24,7 @@ const (
 	// sent with a WWW-Authenticate challenge.
 	CodeInvalidToken         = "invalid_token"
 	CodeInsufficientScope    = "insufficient_scope"
+	CodeInvalidDPoPProof     = "invalid_dpop_proof"
 	CodeUnauthorized         = "unauthorized"
 	CodeForbidden            = "forbidden"
 	CodeNotFound             = "not_found"
@@ -67,6 +68,7 @@ var statusOf = map[string]int{
 	CodeExtensionRequired:    http.StatusForbidden,
 	CodeInvalidToken:         http.StatusUnauthorized,
 	CodeInsufficientScope:    http.StatusForbidden,
+	CodeInvalidDPoPProof:     http.StatusUnauthorized,
 	CodeUnauthorized:         http.StatusUnauthorized,
 	CodeForbidden:            http.StatusForbidden,
 	CodeNotFound:             http.StatusNotFound,

@@ -27,6 +27,22 @@ type AccessClaims struct {
 	JTI      string   `json:"jti"`
 	IssuedAt int64    `json:"iat"`
 	Expires  int64    `json:"exp"`
+	// Cnf binds a DPoP-bound token to its key (RFC 9449 §6.1).
+	Cnf *Confirmation `json:"cnf,omitempty"`
+}
+
+// Confirmation is an access token's cnf claim: the RFC 7638 thumbprint of
+// the DPoP key, base64url.
+type Confirmation struct {
+	JKT string `json:"jkt"`
+}
+
+// JKT is the thumbprint the token is bound to, or "" for a Bearer token.
+func (c *AccessClaims) JKT() string {
+	if c.Cnf == nil {
+		return ""
+	}
+	return c.Cnf.JKT
 }
 
 // accessTokens are fosite's access token strategy: JWTs signed with the
@@ -67,7 +83,7 @@ func (a *accessTokens) GenerateAccessToken(ctx context.Context, r fosite.Request
 	if _, err := rand.Read(jti); err != nil {
 		return "", "", err
 	}
-	payload, err := json.Marshal(AccessClaims{
+	claims := AccessClaims{
 		Issuer:   a.issuer(c),
 		Subject:  sess.GetSubject(),
 		Audience: sess.Audience,
@@ -76,7 +92,11 @@ func (a *accessTokens) GenerateAccessToken(ctx context.Context, r fosite.Request
 		JTI:      base64.RawURLEncoding.EncodeToString(jti),
 		IssuedAt: a.now().Unix(),
 		Expires:  exp.Unix(),
-	})
+	}
+	if sess.Bind && sess.JKT != "" {
+		claims.Cnf = &Confirmation{JKT: sess.JKT}
+	}
+	payload, err := json.Marshal(claims)
 	if err != nil {
 		return "", "", err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/clientauth"
 	"github.com/poppyhost/poppyhost/internal/devca"
 	"github.com/poppyhost/poppyhost/internal/discovery"
+	"github.com/poppyhost/poppyhost/internal/dpop"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/issuer"
 	"github.com/poppyhost/poppyhost/internal/safehttp"
@@ -108,6 +109,7 @@ func (e *issuerEnv) Handler(t testing.TB, o options) http.Handler {
 	srv := issuer.New(issuer.Options{
 		Pool: e.Pool, Keys: keys, Resolver: agentid.NewResolver(fetch, agentid.Options{Now: now}),
 		Replays: clientauth.NewPGReplays(e.Pool), Accounts: accts, URLs: e.URLs,
+		Proofs:           dpop.New(dpop.NewStore(e.Pool), dpop.Options{Now: now}),
 		CompanyForAPIKey: e.Tenants.CompanyForAPIKey, Now: now,
 		Limiter: limits, LoginRates: o.LoginRates, Metrics: reg,
 	})

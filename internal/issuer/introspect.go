@@ -51,11 +51,17 @@ func (s *Server) introspect(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if active {
-			httpx.WriteJSON(w, http.StatusOK, map[string]any{
+			out := map[string]any{
 				"active": true, "token_type": "Bearer", "client_id": claims.ClientID, "scope": claims.Scope,
 				"sub": claims.Subject, "aud": claims.Audience, "iss": claims.Issuer,
 				"exp": claims.Expires, "iat": claims.IssuedAt, "jti": claims.JTI,
-			})
+			}
+			if jkt := claims.JKT(); jkt != "" {
+				// RFC 9449 §6.2: a bound token's key, so that a resource
+				// server checks the proof.
+				out["token_type"], out["cnf"] = "DPoP", map[string]string{"jkt": jkt}
+			}
+			httpx.WriteJSON(w, http.StatusOK, out)
 			return
 		}
 	case errors.Is(err, signing.ErrInvalid), errors.As(err, &rfc):

@@ -17,6 +17,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/accounts"
 	"github.com/poppyhost/poppyhost/internal/agentid"
 	"github.com/poppyhost/poppyhost/internal/clientauth"
+	"github.com/poppyhost/poppyhost/internal/dpop"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
@@ -27,6 +28,8 @@ type Options struct {
 	Keys     Keys
 	Resolver clientauth.Resolver
 	Replays  clientauth.ReplayStore
+	// Proofs checks the DPoP proofs of token requests (RFC 9449 §5).
+	Proofs   *dpop.Verifier
 	Accounts *accounts.Store
 	URLs     tenant.URLs
 	// CompanyForAPIKey authenticates callers of the introspection
@@ -55,6 +58,7 @@ type Server struct {
 	codes    *oauth2.HMACSHAStrategyUnPrefixed
 	verifier *clientauth.Verifier
 	resolver clientauth.Resolver
+	proofs   *dpop.Verifier
 	accounts *accounts.Store
 	keys     Keys
 	urls     tenant.URLs
@@ -75,6 +79,7 @@ func New(opts Options) *Server {
 	s := &Server{
 		store:    &Store{pool: opts.Pool, signedOut: opts.SignedOut},
 		resolver: opts.Resolver,
+		proofs:   opts.Proofs,
 		accounts: opts.Accounts,
 		keys:     opts.Keys,
 		urls:     opts.URLs,

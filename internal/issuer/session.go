@@ -28,6 +28,13 @@ type Session struct {
 	// Resource is the resource indicator of the sign-in (RFC 8707), used
 	// for tokens whose request names none.
 	Resource string `json:"resource,omitempty"`
+	// JKT is the thumbprint of the DPoP key the grant's access tokens are
+	// bound to (RFC 9449 §6), set by the token request that first bound
+	// one; every refresh must prove the same key.
+	JKT string `json:"jkt,omitempty"`
+	// Bind says whether this token request's access token is bound to
+	// JKT: not for a service that takes only Bearer tokens. Not stored.
+	Bind bool `json:"-"`
 	// Audience is the access token's aud, chosen per token request from
 	// its resource (spec 4.5); it is not stored.
 	Audience []string `json:"-"`

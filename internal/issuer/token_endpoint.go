@@ -108,6 +108,10 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		s.tokenError(w, r, ar, err)
 		return
 	}
+	if err := s.bindDPoP(r, c, sess); err != nil {
+		s.tokenError(w, r, ar, err)
+		return
+	}
 	if grant == tenant.GrantRefreshToken {
 		if err := narrowScopes(ar, sess, r.PostForm.Get("scope")); err != nil {
 			s.tokenError(w, r, ar, err)
@@ -136,7 +140,11 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 			delete(ext.Extra, "scope")
 		}
 	}
-	resp.SetTokenType("Bearer")
+	if sess.Bind {
+		resp.SetTokenType("DPoP")
+	} else {
+		resp.SetTokenType("Bearer")
+	}
 	resp.SetExpiresIn(lifetime)
 	s.provider.WriteAccessResponse(ctx, w, ar, resp)
 }

@@ -193,7 +193,7 @@ func (m *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if tools == nil {
 		return
 	}
-	res := bearer.Resource{ID: m.opts.URLs.MCPResource(co)}
+	res := bearer.Resource{ID: m.opts.URLs.MCPResource(co), BearerOnly: co.Settings.MCP.BearerTokens}
 	// A token must be one issued for this server (spec 7, 4.5): bearer
 	// answers any other with invalid_token and our resource_metadata.
 	grant, err := m.opts.Tokens.Authorize(ctx, r, res)
@@ -206,7 +206,7 @@ func (m *Server) serve(w http.ResponseWriter, r *http.Request) {
 		// the issuer (MCP authorization, RFC 9728 §5.1).
 		bearer.WriteError(w, r, &bearer.Challenge{
 			Description:      "this MCP server needs account access: sign in and send an access token issued for it",
-			ResourceMetadata: m.opts.Tokens.MetadataURL(co, res)})
+			ResourceMetadata: m.opts.Tokens.MetadataURL(co, res), BearerOnly: res.BearerOnly})
 		return
 	}
 	var (
@@ -242,6 +242,7 @@ func (m *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		if ch != nil {
 			ch.ResourceMetadata = m.opts.Tokens.MetadataURL(co, res)
+			ch.BearerOnly = res.BearerOnly
 			bearer.WriteError(w, r, ch)
 			return
 		}

@@ -16,6 +16,8 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/agentid"
 	"github.com/poppyhost/poppyhost/internal/bearer"
+	"github.com/poppyhost/poppyhost/internal/dpop"
+	"github.com/poppyhost/poppyhost/internal/dpop/dpoptest"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/issuer"
 	"github.com/poppyhost/poppyhost/internal/safehttp"
@@ -72,7 +74,8 @@ func setupBearerRig(t *testing.T) *bearerRig {
 		Resolver: env.Hosts}), agentid.Options{})
 	store := sessions.NewStore(env.Pool)
 	mgr := sessions.NewManager(sessions.NewVerifier(resolver, sessions.VerifierOptions{}), store, env.URLs)
-	v := bearer.New(signing.NewKeys(env.Pool, signing.Options{}), issuer.NewStore(env.Pool), store, env.URLs,
+	v := bearer.New(signing.NewKeys(env.Pool, signing.Options{}), issuer.NewStore(env.Pool), store,
+		dpop.New(dpop.NewStore(env.Pool), dpop.Options{}), env.URLs,
 		func() time.Time { return time.Now().Add(time.Duration(g.skew.Load())) })
 	limits := httpx.NewLimiter()
 
@@ -274,6 +277,31 @@ func TestBearerWithRealTokens(t *testing.T) {
 		require.Nil(t, requireBearerGrant(t, g.call(t, g.agent, "stormline", "/browse", sid, "")))
 		require.Equal(t, g.accountID(t, "ada"), requireBearerGrant(t, g.call(t, g.agent, "stormline", "/browse", sid, ada.AccessToken)).AccountID)
 		require.Equal(t, g.accountID(t, "ada"), *g.sessionAccount(t, g.agent, sid))
+	})
+
+	t.Run("DPoP scheme with a token that is not bound", func(t *testing.T) {
+		// RFC 9449 §7.1: the DPoP scheme is never a Bearer token without a
+		// proof, nor with a proof of a key the token is not bound to.
+		key := dpoptest.NewKey()
+		url := g.env.PublicURL("/t/stormline/orders")
+		for name, proof := range map[string]string{
+			"no proof":    "",
+			"valid proof": key.Valid(http.MethodGet, url, ada.AccessToken, time.Now()),
+		} {
+			t.Run(name, func(t *testing.T) {
+				req := httptest.NewRequest(http.MethodGet, url, nil)
+				g.agent.Sign(t, req, peers.SessionClaims{Aud: g.env.PublicURL("/t/stormline"), SID: sessID(), Sub: "usr_dpop",
+					AccessToken: ada.AccessToken}, peers.SessionOptions{})
+				req.Header.Set("Authorization", "DPoP "+ada.AccessToken)
+				if proof != "" {
+					req.Header.Set("DPoP", proof)
+				}
+				w := httptest.NewRecorder()
+				g.routes.ServeHTTP(w, req)
+				h := requireBearerRefused(t, w, http.StatusUnauthorized, "invalid_token")
+				require.Contains(t, h, `DPoP realm="poppyhost", error="invalid_token"`)
+			})
+		}
 	})
 
 	// Last, since it ends ada's tokens.

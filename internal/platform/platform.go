@@ -26,6 +26,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/clientauth"
 	"github.com/poppyhost/poppyhost/internal/conversations"
 	"github.com/poppyhost/poppyhost/internal/discovery"
+	"github.com/poppyhost/poppyhost/internal/dpop"
 	"github.com/poppyhost/poppyhost/internal/feedback"
 	"github.com/poppyhost/poppyhost/internal/gateway"
 	"github.com/poppyhost/poppyhost/internal/httpx"
@@ -125,6 +126,8 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		accounts.WithMetrics(reg), accounts.WithSecrets(keys.Secret))
 	joins := browserjoin.NewStore(opts.Pool)
 	limits := httpx.NewLimiter()
+	dpopJTIs := dpop.NewStore(opts.Pool)
+	proofs := dpop.New(dpopJTIs, dpop.Options{Now: now})
 	// Web Bot Auth (spec 5.3): a signed request's operator, recognised
 	// before the address limit so that it is limited as its operator.
 	botMetrics, err := botauth.NewMetrics(reg)
@@ -133,7 +136,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	}
 	recognize := botauth.Recognize(botauth.NewVerifier(safehttp.New(opts.Fetch), botauth.Options{Now: now}), botMetrics, logger)
 	oauth := issuer.New(issuer.Options{
-		Pool: opts.Pool, Keys: keys, Resolver: resolver, Replays: replays,
+		Pool: opts.Pool, Keys: keys, Resolver: resolver, Replays: replays, Proofs: proofs,
 		Accounts: p.Accounts, URLs: opts.URLs, CompanyForAPIKey: p.Tenants.CompanyForAPIKey, Now: now,
 		Limiter: limits, LoginRates: opts.LoginRates, Metrics: reg,
 		Offers: func(grant string) func(http.Handler) http.Handler { return offered(offers(grant)) },
@@ -142,7 +145,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		SignedOut: joins.SignedOut,
 	})
 	p.Issuer = oauth
-	tokens := bearer.New(keys, oauth.Store(), p.Sessions, opts.URLs, now)
+	tokens := bearer.New(keys, oauth.Store(), p.Sessions, proofs, opts.URLs, now)
 	p.Hub = conversations.NewHub(opts.Pool, logger)
 	// New events go to the Company Agent's webhook through River.
 	delivery := conversations.NewDelivery(conversations.DeliveryOptions{
@@ -195,7 +198,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		Session: session, Operations: opStore, Engine: engine, Logger: logger, Now: now})
 	queue.AddSweeps(slices.Concat(sessions.Sweeps(p.Sessions), clientauth.Sweeps(replays), accounts.Sweeps(p.Accounts),
 		signing.Sweeps(keys), issuer.Sweeps(oauth.Store()), browserjoin.Sweeps(joins),
-		conversations.Sweeps(convStore, p.Tenants), engine.Sweeps())...)
+		conversations.Sweeps(convStore, p.Tenants), engine.Sweeps(), dpop.Sweeps(dpopJTIs))...)
 	reports := feedback.NewHandler(feedback.NewStore(opts.Pool))
 	convs := conversations.NewAgentHandler(convStore, p.Hub, conversations.AgentOptions{Tokens: tokens,
 		Middleware: []func(http.Handler) http.Handler{

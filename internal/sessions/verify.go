@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/lestrrat-go/jwx/v2/jws"
 
 	"github.com/poppyhost/poppyhost/internal/agentid"
+	"github.com/poppyhost/poppyhost/internal/dpop"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/jose"
 )
@@ -200,7 +200,7 @@ func (v *Verifier) Verify(ctx context.Context, token string, req Request) (*Clai
 	if cl.Htm == nil || *cl.Htm != req.Method {
 		return nil, fail("htm must be the request's method")
 	}
-	if cl.Htu == nil || !sameURL(*cl.Htu, req.URL) {
+	if cl.Htu == nil || !dpop.SameURL(*cl.Htu, req.URL) {
 		return nil, fail("htu must be the request's URL without query or fragment")
 	}
 	if iat.Before(now.Add(-v.opts.Window)) {
@@ -264,30 +264,6 @@ func ValidID(s string) bool {
 		}
 	}
 	return true
-}
-
-// sameURL compares htu with the request's public URL as RFC 9449 §4.3
-// does for DPoP: scheme and host without regard to case, default port
-// left out, no query or fragment.
-func sameURL(htu string, want *url.URL) bool {
-	u, err := url.Parse(htu)
-	if err != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.ContainsAny(htu, "?#") {
-		return false
-	}
-	return normalURL(u) == normalURL(want)
-}
-
-func normalURL(u *url.URL) string {
-	host := strings.ToLower(u.Hostname())
-	scheme := strings.ToLower(u.Scheme)
-	if p := u.Port(); p != "" && !(scheme == "https" && p == "443") && !(scheme == "http" && p == "80") {
-		host += ":" + p
-	}
-	path := u.EscapedPath()
-	if path == "" {
-		path = "/"
-	}
-	return scheme + "://" + host + path
 }
 
 // stillSigns reports whether the jwks_uri key that signed a cached

@@ -27,6 +27,29 @@ type Auth struct {
 	OtherAuthorizationServers []string `json:"other_authorization_servers"`
 	// TokenLifetimes override the issuer's default token lifetimes.
 	TokenLifetimes TokenLifetimes `json:"token_lifetimes"`
+	// DPoP is whether access tokens are bound with DPoP (spec 4.5, RFC
+	// 9449): DPoPOff (""), DPoPAllowed or DPoPRequired.
+	DPoP string `json:"dpop,omitempty"`
+}
+
+// DPoP settings (auth.dpop).
+const (
+	// DPoPOff binds no tokens; resources accept only the Bearer scheme.
+	DPoPOff = "off"
+	// DPoPAllowed binds the tokens of a token request that carries a DPoP
+	// proof and issues Bearer tokens to one that does not; resources
+	// accept both schemes.
+	DPoPAllowed = "allowed"
+	// DPoPRequired refuses token requests without a DPoP proof, except
+	// for a service that does not accept DPoP (MCP.BearerTokens).
+	DPoPRequired = "required"
+)
+
+// BindsTokens reports whether the Company binds access tokens with DPoP
+// at all: its issuer publishes dpop_signing_alg_values_supported and its
+// resources accept the DPoP scheme.
+func (a *Auth) BindsTokens() bool {
+	return a.Issuer && (a.DPoP == DPoPAllowed || a.DPoP == DPoPRequired)
 }
 
 // TokenLifetimes are in seconds; zero takes the platform's default (15

@@ -19,6 +19,9 @@ type MCP struct {
 	// SignedOut lets Personal Agents call it with the Session header and
 	// no access token (spec 7), for the tools that need no scope.
 	SignedOut bool `json:"signed_out"`
+	// BearerTokens says the MCP server does not accept DPoP: tokens for it
+	// are never bound, even where the Company binds the others (spec 7).
+	BearerTokens bool `json:"bearer_tokens,omitempty"`
 	// Description is its description in poppy.json.
 	Description string `json:"description,omitempty"`
 }

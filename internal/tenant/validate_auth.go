@@ -39,6 +39,15 @@ func (c *checker) auth(a *Auth) {
 			c.Add("auth.token_lifetimes", "need an issuer")
 		}
 	}
+	switch a.DPoP {
+	case "", DPoPOff:
+	case DPoPAllowed, DPoPRequired:
+		if !a.Issuer {
+			c.Add("auth.dpop", "needs an issuer: DPoP binds the access tokens it issues")
+		}
+	default:
+		c.Add("auth.dpop", "must be %s, %s or %s", DPoPOff, DPoPAllowed, DPoPRequired)
+	}
 	if t := a.TokenLifetimes.AccessSeconds; t != 0 && (t < 60 || t > 86400) {
 		c.Add("auth.token_lifetimes.access_seconds", "must be 0 (the default) or from 60 to 86400")
 	}

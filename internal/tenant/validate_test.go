@@ -816,6 +816,12 @@ func TestValidate(t *testing.T) {
 			"auth.token_lifetimes.refresh_seconds"},
 		{"token lifetimes unknown member", `{"auth": {"token_lifetimes": {"id_token_seconds": 60}}}`, "auth.token_lifetimes.id_token_seconds"},
 
+		// auth.dpop (spec 4.5)
+		{"dpop unknown value", `{"auth": {"dpop": "yes"}}`, "auth.dpop"},
+		{"dpop wrong case", `{"auth": {"dpop": "Required"}}`, "auth.dpop"},
+		{"dpop a boolean", `{"auth": {"dpop": true}}`, "auth.dpop"},
+		{"dpop without an issuer", `{"auth": {"issuer": false, "dpop": "allowed"}}`, "auth.dpop"},
+
 		// sessions (spec 5.5)
 		{"idle timeout under a minute", `{"sessions": {"idle_timeout_seconds": 59}}`, "sessions.idle_timeout_seconds"},
 		{"idle timeout zero", `{"sessions": {"idle_timeout_seconds": 0}}`, "sessions.idle_timeout_seconds"},

@@ -1,0 +1,49 @@
+package agent
+
+import (
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// dpopProof makes a DPoP proof (RFC 9449 §4.2) for one request with the
+// agent's DPoP key, which is neither its client key nor a Session key
+// (spec 5.2); ath covers accessToken when it is not "".
+func (a *Agent) dpopProof(method, target, accessToken string) (string, error) {
+	u, err := url.Parse(target)
+	if err != nil {
+		return "", err
+	}
+	claims := map[string]any{
+		"jti": randomID(16),
+		"htm": method,
+		"htu": u.Scheme + "://" + u.Host + u.EscapedPath(),
+		"iat": a.now(),
+	}
+	if accessToken != "" {
+		claims["ath"] = tokenHash(accessToken)
+	}
+	return signES256(a.dpopKey, map[string]any{"typ": "dpop+jwt", "jwk": publicJWK(&a.dpopKey.PublicKey)}, claims)
+}
+
+// bindsTokens reports whether the issuer binds tokens with DPoP in a way
+// the agent can prove: its metadata lists ES256 among
+// dpop_signing_alg_values_supported (spec 4.5, RFC 9449 §5.1).
+func (c *Company) bindsTokens() bool {
+	return c.AS != nil && !c.agent.opts.NoDPoP && slices.Contains(c.AS.DPoPSigningAlgValuesSupported, "ES256")
+}
+
+// addDPoP adds a proof to a request that uses a DPoP-bound token, or to a
+// token request at an issuer that binds tokens.
+func (a *Agent) addDPoP(req *http.Request, accessToken string) error {
+	proof, err := a.dpopProof(req.Method, req.URL.String(), accessToken)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("DPoP", proof)
+	return nil
+}
+
+// isDPoP reports whether a token_type is DPoP's (RFC 9449 §5).
+func isDPoP(tokenType string) bool { return strings.EqualFold(tokenType, "DPoP") }
