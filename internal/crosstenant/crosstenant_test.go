@@ -102,6 +102,9 @@ package crosstenant_test
 //	clientauth.PGReplays     Use                             yes      keyed by the Company's issuer: A's jti
 //	                                                                  does not count at B, and stays seen at A
 //	                         Sweep                           no       a sweep over every Company
+//	dpop.Store               Seen                            yes      A's proof jti does not count at B, and
+//	                                                                  stays seen at A
+//	                         Sweep                           no       a sweep over every Company
 
 import (
 	"context"
