@@ -533,17 +533,18 @@ func TestWebOperationsHookDeclines(t *testing.T) {
 func TestWebOperationsOff(t *testing.T) {
 	t.Parallel()
 	s := newWebOps(t, "wops-off", false)
-	poppy := func() []any {
+	// Draft 0.3 §3.3: the extension's entry is one object with its version.
+	poppy := func() map[string]any {
 		resp := s.do(t, nil, http.MethodGet, "/.well-known/poppy.json", nil)
 		require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 		ext, _ := resp.JSON(t)["extensions"].(map[string]any)
-		entries, _ := ext["operations"].([]any)
-		return entries
+		entry, _ := ext["operations"].(map[string]any)
+		return entry
 	}
-	require.Equal(t, []any{map[string]any{"version": "3", "endpoint": s.issuer + website.OperationsPath}}, poppy())
+	require.Equal(t, map[string]any{"version": "3", "endpoint": s.issuer + website.OperationsPath}, poppy())
 
 	s.setOperations(t, map[string]any{"enabled": true, "web": false})
-	require.Equal(t, []any{map[string]any{"version": "3"}}, poppy())
+	require.Equal(t, map[string]any{"version": "3"}, poppy())
 	resp := s.endpoint(t, "sidWebOpsOff1", webUser, "", refBody("op_A.B"), "")
 	require.Equal(t, http.StatusNotFound, resp.Status, "%s", resp.Body)
 
