@@ -3,11 +3,8 @@ package peers
 import (
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
-
-	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/devca"
 )
@@ -26,22 +23,14 @@ type Site struct {
 // ends.
 func StartSite(t testing.TB, ca *devca.CA, h http.Handler) *Site {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	return ServeSite(t, ca, ln, h)
+	return ServeSite(t, ca, Listen(t), h)
 }
 
 // ServeSite is StartSite on ln, for a handler built once its port is
 // known.
 func ServeSite(t testing.TB, ca *devca.CA, ln net.Listener, h http.Handler) *Site {
 	t.Helper()
-	srv := httptest.NewUnstartedServer(h)
-	srv.Listener.Close()
-	srv.Listener = ln
-	srv.TLS = ca.ServerTLSConfig()
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
+	StartOn(t, ca, ln, h)
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	return &Site{Client: Client(t, ca, ln.Addr().String()), Port: port}
 }

@@ -156,21 +156,7 @@ func NewDatabase(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("test database template: %v", err)
 	}
-	srv := ServerURL(t)
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	name := "poppyhost_test_" + hex.EncodeToString(b[:])
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, srv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `CREATE DATABASE `+name+` TEMPLATE `+tpl); err != nil {
-		t.Fatalf("create test database: %v", err)
-	}
-	t.Cleanup(func() { dropDatabase(t, srv, name) })
-	return withDatabase(srv, name)
+	return createDatabase(t, ` TEMPLATE `+tpl)
 }
 
 // NewPool returns a pool on a fresh database for the test, closed when the
@@ -189,6 +175,13 @@ func NewPool(t testing.TB) *pgxpool.Pool {
 // dropped when the test ends, and returns its URL.
 func NewEmptyDatabase(t testing.TB) string {
 	t.Helper()
+	return createDatabase(t, "")
+}
+
+// createDatabase creates a database with a random name and the given
+// CREATE DATABASE options, dropped when the test ends, and returns its URL.
+func createDatabase(t testing.TB, options string) string {
+	t.Helper()
 	srv := ServerURL(t)
 	var b [8]byte
 	_, _ = rand.Read(b[:])
@@ -199,7 +192,7 @@ func NewEmptyDatabase(t testing.TB) string {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `CREATE DATABASE `+name); err != nil {
+	if _, err := conn.Exec(ctx, `CREATE DATABASE `+name+options); err != nil {
 		t.Fatalf("create test database: %v", err)
 	}
 	t.Cleanup(func() { dropDatabase(t, srv, name) })
