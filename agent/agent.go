@@ -74,6 +74,7 @@ type Agent struct {
 	callbacks map[string]chan url.Values // Direct Sign-In state -> redirect query
 	users     map[string]string          // Company identifier -> User ID
 	keys      map[string]*delegatedKey   // User ID -> delegated key
+	nonces    map[string]string          // origin -> its latest DPoP server nonce
 	browser   *Browser
 }
 
@@ -132,6 +133,7 @@ func New(opts Options) (*Agent, error) {
 		callbacks: map[string]chan url.Values{},
 		users:     map[string]string{},
 		keys:      map[string]*delegatedKey{},
+		nonces:    map[string]string{},
 	}
 	if port == "443" {
 		a.base = "https://" + opts.Host

@@ -24,6 +24,9 @@ func (a *Agent) dpopProof(method, target, accessToken string) (string, error) {
 	if accessToken != "" {
 		claims["ath"] = tokenHash(accessToken)
 	}
+	if n := a.dpopNonce(u); n != "" {
+		claims["nonce"] = n
+	}
 	return signES256(a.dpopKey, map[string]any{"typ": "dpop+jwt", "jwk": publicJWK(&a.dpopKey.PublicKey)}, claims)
 }
 
@@ -44,6 +47,30 @@ func (a *Agent) addDPoP(req *http.Request, accessToken string) error {
 	req.Header.Set("DPoP", proof)
 	return nil
 }
+
+// dpopNonce is the latest server nonce u's origin handed out, or "".
+func (a *Agent) dpopNonce(u *url.URL) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.nonces[origin(u)]
+}
+
+// noteNonce keeps the server nonce of a response's DPoP-Nonce header for
+// the next proofs to its origin (RFC 9449 §8.2: any response may carry a
+// new one). It reports whether there was one.
+func (a *Agent) noteNonce(resp *http.Response) bool {
+	n := resp.Header.Get("DPoP-Nonce")
+	if n == "" || resp.Request == nil {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.nonces[origin(resp.Request.URL)] = n
+	return true
+}
+
+// origin is a URL's scheme and host, the scope of a server nonce.
+func origin(u *url.URL) string { return strings.ToLower(u.Scheme + "://" + u.Host) }
 
 // isDPoP reports whether a token_type is DPoP's (RFC 9449 §5).
 func isDPoP(tokenType string) bool { return strings.EqualFold(tokenType, "DPoP") }

@@ -124,3 +124,69 @@ func TestNoDPoPWithoutMetadata(t *testing.T) {
 		})
 	}
 }
+
+// TestDPoPNonce: the agent answers use_dpop_nonce (RFC 9449 §8, §9) by
+// sending the request once more with the server nonce of the DPoP-Nonce
+// header, keeps the latest nonce for later proofs, and does not loop when
+// the server keeps refusing.
+func TestDPoPNonce(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, func(_, _, as map[string]any) {
+		as["dpop_signing_alg_values_supported"] = []any{"ES256"}
+	})
+	var (
+		mu    sync.Mutex
+		calls = map[string][]any{} // path -> the nonce claim of each proof
+	)
+	seen := func(r *http.Request) any {
+		_, claims := checkProof(t, r.Header.Get("DPoP"))
+		mu.Lock()
+		defer mu.Unlock()
+		calls[r.URL.Path] = append(calls[r.URL.Path], claims["nonce"])
+		return claims["nonce"]
+	}
+	refuse := func(w http.ResponseWriter, status int, nonce string) {
+		w.Header().Set("DPoP-Nonce", nonce)
+		if status == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="shop", DPoP realm="shop", error="use_dpop_nonce", algs="ES256"`)
+		}
+		w.WriteHeader(status)
+		writeJSON(w, map[string]any{"error": "use_dpop_nonce"})
+	}
+	f.mux.HandleFunc("POST /t/shop/oauth/token", func(w http.ResponseWriter, r *http.Request) {
+		if seen(r) != "n1" {
+			refuse(w, http.StatusBadRequest, "n1")
+			return
+		}
+		writeJSON(w, map[string]any{"access_token": "at-0", "refresh_token": "rt-0", "token_type": "DPoP", "expires_in": 60})
+	})
+	f.mux.HandleFunc("GET /orders", func(w http.ResponseWriter, r *http.Request) {
+		if seen(r) != "n2" {
+			refuse(w, http.StatusUnauthorized, "n2")
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	f.mux.HandleFunc("GET /never", func(w http.ResponseWriter, r *http.Request) {
+		seen(r)
+		refuse(w, http.StatusUnauthorized, "n3")
+	})
+	c, err := f.agent.Discover(f.ctx, f.domain())
+	require.NoError(t, err)
+	require.NoError(t, c.token(f.ctx, url.Values{"grant_type": {"authorization_code"}, "code": {"c"}}, []string{"orders:read"}))
+	s := c.NewSession()
+	for range 2 {
+		resp, err := s.Do(f.ctx, Request{Method: http.MethodGet, URL: f.url("/orders")})
+		require.NoError(t, err)
+		require.Equal(t, http.StatusNoContent, resp.Status)
+	}
+	resp, err := s.Do(f.ctx, Request{Method: http.MethodGet, URL: f.url("/never")})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusUnauthorized, resp.Status)
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []any{nil, "n1"}, calls["/t/shop/oauth/token"])
+	require.Equal(t, []any{"n1", "n2", "n2"}, calls["/orders"], "the nonce is kept for later proofs")
+	require.Equal(t, []any{"n2", "n3"}, calls["/never"], "one retry, no loop")
+}

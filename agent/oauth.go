@@ -70,47 +70,64 @@ func (a *Agent) clientAssertion(issuer string) (string, error) {
 }
 
 // postForm sends a form with the client assertion to an issuer endpoint
-// and decodes a 200 answer into v, or returns an *OAuthError.
+// and decodes a 200 answer into v, or returns an *OAuthError. A token
+// request refused with use_dpop_nonce is sent once more with the server
+// nonce it handed out (RFC 9449 §8).
 func (c *Company) postForm(ctx context.Context, endpoint string, form url.Values, v any) error {
 	if c.AS == nil {
 		return ErrNoSignIn
 	}
+	for attempt := 0; ; attempt++ {
+		status, body, nonced, err := c.sendForm(ctx, endpoint, form)
+		if err != nil {
+			return err
+		}
+		if status == http.StatusOK {
+			if v == nil {
+				return nil
+			}
+			return json.Unmarshal(body, v)
+		}
+		e := &OAuthError{Status: status}
+		_ = json.Unmarshal(body, e)
+		if e.Code == "use_dpop_nonce" && nonced && attempt == 0 {
+			c.agent.Recorder.Note("use_dpop_nonce: sending the token request again with the server nonce")
+			continue
+		}
+		return e
+	}
+}
+
+// sendForm sends one attempt of postForm, with a fresh client assertion
+// and, at the token endpoint of an issuer that binds tokens, a DPoP
+// proof. nonced reports that the answer handed out a server nonce.
+func (c *Company) sendForm(ctx context.Context, endpoint string, form url.Values) (status int, body []byte, nonced bool, err error) {
 	assertion, err := c.agent.clientAssertion(c.Issuer)
 	if err != nil {
-		return err
+		return 0, nil, false, err
 	}
 	form.Set("client_id", c.agent.ClientID())
 	form.Set("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer")
 	form.Set("client_assertion", assertion)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
 	if err != nil {
-		return err
+		return 0, nil, false, err
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
 	if endpoint == c.AS.TokenEndpoint && c.bindsTokens() {
 		if err := c.agent.addDPoP(req, ""); err != nil {
-			return err
+			return 0, nil, false, err
 		}
 	}
 	resp, err := c.agent.client.Do(req)
 	if err != nil {
-		return err
+		return 0, nil, false, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		e := &OAuthError{Status: resp.StatusCode}
-		_ = json.Unmarshal(body, e)
-		return e
-	}
-	if v == nil {
-		return nil
-	}
-	return json.Unmarshal(body, v)
+	nonced = c.agent.noteNonce(resp)
+	body, err = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, body, nonced, err
 }
 
 // token asks the token endpoint and stores the answer in the grant.

@@ -204,7 +204,7 @@ func (s *Session) Open(ctx context.Context, r Request) (*http.Response, error) {
 			r.ContentType = "application/json"
 		}
 	}
-	ended, refreshed := false, false
+	ended, refreshed, nonced := false, false, false
 	for attempt := 0; ; attempt++ {
 		sid := s.CurrentSID()
 		resp, err := s.send(ctx, sid, r, body)
@@ -225,6 +225,13 @@ func (s *Session) Open(ctx context.Context, r Request) (*http.Response, error) {
 			ended = true
 			s.agent.Recorder.Note("session_ended: continuing in a new Session")
 			s.endSession(sid)
+			continue
+		case resp.StatusCode == http.StatusUnauthorized && !nonced && resp.Header.Get("DPoP-Nonce") != "" &&
+			bearerError(resp.Header) == "use_dpop_nonce":
+			// RFC 9449 §9: once more, with the nonce send kept.
+			resp.Body.Close()
+			nonced = true
+			s.agent.Recorder.Note("use_dpop_nonce: sending the request again with the server nonce")
 			continue
 		case resp.StatusCode == http.StatusUnauthorized && !refreshed && s.signedIn() && bearerError(resp.Header) == "invalid_token":
 			resp.Body.Close()
@@ -289,7 +296,11 @@ func (s *Session) send(ctx context.Context, sid string, r Request, body []byte) 
 	if !s.agent.opts.NoOperations {
 		req.Header.Set("Poppy-Extensions", `"operations";v="3"`)
 	}
-	return s.agent.client.Do(req)
+	resp, err := s.agent.client.Do(req)
+	if err == nil {
+		s.agent.noteNonce(resp)
+	}
+	return resp, err
 }
 
 // signedIn reports whether this Session's requests carry an access token.

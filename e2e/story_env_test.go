@@ -122,8 +122,10 @@ func storySettings(t *testing.T) json.RawMessage {
 	}
 	s.Operations.Enabled = true
 	// The story runs with DPoP-bound tokens (spec 4.5): every signed-in
-	// request carries a proof of the agent's DPoP key.
+	// request carries a proof of the agent's DPoP key, with the server
+	// nonce the Company hands out (RFC 9449 §8, §9).
 	s.Auth.DPoP = tenant.DPoPRequired
+	s.Auth.DPoPNonce = true
 	raw, err := json.Marshal(struct {
 		Slug string `json:"slug"`
 		tenant.Settings

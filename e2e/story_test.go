@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/agent"
 	"github.com/poppyhost/poppyhost/internal/demoagent"
+	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
 // TestStory runs the jacket story of the demo (issue 10) against the built
@@ -122,6 +124,25 @@ func (e *storyEnv) storyAPI(t *testing.T) {
 		return strings.HasSuffix(x.URL, "/oauth/token") && x.RequestHeaders.Get("DPoP") != "" &&
 			json.Unmarshal([]byte(x.ResponseBody), &tr) == nil && tr.TokenType == "DPoP"
 	}), "a DPoP-bound token")
+	// The Company requires server nonces: the agent's first token request
+	// was answered use_dpop_nonce with one, and the proofs that followed
+	// carried it.
+	require.Positive(t, countRequests(a, func(x agent.Exchange) bool {
+		return strings.HasSuffix(x.URL, "/oauth/token") && x.Status == http.StatusBadRequest &&
+			strings.Contains(x.ResponseBody, "use_dpop_nonce") && x.ResponseHeaders.Get("DPoP-Nonce") != ""
+	}), "a use_dpop_nonce answer with a nonce")
+
+	// The agent signs its requests (Web Bot Auth, spec 5.3): the origin
+	// is told its verified operator in Poppy-Verified.
+	list, err := s.Do(ctx, agent.Request{Method: http.MethodGet, URL: base + "/orders"})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, list.Status, "%s", list.Body)
+	var last verified.Facts
+	e.controlDo(t, http.MethodGet, "/last-verified", nil, &last)
+	clientID, err := url.Parse(a.ClientID())
+	require.NoError(t, err)
+	require.Equal(t, clientID.Host, last.AgentOperator, "the verified operator reached the origin")
+	require.Equal(t, s.CurrentSID(), last.SID)
 
 	exchange := agent.Request{Method: http.MethodPost, URL: base + "/orders/" + jacketOrder + "/exchanges",
 		JSON: map[string]string{"item_id": jacketItem, "replacement_sku": jacketSKU}}

@@ -117,6 +117,10 @@ type Challenge struct {
 	// BearerOnly leaves the DPoP challenge out, for a resource that does
 	// not accept DPoP (Resource.BearerOnly).
 	BearerOnly bool
+	// Nonce, with Code use_dpop_nonce, is the server nonce the client
+	// must put in its next proof, sent in the DPoP-Nonce header (RFC 9449
+	// §9).
+	Nonce string
 	// dpopScheme says the request used the DPoP scheme: the error goes in
 	// the DPoP challenge (RFC 9449 §7.1).
 	dpopScheme bool
@@ -192,6 +196,9 @@ func (c *Challenge) SetHeader(w http.ResponseWriter, r *http.Request) {
 		c.dpopOffered = true
 	}
 	w.Header().Set("WWW-Authenticate", c.Header())
+	if c.Nonce != "" {
+		w.Header().Set(dpop.NonceHeader, c.Nonce)
+	}
 }
 
 // Write answers the request with the challenge.
@@ -265,7 +272,7 @@ func credentials(r *http.Request) (scheme, token string) {
 // the one the token is bound to; a bound token is refused with the Bearer
 // scheme.
 func (v *Validator) checkBinding(ctx context.Context, r *http.Request, c *tenant.Company, res Resource, scheme, token string, g *Grant) error {
-	refuse := func(code, desc string) error {
+	refuse := func(code, desc string) *Challenge {
 		return &Challenge{Code: code, Description: desc, ResourceMetadata: v.MetadataURL(c, res), BearerOnly: res.BearerOnly}
 	}
 	if scheme != "DPoP" {
@@ -281,12 +288,18 @@ func (v *Validator) checkBinding(ctx context.Context, r *http.Request, c *tenant
 	if err == nil {
 		var p *dpop.Proof
 		p, err = v.proofs.Verify(ctx, proof, dpop.Request{CompanyID: c.ID, Method: r.Method,
-			URL: &url.URL{Scheme: "https", Host: r.Host, Path: r.URL.Path, RawPath: r.URL.RawPath}, AccessToken: token})
+			URL: &url.URL{Scheme: "https", Host: r.Host, Path: r.URL.Path, RawPath: r.URL.RawPath}, AccessToken: token,
+			Nonce: c.Settings.Auth.DPoPNonce})
 		if err == nil && p.JKT != g.JKT {
 			return refuse(httpx.CodeInvalidToken, "the DPoP proof's key is not the key the access token is bound to")
 		}
 	}
 	if perr := (*dpop.Error)(nil); errors.As(err, &perr) {
+		if perr.Nonce != "" {
+			ch := refuse(httpx.CodeUseDPoPNonce, perr.Description)
+			ch.Nonce = perr.Nonce
+			return ch
+		}
 		return refuse(httpx.CodeInvalidDPoPProof, perr.Description)
 	}
 	return err

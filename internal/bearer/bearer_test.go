@@ -100,8 +100,14 @@ func claims(mutate func(m map[string]any)) map[string]any {
 func tok(sig string) string { return "h.p." + sig }
 
 func newUnitValidator(keys *fakeKeys, tokens *fakeTokens) *bearer.Validator {
-	proofs := dpop.New(&dpoptest.Replays{}, dpop.Options{Now: func() time.Time { return unitNow }})
+	clock := func() time.Time { return unitNow }
+	proofs := dpop.New(&dpoptest.Replays{}, dpop.Options{Now: clock, Nonces: dpop.NewNonces(unitSecrets, 0, clock)})
 	return bearer.New(keys, tokens, noSessions{}, proofs, unitURLs, func() time.Time { return unitNow })
+}
+
+// unitSecrets is every Company's secret in the unit tests.
+func unitSecrets(context.Context, int64) ([]byte, error) {
+	return []byte("0123456789abcdef0123456789abcdef"), nil
 }
 
 func requireChallenge(t *testing.T, err error, code, metadata string) *bearer.Challenge {

@@ -116,6 +116,49 @@ func TestDPoPChallenges(t *testing.T) {
 	require.Equal(t, `Bearer realm="poppyhost", DPoP realm="poppyhost", error="invalid_token", error_description="bad", `+algs, h)
 }
 
+// TestAuthorizeDPoPNonce: at a Company that requires server nonces, a
+// proof without one, or with a wrong one, is refused with use_dpop_nonce,
+// a DPoP challenge naming it and a nonce in DPoP-Nonce; the retry with the
+// nonce is accepted (RFC 9449 §9).
+func TestAuthorizeDPoPNonce(t *testing.T) {
+	t.Parallel()
+	key := dpoptest.NewKey()
+	bound := tok("bound")
+	v := newUnitValidator(&fakeKeys{payloads: map[string]any{
+		bound: claims(func(m map[string]any) { m["cnf"] = map[string]any{"jkt": key.JKT} }),
+	}}, &fakeTokens{})
+	nonces := *acme
+	nonces.Settings.Auth.DPoP = tenant.DPoPAllowed
+	nonces.Settings.Auth.DPoPNonce = true
+	ctx := tenant.WithCompany(context.Background(), &nonces)
+	send := func(proof string) (*httptest.ResponseRecorder, error) {
+		r := httptest.NewRequest(http.MethodGet, ordersURL, nil).WithContext(ctx)
+		r.Header.Set("Authorization", "DPoP "+bound)
+		r.Header.Set("DPoP", proof)
+		w := httptest.NewRecorder()
+		_, err := v.Authorize(ctx, r, bearer.Resource{})
+		if err != nil {
+			bearer.WriteError(w, r, err)
+		}
+		return w, err
+	}
+
+	w, err := send(key.Valid(http.MethodGet, ordersURL, bound, unitNow))
+	requireChallenge(t, err, httpx.CodeUseDPoPNonce, domainMetadata)
+	require.Equal(t, http.StatusUnauthorized, w.Code)
+	require.Contains(t, w.Header().Get("WWW-Authenticate"), `DPoP realm="poppyhost", error="use_dpop_nonce"`)
+	nonce := w.Header().Get("DPoP-Nonce")
+	require.NotEmpty(t, nonce)
+
+	w, err = send(key.WithNonce(http.MethodGet, ordersURL, bound, "not-"+nonce, unitNow))
+	requireChallenge(t, err, httpx.CodeUseDPoPNonce, domainMetadata)
+	require.Equal(t, nonce, w.Header().Get("DPoP-Nonce"))
+
+	w, err = send(key.WithNonce(http.MethodGet, ordersURL, bound, nonce, unitNow))
+	require.NoError(t, err)
+	require.Empty(t, w.Header().Get("DPoP-Nonce"))
+}
+
 // TestBearerOnlyChallenges: a service that does not accept DPoP (spec 7)
 // offers only the Bearer challenge, even at a Company that binds tokens.
 func TestBearerOnlyChallenges(t *testing.T) {

@@ -55,18 +55,35 @@ func (h *reader) stream(w http.ResponseWriter, r *http.Request, c *Conversation,
 			}
 		}
 	}
+	// delta writes a text delta; false when the client is gone.
+	delta := func(d Delta) bool {
+		data, _ := json.Marshal(map[string]string{"message_id": d.MessageID, "text": d.Text})
+		_, err := fmt.Fprintf(w, "event: text-delta\ndata: %s\n\n", data)
+		return err == nil && rc.Flush() == nil
+	}
 	if !send() {
 		return
 	}
 	for {
 		select {
 		case <-watch.C:
+			// The hub queued every delta that came before this wake-up:
+			// they go first, so a message never overtakes its own deltas.
+			for queued := true; queued; {
+				select {
+				case d := <-watch.Deltas:
+					if !delta(d) {
+						return
+					}
+				default:
+					queued = false
+				}
+			}
 			if !send() {
 				return
 			}
 		case d := <-watch.Deltas:
-			data, _ := json.Marshal(map[string]string{"message_id": d.MessageID, "text": d.Text})
-			if _, err := fmt.Fprintf(w, "event: text-delta\ndata: %s\n\n", data); err != nil || rc.Flush() != nil {
+			if !delta(d) {
 				return
 			}
 		case <-alive.C:

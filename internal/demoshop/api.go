@@ -76,6 +76,9 @@ func (s *Shop) mountAPI() {
 func (s *Shop) api(h func(http.ResponseWriter, *http.Request, *verified.Claims)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if c := s.claims(w, r, s.APIOrigin()); c != nil {
+			s.mu.Lock()
+			s.last = &c.Facts
+			s.mu.Unlock()
 			h(w, r, c)
 		}
 	}

@@ -29,6 +29,8 @@ var accountID = regexp.MustCompile(`^[0-9]{1,19}$`)
 //	                               {"api": PUT /company/v1/apis/orders body,
 //	                                "tools": {name: PUT /company/v1/tools/{name} body},
 //	                                "web_origin": web.origin}
+//	GET  /last-verified            the facts of the Poppy-Verified of the
+//	                               last API call (404 before the first)
 //
 // It has no authentication of its own: serve it only where the operator
 // alone can reach it. So that a web page the operator visits cannot use it
@@ -61,6 +63,16 @@ func (s *Shop) Control() http.Handler {
 		}
 		s.StallNextExchange()
 		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("GET /last-verified", func(w http.ResponseWriter, _ *http.Request) {
+		s.mu.Lock()
+		last := s.last
+		s.mu.Unlock()
+		if last == nil {
+			writeJSON(w, "application/json", http.StatusNotFound, problemBody("not_found", "no API call has arrived yet"))
+			return
+		}
+		writeJSON(w, "application/json", http.StatusOK, last)
 	})
 	mux.HandleFunc("GET /registration", func(w http.ResponseWriter, _ *http.Request) {
 		tools := map[string]Tool{}

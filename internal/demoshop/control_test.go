@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
 // controlCall sends a request to the control handler h as a local client
@@ -35,7 +37,19 @@ func TestControl(t *testing.T) {
 	require.Len(t, r.shop.Orders("7"), 2)
 	require.Equal(t, http.StatusNoContent, call(http.MethodPost, "/stall-next-exchange", `{}`).Code)
 
-	rec := call(http.MethodGet, "/registration", "")
+	// The last API call's Poppy-Verified facts, for tests of what the
+	// platform tells origins.
+	require.Equal(t, http.StatusNotFound, call(http.MethodGet, "/last-verified", "").Code)
+	facts := ada()
+	facts.AgentOperator = "agent.example"
+	require.Equal(t, http.StatusOK, r.do(http.MethodGet, "/api/orders", nil, verified.Header, r.token(r.shop.APIOrigin(), facts)).Status)
+	rec := call(http.MethodGet, "/last-verified", "")
+	require.Equal(t, http.StatusOK, rec.Code)
+	var last verified.Facts
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &last))
+	require.Equal(t, facts.Facts, last)
+
+	rec = call(http.MethodGet, "/registration", "")
 	require.Equal(t, http.StatusOK, rec.Code)
 	var reg struct {
 		API       map[string]any            `json:"api"`

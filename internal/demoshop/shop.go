@@ -52,6 +52,7 @@ type Shop struct {
 	orders  map[string][]*Order // by account ID
 	answers map[string]answer   // by account ID + " " + Idempotency-Key
 	stalls  int
+	last    *verified.Facts // of the last API call, for the control handler
 }
 
 // answer is what an approved action did, kept for repeats of its key.

@@ -35,7 +35,13 @@ var Algs = []string{"ES256", "ES384", "PS256", "PS384", "PS512", "RS256", "EdDSA
 const maxProof = 8 << 10
 
 // Error is a refused proof; Description says why, for the developer.
-type Error struct{ Description string }
+type Error struct {
+	Description string
+	// Nonce, when set, is the server nonce the client must put in a new
+	// proof: the refusal is use_dpop_nonce (RFC 9449 §8, §9), and the
+	// answer carries the nonce in the DPoP-Nonce header.
+	Nonce string
+}
 
 func (e *Error) Error() string { return "dpop: " + e.Description }
 
@@ -55,6 +61,9 @@ type Options struct {
 	Window time.Duration
 	// Skew is how far in the future iat may be [5s].
 	Skew time.Duration
+	// Nonces makes and checks server nonces, for requests that need one
+	// (Request.Nonce).
+	Nonces *Nonces
 }
 
 // Verifier checks DPoP proofs.
@@ -87,12 +96,18 @@ type Request struct {
 	// AccessToken is the token the proof must hash in ath, or "" at the
 	// token endpoint, where ath must be absent.
 	AccessToken string
+	// Nonce requires the proof to carry one of the Company's current
+	// server nonces (RFC 9449 §8, §9).
+	Nonce bool
 }
 
 // Proof is a verified proof.
 type Proof struct {
 	// JKT is the RFC 7638 thumbprint of the proof's key, base64url.
 	JKT string
+	// NextNonce, when set, is a newer server nonce than the proof's, for
+	// the answer's DPoP-Nonce header (RFC 9449 §8.2).
+	NextNonce string
 }
 
 // FromRequest returns the request's one DPoP header, or an error when it
@@ -196,6 +211,14 @@ func (v *Verifier) Verify(ctx context.Context, proof string, req Request) (*Proo
 		return nil, fail("the DPoP proof's jwk has no thumbprint")
 	}
 	jkt := base64.RawURLEncoding.EncodeToString(tp)
+	var next string
+	if req.Nonce {
+		// Before the jti is recorded: the retry with the nonce is a new
+		// proof anyway, but a refused one should leave nothing behind.
+		if next, err = v.checkNonce(ctx, req.CompanyID, cl.Nonce); err != nil {
+			return nil, err
+		}
+	}
 	fresh, err := v.replays.Seen(ctx, req.CompanyID, jkt, *cl.Jti, iat.Add(v.opts.Window+v.opts.Skew))
 	if err != nil {
 		return nil, err
@@ -203,7 +226,39 @@ func (v *Verifier) Verify(ctx context.Context, proof string, req Request) (*Proo
 	if !fresh {
 		return nil, fail("the DPoP proof's jti was already used; make a new proof for every request")
 	}
-	return &Proof{JKT: jkt}, nil
+	return &Proof{JKT: jkt, NextNonce: next}, nil
+}
+
+// checkNonce checks a proof's nonce claim against the Company's server
+// nonces. A missing or stale nonce is a use_dpop_nonce *Error carrying the
+// current one; a good nonce from the previous step returns the current one
+// to hand out.
+func (v *Verifier) checkNonce(ctx context.Context, companyID int64, nonce *string) (string, error) {
+	if v.opts.Nonces == nil {
+		return "", errors.New("dpop: a server nonce is required but the verifier has no Nonces")
+	}
+	valid, current := false, false
+	if nonce != nil {
+		var err error
+		if valid, current, err = v.opts.Nonces.check(ctx, companyID, *nonce); err != nil {
+			return "", err
+		}
+	}
+	if valid && current {
+		return "", nil
+	}
+	fresh, err := v.opts.Nonces.Current(ctx, companyID)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case valid:
+		return fresh, nil
+	case nonce == nil:
+		return "", &Error{Description: "the DPoP proof must carry the server nonce from the DPoP-Nonce header", Nonce: fresh}
+	default:
+		return "", &Error{Description: "the DPoP proof's nonce is not a current server nonce; use the one in the DPoP-Nonce header", Nonce: fresh}
+	}
 }
 
 // ATH is the access token hash of a proof (RFC 9449 §4.2).

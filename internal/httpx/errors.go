@@ -22,9 +22,12 @@ const (
 	CodeExtensionRequired = "extension_required"
 	// CodeInvalidToken and CodeInsufficientScope are RFC 6750 §3.1's,
 	// sent with a WWW-Authenticate challenge.
-	CodeInvalidToken         = "invalid_token"
-	CodeInsufficientScope    = "insufficient_scope"
-	CodeInvalidDPoPProof     = "invalid_dpop_proof"
+	CodeInvalidToken      = "invalid_token"
+	CodeInsufficientScope = "insufficient_scope"
+	CodeInvalidDPoPProof  = "invalid_dpop_proof"
+	// CodeUseDPoPNonce asks for a proof with the server nonce of the
+	// DPoP-Nonce header (RFC 9449 §9).
+	CodeUseDPoPNonce         = "use_dpop_nonce"
 	CodeUnauthorized         = "unauthorized"
 	CodeForbidden            = "forbidden"
 	CodeNotFound             = "not_found"
@@ -69,6 +72,7 @@ var statusOf = map[string]int{
 	CodeInvalidToken:         http.StatusUnauthorized,
 	CodeInsufficientScope:    http.StatusForbidden,
 	CodeInvalidDPoPProof:     http.StatusUnauthorized,
+	CodeUseDPoPNonce:         http.StatusUnauthorized,
 	CodeUnauthorized:         http.StatusUnauthorized,
 	CodeForbidden:            http.StatusForbidden,
 	CodeNotFound:             http.StatusNotFound,

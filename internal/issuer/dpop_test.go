@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/oauth2"
 
 	"github.com/poppyhost/poppyhost/internal/dpop/dpoptest"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
@@ -103,6 +104,44 @@ func TestTokenDPoPRefusals(t *testing.T) {
 	}
 }
 
+// TestTokenDPoPNonce runs RFC 9449 §8 at the token endpoint of a Company
+// that requires server nonces: a proof without one, or with a wrong one,
+// is refused with use_dpop_nonce and a nonce in DPoP-Nonce, leaving the
+// code unused, and the retry with the nonce is bound; refreshes need it
+// too.
+func TestTokenDPoPNonce(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	s.tokPatch(t, "stormline", map[string]any{"auth": map[string]any{"dpop": "allowed", "dpop_nonce": true}})
+	key := dpoptest.NewKey()
+	tokenURL := s.issuer + "/oauth/token"
+	withNonce := func(nonce string) string { return key.WithNonce(http.MethodPost, tokenURL, "", nonce, time.Now()) }
+
+	code, verifier := s.tokCode(t, s.conf.Scopes)
+	before := s.tokRows(t)
+	resp := s.dpopPost(t, s.tokCodeForm(code, verifier), s.dpopProof(key))
+	tokError(t, resp, http.StatusBadRequest, "use_dpop_nonce")
+	nonce := resp.Header.Get("DPoP-Nonce")
+	require.NotEmpty(t, nonce, "use_dpop_nonce comes with a nonce (RFC 9449 §8.1)")
+	resp = s.dpopPost(t, s.tokCodeForm(code, verifier), withNonce(nonce[:len(nonce)-2]+"AA"))
+	tokError(t, resp, http.StatusBadRequest, "use_dpop_nonce")
+	require.Equal(t, nonce, resp.Header.Get("DPoP-Nonce"))
+	s.tokNothingNew(t, before)
+
+	// The same code still works with the nonce.
+	body := requireBound(t, s.dpopPost(t, s.tokCodeForm(code, verifier), withNonce(nonce)), key)
+	rt := body["refresh_token"].(string)
+	tokError(t, s.dpopPost(t, refreshForm(rt), s.dpopProof(key)), http.StatusBadRequest, "use_dpop_nonce")
+	requireBound(t, s.dpopPost(t, refreshForm(rt), withNonce(nonce)), key)
+
+	// Without a proof a Company that allows DPoP still issues Bearer
+	// tokens: nonces are part of proofs only.
+	code, verifier = s.tokCode(t, s.conf.Scopes)
+	resp = s.dpopPost(t, s.tokCodeForm(code, verifier), "")
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	require.Equal(t, "Bearer", resp.JSON(t)["token_type"])
+}
+
 // TestTokenDPoPRequired: a Company that requires DPoP refuses a token
 // request without a proof, except for an MCP server that takes Bearer
 // tokens only, whose tokens are never bound (spec 7).
@@ -147,4 +186,30 @@ func TestTokenDPoPOff(t *testing.T) {
 	resp := s.dpopPost(t, s.tokCodeForm(code, verifier), s.dpopProof(dpoptest.NewKey()))
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 	require.Equal(t, "Bearer", resp.JSON(t)["token_type"])
+}
+
+// TestDPoPWithOAuth2Library: golang.org/x/oauth2 sends no DPoP proofs. At
+// a Company that allows DPoP, with nonces too, it signs in and refreshes
+// with Bearer tokens as before; at one that requires DPoP it gets
+// invalid_dpop_proof as an OAuth error it can show.
+func TestDPoPWithOAuth2Library(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	s.tokPatch(t, "stormline", map[string]any{"auth": map[string]any{"dpop": "allowed", "dpop_nonce": true}})
+	code, verifier := s.tokCode(t, s.conf.Scopes)
+	tok, err := s.conf.Exchange(s.ctx, code, oauth2.VerifierOption(verifier))
+	require.NoError(t, err)
+	require.Equal(t, "Bearer", tok.TokenType)
+	tok.Expiry = time.Now().Add(-time.Minute)
+	fresh, err := s.conf.TokenSource(s.ctx, tok).Token()
+	require.NoError(t, err)
+	require.Equal(t, "Bearer", fresh.TokenType)
+	require.NotEqual(t, tok.AccessToken, fresh.AccessToken)
+
+	s.tokPatch(t, "stormline", map[string]any{"auth": map[string]any{"dpop": "required", "dpop_nonce": false}})
+	code, verifier = s.tokCode(t, s.conf.Scopes)
+	_, err = s.conf.Exchange(s.ctx, code, oauth2.VerifierOption(verifier))
+	var re *oauth2.RetrieveError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, "invalid_dpop_proof", re.ErrorCode)
 }

@@ -109,7 +109,8 @@ func (e *issuerEnv) Handler(t testing.TB, o options) http.Handler {
 	srv := issuer.New(issuer.Options{
 		Pool: e.Pool, Keys: keys, Resolver: agentid.NewResolver(fetch, agentid.Options{Now: now}),
 		Replays: clientauth.NewPGReplays(e.Pool), Accounts: accts, URLs: e.URLs,
-		Proofs:           dpop.New(dpop.NewStore(e.Pool), dpop.Options{Now: now}),
+		Proofs: dpop.New(dpop.NewStore(e.Pool), dpop.Options{Now: now,
+			Nonces: dpop.NewNonces(keys.Secret, 0, now)}),
 		CompanyForAPIKey: e.Tenants.CompanyForAPIKey, Now: now,
 		Limiter: limits, LoginRates: o.LoginRates, Metrics: reg,
 	})

@@ -77,6 +77,11 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	proof, err := s.checkProof(w, r, c)
+	if err != nil {
+		s.tokenError(w, r, nil, err)
+		return
+	}
 	ar, err := s.provider.NewAccessRequest(ctx, r, &Session{})
 	if err != nil {
 		s.tokenError(w, r, ar, err)
@@ -108,7 +113,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		s.tokenError(w, r, ar, err)
 		return
 	}
-	if err := s.bindDPoP(r, c, sess); err != nil {
+	if err := s.bindDPoP(r, c, sess, proof); err != nil {
 		s.tokenError(w, r, ar, err)
 		return
 	}

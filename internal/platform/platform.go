@@ -127,7 +127,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	joins := browserjoin.NewStore(opts.Pool)
 	limits := httpx.NewLimiter()
 	dpopJTIs := dpop.NewStore(opts.Pool)
-	proofs := dpop.New(dpopJTIs, dpop.Options{Now: now})
+	proofs := dpop.New(dpopJTIs, dpop.Options{Now: now, Nonces: dpop.NewNonces(keys.Secret, 0, now)})
 	// Web Bot Auth (spec 5.3): a signed request's operator, recognised
 	// before the address limit so that it is limited as its operator.
 	botMetrics, err := botauth.NewMetrics(reg)

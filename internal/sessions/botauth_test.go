@@ -125,3 +125,33 @@ func TestWebBotAuth(t *testing.T) {
 		})
 	})
 }
+
+// TestWebBotAuthOperator: the operator a valid signature names is the
+// Session's for the request, on its first request, which creates the
+// Session, and on later ones; an unsigned request has none.
+func TestWebBotAuthOperator(t *testing.T) {
+	t.Parallel()
+	env := setup(t)
+	a := env.StartAgent(t, "")
+	bot := serveDirectory(t, a)
+	c := newCompany(t, env, nil)
+	whoami := env.PublicURL("/t/" + c.Slug + "/whoami")
+	sid := newSID()
+	ask := func(signed bool) map[string]any {
+		cl := c.claims(sid)
+		cl.URL = whoami
+		h := sessionHeader(t, a, cl, peers.SessionOptions{})
+		if signed {
+			h = bot.sign(t, whoami, h, botOpts{})
+		}
+		resp := post(t, env, whoami, h)
+		requireStatus(t, resp, http.StatusOK)
+		return resp.JSON(t)
+	}
+	host := strings.TrimPrefix(bot.agent, "https://")
+	first := ask(true)
+	require.Equal(t, true, first["new"], "the first request creates the Session")
+	require.Equal(t, host, first["operator"])
+	require.Equal(t, host, ask(true)["operator"])
+	require.Equal(t, "", ask(false)["operator"])
+}

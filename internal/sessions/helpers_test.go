@@ -94,6 +94,12 @@ func (k *kit) handler() http.Handler {
 	platform.Route("/t/{slug}", func(r chi.Router) {
 		r.Use(tenant.BySlug(tenants), recognize, tenant.LimitByAddress(limits))
 		r.With(reports.BufferReport, sess.Require(limits)).Post("/poppy/feedback", reports.ServeFeedback)
+		// whoami answers with what the Session middleware left in the
+		// context, for tests of it.
+		r.With(sess.Require(limits)).Post("/whoami", func(w http.ResponseWriter, r *http.Request) {
+			s := sessions.FromContext(r.Context())
+			httpx.WriteJSON(w, http.StatusOK, map[string]any{"sid": s.SID, "new": s.New, "operator": s.Operator})
+		})
 	})
 	return tenant.HostRouter(tenants, publicHost, platform, newRouter(), newRouter())
 }

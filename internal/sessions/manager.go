@@ -144,7 +144,9 @@ func Continue(ctx context.Context) error {
 				return err
 			}
 		}
-		created.Extensions = sess.Extensions
+		// What this request alone says stays: its extensions and the
+		// operator its signature named.
+		created.Extensions, created.Operator = sess.Extensions, sess.Operator
 		*sess = *created
 		return nil
 	}

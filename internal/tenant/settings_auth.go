@@ -30,6 +30,9 @@ type Auth struct {
 	// DPoP is whether access tokens are bound with DPoP (spec 4.5, RFC
 	// 9449): DPoPOff (""), DPoPAllowed or DPoPRequired.
 	DPoP string `json:"dpop,omitempty"`
+	// DPoPNonce requires DPoP proofs to carry a server nonce, at the token
+	// endpoint and at every resource (RFC 9449 §8, §9); it needs DPoP.
+	DPoPNonce bool `json:"dpop_nonce,omitempty"`
 }
 
 // DPoP settings (auth.dpop).

@@ -48,6 +48,9 @@ func (c *checker) auth(a *Auth) {
 	default:
 		c.Add("auth.dpop", "must be %s, %s or %s", DPoPOff, DPoPAllowed, DPoPRequired)
 	}
+	if a.DPoPNonce && !a.BindsTokens() {
+		c.Add("auth.dpop_nonce", "needs auth.dpop %s or %s: nonces are part of DPoP proofs", DPoPAllowed, DPoPRequired)
+	}
 	if t := a.TokenLifetimes.AccessSeconds; t != 0 && (t < 60 || t > 86400) {
 		c.Add("auth.token_lifetimes.access_seconds", "must be 0 (the default) or from 60 to 86400")
 	}

@@ -821,6 +821,9 @@ func TestValidate(t *testing.T) {
 		{"dpop wrong case", `{"auth": {"dpop": "Required"}}`, "auth.dpop"},
 		{"dpop a boolean", `{"auth": {"dpop": true}}`, "auth.dpop"},
 		{"dpop without an issuer", `{"auth": {"issuer": false, "dpop": "allowed"}}`, "auth.dpop"},
+		{"dpop nonce without dpop", `{"auth": {"dpop_nonce": true}}`, "auth.dpop_nonce"},
+		{"dpop nonce with dpop off", `{"auth": {"dpop": "off", "dpop_nonce": true}}`, "auth.dpop_nonce"},
+		{"dpop nonce a string", `{"auth": {"dpop": "allowed", "dpop_nonce": "yes"}}`, "auth.dpop_nonce"},
 
 		// sessions (spec 5.5)
 		{"idle timeout under a minute", `{"sessions": {"idle_timeout_seconds": 59}}`, "sessions.idle_timeout_seconds"},

@@ -97,6 +97,14 @@ func (k *Key) Valid(method, htu, token string, now time.Time) string {
 	return k.Make(k.For(method, htu, token, now))
 }
 
+// WithNonce returns a valid proof for method and htu at now carrying the
+// server nonce, with ath for token when it is not "".
+func (k *Key) WithNonce(method, htu, token, nonce string, now time.Time) string {
+	p := k.For(method, htu, token, now)
+	p.Claims["nonce"] = nonce
+	return k.Make(p)
+}
+
 func must(err error) {
 	if err != nil {
 		panic(err)
