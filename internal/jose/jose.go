@@ -2,9 +2,12 @@ package jose
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"math/big"
 	"strings"
 	"time"
 
@@ -27,7 +30,8 @@ func AgentAlg(alg *string) (jwa.SignatureAlgorithm, bool) {
 }
 
 // DecodeSegment decodes one base64url segment of a compact JWS, which must
-// hold exactly one JSON object, into v. Numbers decode as json.Number.
+// hold exactly one JSON object, into the struct v; members that are
+// numbers are best read as json.RawMessage (NumericDate).
 func DecodeSegment(seg string, v any) error {
 	raw, err := base64.RawURLEncoding.DecodeString(seg)
 	if err != nil {
@@ -37,15 +41,25 @@ func DecodeSegment(seg string, v any) error {
 	if len(raw) == 0 || raw[0] != '{' {
 		return errors.New("not a JSON object")
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(v); err != nil {
-		return err
+	// Unmarshal refuses trailing data, so the segment is one object.
+	return json.Unmarshal(raw, v)
+}
+
+// VerifyES256 reports whether the compact JWS token, split into parts by
+// Split, carries a valid ES256 signature (RFC 7518 §3.4: R and S, 32 bytes
+// each) by pub over its signing input. The caller has checked that the
+// header's alg is ES256.
+func VerifyES256(token string, parts []string, pub *ecdsa.PublicKey) bool {
+	if len(parts) != 3 || pub == nil || base64.RawURLEncoding.DecodedLen(len(parts[2])) != 64 {
+		return false
 	}
-	if dec.More() {
-		return errors.New("trailing data")
+	var sig [64]byte
+	if n, err := base64.RawURLEncoding.Decode(sig[:], []byte(parts[2])); err != nil || n != 64 {
+		return false
 	}
-	return nil
+	sum := sha256.Sum256([]byte(token[:len(parts[0])+1+len(parts[1])]))
+	r, s := new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:])
+	return ecdsa.Verify(pub, sum[:], r, s)
 }
 
 // maxDate bounds NumericDates to years before 5138, so arithmetic on them

@@ -1,11 +1,18 @@
 package jose
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/lestrrat-go/jwx/v2/jwa"
+	"github.com/lestrrat-go/jwx/v2/jws"
 	"github.com/stretchr/testify/require"
 )
 
@@ -13,12 +20,56 @@ func seg(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s
 
 func TestDecodeSegment(t *testing.T) {
 	t.Parallel()
-	var v map[string]any
-	require.NoError(t, DecodeSegment(seg(`{"a":1}`), &v))
-	require.Equal(t, json.Number("1"), v["a"])
+	var v struct {
+		A json.RawMessage `json:"a"`
+	}
+	require.NoError(t, DecodeSegment(seg(` {"a":1} `), &v))
+	require.Equal(t, json.RawMessage("1"), v.A)
 	for _, bad := range []string{"!!", seg(``), seg(`[1]`), seg(`"x"`), seg(`{"a":1}{}`), seg(`{"a":`)} {
 		require.Error(t, DecodeSegment(bad, &v), bad)
 	}
+}
+
+// TestVerifyES256 accepts a signature jwx makes and refuses every change
+// to the token, the key or the signature's form.
+func TestVerifyES256(t *testing.T) {
+	t.Parallel()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	other, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	signed, err := jws.Sign([]byte(`{"sub":"ada"}`), jws.WithKey(jwa.ES256, key))
+	require.NoError(t, err)
+	token := string(signed)
+	parts := strings.Split(token, ".")
+	require.True(t, VerifyES256(token, parts, &key.PublicKey))
+
+	require.False(t, VerifyES256(token, parts, &other.PublicKey), "another key")
+	require.False(t, VerifyES256(token, parts, nil), "no key")
+	tampered := parts[0] + "." + seg(`{"sub":"bob"}`) + "." + parts[2]
+	require.False(t, VerifyES256(tampered, strings.Split(tampered, "."), &key.PublicKey), "other claims")
+	sig, err := base64.RawURLEncoding.DecodeString(parts[2])
+	require.NoError(t, err)
+	for name, bad := range map[string][]byte{
+		"short":     sig[:63],
+		"long":      append(append([]byte{}, sig...), 0),
+		"flipped":   append(append([]byte{}, sig[:63]...), sig[63]^1),
+		"zero":      make([]byte, 64),
+		"swapped r": append(append([]byte{}, sig[32:]...), sig[:32]...),
+	} {
+		p := []string{parts[0], parts[1], base64.RawURLEncoding.EncodeToString(bad)}
+		tok := strings.Join(p, ".")
+		require.False(t, VerifyES256(tok, p, &key.PublicKey), name)
+	}
+	// An ASN.1 DER signature, as some libraries wrongly send, is refused.
+	sum := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
+	der, err := ecdsa.SignASN1(rand.Reader, key, sum[:])
+	require.NoError(t, err)
+	p := []string{parts[0], parts[1], base64.RawURLEncoding.EncodeToString(der)}
+	require.False(t, VerifyES256(strings.Join(p, "."), p, &key.PublicKey), "DER")
+	require.False(t, VerifyES256(token, parts[:2], &key.PublicKey), "two parts")
+	p = []string{parts[0], parts[1], parts[2] + "!"}
+	require.False(t, VerifyES256(strings.Join(p, "."), p, &key.PublicKey), "not base64url")
 }
 
 func TestNumericDate(t *testing.T) {
