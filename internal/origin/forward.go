@@ -9,6 +9,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -134,8 +135,9 @@ func (c *Caller) Relay(w http.ResponseWriter, r *http.Request, rl *Relay) {
 	}
 
 	proxy := &httputil.ReverseProxy{
-		Transport: c.transport,
-		ErrorLog:  c.errorLog,
+		Transport:  c.transport,
+		ErrorLog:   c.errorLog,
+		BufferPool: copyBuffers,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL = rl.Target
 			pr.Out.Host = ""
@@ -190,6 +192,27 @@ func (c *Caller) Relay(w http.ResponseWriter, r *http.Request, rl *Relay) {
 		rw = headWriter{w, rl.Head}
 	}
 	proxy.ServeHTTP(rw, out)
+}
+
+// copyBuffers lends httputil.ReverseProxy the buffers it copies answers
+// through, which it otherwise allocates anew (32 KiB) for every call.
+var copyBuffers = &bufferPool{}
+
+// bufferPool is an httputil.BufferPool of 32 KiB buffers.
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if buf, ok := b.p.Get().(*[]byte); ok {
+		return *buf
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *bufferPool) Put(buf []byte) {
+	if cap(buf) == 32<<10 {
+		buf = buf[:cap(buf)]
+		b.p.Put(&buf)
+	}
 }
 
 // pacedBody pushes the origin's timeout back as the request body is read.
