@@ -59,8 +59,9 @@ type Waiter struct {
 	// C receives a value when the conversation may have new events, or
 	// when the hub reconnected and could have missed some.
 	C chan struct{}
-	// Deltas receives text deltas; full means the reader is slow and
-	// misses some, which a Personal Agent tolerates (8.6).
+	// Deltas receives text deltas (WatchDeltas; nil otherwise, and none
+	// are sent); full means the reader is slow and misses some, which a
+	// Personal Agent tolerates (8.6).
 	Deltas chan Delta
 	key    string
 	hub    *Hub
@@ -70,9 +71,20 @@ func hubKey(companyID int64, conversationID string) string {
 	return strconv.FormatInt(companyID, 10) + " " + conversationID
 }
 
-// Watch registers a waiter for a conversation.
+// Watch registers a waiter for a conversation's events, without deltas:
+// a long-poll's.
 func (h *Hub) Watch(companyID int64, conversationID string) *Waiter {
-	w := &Waiter{C: make(chan struct{}, 1), Deltas: make(chan Delta, 64), key: hubKey(companyID, conversationID), hub: h}
+	return h.watch(companyID, conversationID, nil)
+}
+
+// WatchDeltas registers a waiter for a conversation's events and its text
+// deltas, with room for 64 deltas: a stream's.
+func (h *Hub) WatchDeltas(companyID int64, conversationID string) *Waiter {
+	return h.watch(companyID, conversationID, make(chan Delta, 64))
+}
+
+func (h *Hub) watch(companyID int64, conversationID string, deltas chan Delta) *Waiter {
+	w := &Waiter{C: make(chan struct{}, 1), Deltas: deltas, key: hubKey(companyID, conversationID), hub: h}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	set := h.waiters[w.key]

@@ -14,7 +14,7 @@ import (
 func (h *reader) stream(w http.ResponseWriter, r *http.Request, c *Conversation, p readParams) {
 	rc := http.NewResponseController(w)
 	ctx := r.Context()
-	watch := h.hub.Watch(c.CompanyID, c.ID)
+	watch := h.hub.WatchDeltas(c.CompanyID, c.ID)
 	defer watch.Stop()
 
 	w.Header().Set("Content-Type", "text/event-stream")

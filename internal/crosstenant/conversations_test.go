@@ -152,7 +152,7 @@ func TestConversations(t *testing.T) {
 	// happens at B under A's conversation ID reaches no reader of A's.
 	t.Run("conversations.Hub/Watch", func(t *testing.T) {
 		hub := conversations.NewHub(w.pool, nil)
-		readerA, readerB := hub.Watch(a, id), hub.Watch(b, id)
+		readerA, readerB := hub.WatchDeltas(a, id), hub.WatchDeltas(b, id)
 		defer readerA.Stop()
 		defer readerB.Stop()
 		stop := hub.Start(ctx)

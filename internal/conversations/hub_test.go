@@ -1,0 +1,49 @@
+package conversations_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/poppyhost/poppyhost/internal/conversations"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
+)
+
+// TestHubDeltasOnlyToStreams: a stream's waiter gets text deltas; a
+// long-poll's has no delta buffer at all and is not held up by deltas.
+func TestHubDeltasOnlyToStreams(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.NewPool(t)
+	hub := conversations.NewHub(pool, nil)
+	poll, stream := hub.Watch(1, "cnv_a"), hub.WatchDeltas(1, "cnv_a")
+	defer poll.Stop()
+	defer stream.Stop()
+	require.Nil(t, poll.Deltas, "a long-poll allocates no delta buffer")
+	stop := hub.Start(ctx)
+	defer stop()
+	for _, w := range []*conversations.Waiter{poll, stream} {
+		select {
+		case <-w.C:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the hub did not start listening")
+		}
+	}
+	for _, text := range []string{"one", "two"} {
+		require.NoError(t, conversations.PublishDelta(ctx, pool,
+			conversations.Delta{CompanyID: 1, ConversationID: "cnv_a", MessageID: "msg_1", Text: text}))
+		select {
+		case d := <-stream.Deltas:
+			require.Equal(t, text, d.Text)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the stream got no delta")
+		}
+	}
+	select {
+	case <-poll.C:
+		t.Fatal("a delta woke the long-poll")
+	default:
+	}
+}
