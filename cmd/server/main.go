@@ -120,8 +120,8 @@ func run(ctx context.Context, env runEnv) error {
 		}
 	}()
 
-	stopHub := p.Hub.Start(context.WithoutCancel(ctx))
-	defer stopHub()
+	stopListener := p.Listener.Start(context.WithoutCancel(ctx))
+	defer stopListener()
 
 	tlsConfig, err := serverTLS(cfg)
 	if err != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/issuer"
 	"github.com/poppyhost/poppyhost/internal/jobs"
+	"github.com/poppyhost/poppyhost/internal/notify"
 	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/sessions"
 	"github.com/poppyhost/poppyhost/internal/signing"
@@ -102,8 +103,9 @@ func (r *rig) replica(t testing.TB) (http.Handler, *conversations.Hub, *jobs.Que
 		Accounts: accts, URLs: r.URLs, CompanyForAPIKey: tenants.CompanyForAPIKey, Now: now, Limiter: limits,
 	})
 	tokens := bearer.New(keys, oauth.Store(), sessionStore, dpop.New(dpop.NewStore(r.Pool), dpop.Options{Now: now}), r.URLs, now)
-	hub := conversations.NewHub(r.Pool, logger)
-	t.Cleanup(hub.Start(context.Background()))
+	listener := notify.New(r.Pool, logger)
+	hub := conversations.NewHub(listener)
+	t.Cleanup(listener.Start(context.Background()))
 	delivery := conversations.NewDelivery(conversations.DeliveryOptions{
 		Pool: r.Pool, Jobs: queue.Client, Companies: tenants, Keys: keys, URLs: r.URLs,
 		Client: safehttp.New(fetch), Logger: logger, Now: now,

@@ -4,13 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/poppyhost/poppyhost/internal/notify"
 )
 
 // Channels of PostgreSQL notifications. An event notification carries
@@ -29,13 +28,11 @@ type Delta struct {
 	Text           string `json:"text"`
 }
 
-// Hub wakes the readers waiting on a conversation, on every replica: one
-// LISTEN connection per process fans notifications out to them, so a
-// message accepted by one replica wakes a long-poll or stream on another.
+// Hub wakes the readers waiting on a conversation, on every replica: the
+// process's notify.Listener hands it every event and delta notification,
+// so a message accepted by one replica wakes a long-poll or stream on
+// another.
 type Hub struct {
-	pool   *pgxpool.Pool
-	logger *slog.Logger
-
 	mu      sync.Mutex
 	waiters map[string]map[*Waiter]struct{}
 
@@ -43,9 +40,20 @@ type Hub struct {
 	draining  chan struct{}
 }
 
-// NewHub returns a Hub; Run makes it listen.
-func NewHub(pool *pgxpool.Pool, logger *slog.Logger) *Hub {
-	return &Hub{pool: pool, logger: logger, waiters: map[string]map[*Waiter]struct{}{}, draining: make(chan struct{})}
+// NewHub returns a Hub fed by l's notifications; it wakes every waiter
+// whenever l (re)connects, since notifications sent while l was not
+// listening are lost.
+func NewHub(l *notify.Listener) *Hub {
+	h := &Hub{waiters: map[string]map[*Waiter]struct{}{}, draining: make(chan struct{})}
+	l.Handle(eventsChannel, h.wake)
+	l.Handle(deltasChannel, func(payload string) {
+		var d Delta
+		if json.Unmarshal([]byte(payload), &d) == nil {
+			h.delta(d)
+		}
+	})
+	l.OnConnect(h.wakeAll)
+	return h
 }
 
 // Drain ends every long-poll (with an empty read) and stream now and from
@@ -142,70 +150,6 @@ func (h *Hub) delta(d Delta) {
 	}
 }
 
-// Start runs the hub in the background until stop is called; stop waits
-// for its connection to close.
-func (h *Hub) Start(ctx context.Context) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		h.Run(ctx)
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
-}
-
-// Run listens until ctx ends, reconnecting after failures. After each
-// (re)connection it wakes every waiter, since notifications sent while it
-// was not listening are lost.
-func (h *Hub) Run(ctx context.Context) {
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		err := h.listen(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		h.logger.WarnContext(ctx, "conversation listener lost its connection; reconnecting", slog.Any("err", err))
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
-}
-
-func (h *Hub) listen(ctx context.Context) error {
-	pooled, err := h.pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	// The connection will LISTEN: it must never go back to the pool.
-	conn := pooled.Hijack()
-	defer conn.Close(context.WithoutCancel(ctx))
-	if err := listenTo(ctx, conn, eventsChannel, deltasChannel); err != nil {
-		return err
-	}
-	h.wakeAll()
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return err
-		}
-		switch n.Channel {
-		case eventsChannel:
-			h.wake(n.Payload)
-		case deltasChannel:
-			var d Delta
-			if json.Unmarshal([]byte(n.Payload), &d) == nil {
-				h.delta(d)
-			}
-		}
-	}
-}
-
 // maxPayload keeps a notification under PostgreSQL's limit of 8000 bytes.
 const maxPayload = 7900
 
@@ -216,7 +160,7 @@ func PublishDelta(ctx context.Context, pool *pgxpool.Pool, d Delta) error {
 	if err != nil {
 		return err
 	}
-	return notify(ctx, pool, deltasChannel, string(payload))
+	return notify.Send(ctx, pool, deltasChannel, string(payload))
 }
 
 // deltaPayload is d as a notification payload, its text cut to fit.

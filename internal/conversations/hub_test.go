@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/conversations"
+	"github.com/poppyhost/poppyhost/internal/notify"
 	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
@@ -17,12 +18,13 @@ func TestHubDeltasOnlyToStreams(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := testdb.NewPool(t)
-	hub := conversations.NewHub(pool, nil)
+	listener := notify.New(pool, nil)
+	hub := conversations.NewHub(listener)
 	poll, stream := hub.Watch(1, "cnv_a"), hub.WatchDeltas(1, "cnv_a")
 	defer poll.Stop()
 	defer stream.Stop()
 	require.Nil(t, poll.Deltas, "a long-poll allocates no delta buffer")
-	stop := hub.Start(ctx)
+	stop := listener.Start(ctx)
 	defer stop()
 	for _, w := range []*conversations.Waiter{poll, stream} {
 		select {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/conversations"
 	"github.com/poppyhost/poppyhost/internal/httpx"
+	"github.com/poppyhost/poppyhost/internal/notify"
 )
 
 // notFound reports whether err is the conversation_not_found refusal.
@@ -151,11 +152,12 @@ func TestConversations(t *testing.T) {
 	// Readers wait on a hub keyed by Company and conversation: what
 	// happens at B under A's conversation ID reaches no reader of A's.
 	t.Run("conversations.Hub/Watch", func(t *testing.T) {
-		hub := conversations.NewHub(w.pool, nil)
+		listener := notify.New(w.pool, nil)
+		hub := conversations.NewHub(listener)
 		readerA, readerB := hub.WatchDeltas(a, id), hub.WatchDeltas(b, id)
 		defer readerA.Stop()
 		defer readerB.Stop()
-		stop := hub.Start(ctx)
+		stop := listener.Start(ctx)
 		defer stop()
 		// Each reader is woken once when the hub starts listening.
 		for _, r := range []*conversations.Waiter{readerA, readerB} {

@@ -33,6 +33,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/issuer"
 	"github.com/poppyhost/poppyhost/internal/jobs"
 	"github.com/poppyhost/poppyhost/internal/mcpserver"
+	"github.com/poppyhost/poppyhost/internal/notify"
 	"github.com/poppyhost/poppyhost/internal/operations"
 	"github.com/poppyhost/poppyhost/internal/origin"
 	"github.com/poppyhost/poppyhost/internal/registry"
@@ -74,8 +75,11 @@ type Platform struct {
 	Accounts *accounts.Store
 	Sessions *sessions.Store
 	Issuer   *issuer.Server
-	// Hub wakes conversation readers on this replica; the server starts
-	// it (Hub.Start).
+	// Listener hears PostgreSQL notifications for this replica: the
+	// conversation readers' wake-ups and the Company cache's changes. The
+	// server starts it (Listener.Start).
+	Listener *notify.Listener
+	// Hub wakes conversation readers on this replica.
 	Hub *conversations.Hub
 	// Jobs runs background work; the server starts and stops it.
 	Jobs *jobs.Client
@@ -146,7 +150,14 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	})
 	p.Issuer = oauth
 	tokens := bearer.New(keys, oauth.Store(), p.Sessions, proofs, opts.URLs, now)
-	p.Hub = conversations.NewHub(opts.Pool, logger)
+	p.Listener = notify.New(opts.Pool, logger)
+	p.Hub = conversations.NewHub(p.Listener)
+	// Requests find their Company in this replica's cache, which every
+	// replica's changes reach by notification.
+	companies, err := tenant.NewCache(p.Tenants, p.Listener, tenant.CacheOptions{Now: now, Metrics: reg})
+	if err != nil {
+		return nil, err
+	}
 	// New events go to the Company Agent's webhook through River.
 	delivery := conversations.NewDelivery(conversations.DeliveryOptions{
 		Pool: opts.Pool, Jobs: queue.Client, Companies: p.Tenants, Keys: keys, URLs: opts.URLs,
@@ -236,10 +247,10 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 			h.CompanyAPI(r)
 		}
 	})
-	platform.With(tenant.BySlug(p.Tenants)).Get("/.well-known/oauth-authorization-server/t/{slug}", disc.ServeASMetadata)
-	platform.With(tenant.BySlug(p.Tenants)).Get("/.well-known/oauth-protected-resource/t/{slug}/mcp", mcp.ServeMetadata)
+	platform.With(tenant.BySlug(companies)).Get("/.well-known/oauth-authorization-server/t/{slug}", disc.ServeASMetadata)
+	platform.With(tenant.BySlug(companies)).Get("/.well-known/oauth-protected-resource/t/{slug}/mcp", mcp.ServeMetadata)
 	platform.Route("/t/{slug}", func(r chi.Router) {
-		r.Use(tenant.BySlug(p.Tenants), recognize, tenant.LimitByAddress(limits))
+		r.Use(tenant.BySlug(companies), recognize, tenant.LimitByAddress(limits))
 		disc.Public(r)
 		// Feedback needs no account, but an access token sent with it must
 		// still be valid and the Session's (spec 5.3 step 3).
@@ -275,7 +286,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	// another method stays ours: 405.
 	web.Domain(company)
 
-	host := tenant.HostRouter(p.Tenants, opts.URLs.Public.Hostname(), platform, company, ops)
+	host := tenant.HostRouter(companies, opts.URLs.Public.Hostname(), platform, company, ops)
 	p.handler = httpx.Instrument(logger, metrics, httpx.PaceBodies(opts.Bodies)(opts.Proxies.Middleware(host)))
 	return p, nil
 }

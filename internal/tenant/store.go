@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -32,6 +33,21 @@ func (e *ConflictError) Error() string { return e.Field + ": " + e.Message }
 // PostgreSQL. Every query on a Company's rows is filtered by its ID.
 type Store struct {
 	pool *pgxpool.Pool
+
+	mu      sync.Mutex
+	changed []func(companyID int64) // the Caches on this Store (NewCache)
+}
+
+// notifyChanged tells the Caches on this Store that a Company changed,
+// once the change committed: this replica's see it at once, before the
+// notification that tells every replica's arrives.
+func (s *Store) notifyChanged(companyID int64) {
+	s.mu.Lock()
+	fs := s.changed
+	s.mu.Unlock()
+	for _, f := range fs {
+		f(companyID)
+	}
 }
 
 // NewStore returns a Store on pool.
@@ -167,6 +183,7 @@ func (s *Store) Modify(ctx context.Context, companyID int64, change func(c *Comp
 	if err != nil {
 		return nil, mapWriteError(err)
 	}
+	s.notifyChanged(companyID)
 	return out, nil
 }
 
@@ -209,7 +226,7 @@ func (s *Store) List(ctx context.Context, after string, limit int) ([]*Company, 
 // Delete removes a Company and, by cascade, every row it owns, and retires
 // its slug.
 func (s *Store) Delete(ctx context.Context, companyID int64) error {
-	return db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var slug string
 		err := tx.QueryRow(ctx, `DELETE FROM companies WHERE id = $1 RETURNING slug`, companyID).Scan(&slug)
 		if err != nil {
@@ -218,6 +235,10 @@ func (s *Store) Delete(ctx context.Context, companyID int64) error {
 		_, err = tx.Exec(ctx, `INSERT INTO retired_slugs (slug) VALUES ($1) ON CONFLICT DO NOTHING`, slug)
 		return err
 	})
+	if err == nil {
+		s.notifyChanged(companyID)
+	}
+	return err
 }
 
 // Secrets: API keys and operator tokens are 32 random bytes, shown once with

@@ -106,7 +106,7 @@ func SetupWith(t testing.TB, o Options) *Env {
 	p, err := platform.New(context.Background(), opts)
 	require.NoError(t, err)
 
-	t.Cleanup(p.Hub.Start(context.Background()))
+	t.Cleanup(p.Listener.Start(context.Background()))
 
 	return &Env{
 		Pool: pool, Platform: p, CA: ca, URLs: urls, Hosts: hosts,
