@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/poppyhost/poppyhost/internal/dpop"
@@ -216,6 +217,24 @@ func BuildASMetadata(c *tenant.Company, urls tenant.URLs) (ASMetadata, bool) {
 		}
 	}
 	return m, true
+}
+
+// OffersMCPClients reports whether c's issuer signs in MCP clients that are
+// not Personal Agents for its hosted MCP server (spec 7, "Other MCP
+// clients"), given that the server exists (it has tools): the setting
+// mcp.other_clients and the authorization code sign-in they use.
+func OffersMCPClients(c *tenant.Company, hasTools bool) bool {
+	return hasTools && c.Settings.Auth.Issuer && c.Settings.MCP.AcceptsOtherClients() &&
+		slices.Contains(c.Settings.Auth.OfferedGrantTypes(), tenant.GrantAuthorizationCode)
+}
+
+// AddMCPClients adds to the metadata what MCP clients that are not
+// Personal Agents need: public clients (token_endpoint_auth_method none)
+// at the token and revocation endpoints. client_id_metadata_document_supported
+// is already there, for Personal Agents and them alike.
+func (m *ASMetadata) AddMCPClients() {
+	m.TokenEndpointAuthMethodsSupported = append(m.TokenEndpointAuthMethodsSupported, "none")
+	m.RevocationEndpointAuthMethodsSupported = append(m.RevocationEndpointAuthMethodsSupported, "none")
 }
 
 // ExcludedTasksDoc is the excluded tasks document (spec 9.1).

@@ -37,6 +37,13 @@ type Agent struct {
 	LogoURI string
 	// ClientID is the agent's client_id URL; the page shows its host.
 	ClientID string
+	// MCPClient marks a client that is not a Personal Agent: an MCP client
+	// signing in with MCP's own authorization for the MCP server only
+	// (spec 7). The page says so.
+	MCPClient bool
+	// HomePage is an MCP client's client_uri, shown as a link when it is
+	// an https URL.
+	HomePage string
 }
 
 // Scope is one requested scope on the consent page, with its hints (spec 4.7).
@@ -121,6 +128,10 @@ type ConnectedAgent struct {
 	ClientID string
 	// Name is the agent's client_name.
 	Name string
+	// MCPClient marks a client that is not a Personal Agent (Agent.MCPClient).
+	MCPClient bool
+	// HomePage is an MCP client's client_uri.
+	HomePage string
 	// Scopes are the scopes it was granted.
 	Scopes []string
 	// Since is when it was first connected; the zero time is not shown.
