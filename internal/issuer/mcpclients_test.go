@@ -105,6 +105,17 @@ func TestMCPClientSignIn(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 	require.NotEqual(t, tok["refresh_token"], resp.JSON(t)["refresh_token"])
 
+	// Revocation takes the public client by its client_id (RFC 7009).
+	rotated := resp.JSON(t)["refresh_token"].(string)
+	resp = s.env.Do(t, http.MethodPost, s.issuer+"/oauth/revoke", url.Values{"token": {rotated},
+		"token_type_hint": {"refresh_token"}, "client_id": {desk.ClientID}}.Encode(),
+		"Content-Type", "application/x-www-form-urlencoded")
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	refresh.Set("refresh_token", rotated)
+	resp = mcToken(t, s, refresh)
+	require.Equal(t, http.StatusBadRequest, resp.Status, "%s", resp.Body)
+	require.Equal(t, "invalid_grant", resp.JSON(t)["error"])
+
 	// Without an assertion a Personal Agent is still refused as before.
 	resp = mcToken(t, s, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {"x"}, "client_id": {s.agent.ClientID}})
 	require.Equal(t, http.StatusUnauthorized, resp.Status, "%s", resp.Body)
