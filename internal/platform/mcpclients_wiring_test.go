@@ -298,6 +298,20 @@ func TestMCPClientTokensRefusedElsewhere(t *testing.T) {
 		require.Equal(t, http.StatusUnauthorized, status)
 		require.Contains(t, challenge, `error="invalid_token"`)
 	})
+	t.Run("the MCP server, in a Personal Agent's Session", func(t *testing.T) {
+		// A client presenting the Session header is a Personal Agent, and
+		// spec 5.3 wants the token issued to the Session's client_id.
+		req := peers.NewRequest(t, http.MethodPost, g.base+"/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+		sid := sessID()
+		g.agent.Sign(t, req, peers.SessionClaims{Aud: g.base, SID: sid, Sub: "usr_" + sid[:8], AccessToken: tok.AccessToken},
+			peers.SessionOptions{})
+		resp := peers.Send(t, g.env.Client, req)
+		require.Equal(t, http.StatusBadRequest, resp.Status, "%s", resp.Body)
+		require.Equal(t, "invalid_session", resp.JSON(t)["error"], "%s", resp.Body)
+	})
 	t.Run("refresh for another resource", func(t *testing.T) {
 		for _, resource := range []string{"https://deskshop.test", g.env.PublicURL("/t/harbor/mcp")} {
 			form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok.RefreshToken},
