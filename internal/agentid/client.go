@@ -179,19 +179,32 @@ func parsePublic(clientID string, base *url.URL, doc *metadataDoc) (*Client, err
 	c := &Client{ClientID: clientID, Name: doc.ClientName, LogoURI: httpsOnly(doc.LogoURI),
 		ClientURI: httpsOnly(doc.ClientURI), Extensions: map[string]string{}, Public: true}
 	for _, r := range doc.RedirectURIs {
-		ru, err := url.Parse(r)
-		if err != nil || strings.Contains(r, "#") || ru.User != nil || len(r) > MaxClientID {
-			return nil, invalid("redirect_uris holds a malformed URL")
-		}
-		ok := loopbackRedirect(ru) || (ru.Scheme == "http" && ru.Hostname() == "localhost") ||
-			(ru.Scheme == "https" && sameDomain(base.Hostname(), ru.Hostname())) || privateUseScheme(ru)
-		if !ok {
-			return nil, invalid("each redirect_uri must be a loopback http URL, https on the client_id's domain, " +
-				"or a private-use scheme with a period (RFC 8252 §7)")
+		if err := publicRedirect(base, r); err != nil {
+			return nil, err
 		}
 		c.RedirectURIs = append(c.RedirectURIs, r)
 	}
 	return c, nil
+}
+
+// publicRedirect checks one of a public client's redirect_uris: loopback
+// http (an IP literal or localhost, any port), a private-use scheme with
+// a period, or https, on base's registrable domain when the client has a
+// client_id URL (base), on any host for a registered one (base nil).
+func publicRedirect(base *url.URL, r string) error {
+	ru, err := url.Parse(r)
+	if err != nil || !ru.IsAbs() || strings.Contains(r, "#") || ru.User != nil || len(r) > MaxClientID {
+		return invalid("redirect_uris holds a malformed URL")
+	}
+	https := ru.Scheme == "https" && ru.Hostname() != "" && (base == nil || sameDomain(base.Hostname(), ru.Hostname()))
+	if loopbackRedirect(ru) || (ru.Scheme == "http" && ru.Hostname() == "localhost") || https || privateUseScheme(ru) {
+		return nil
+	}
+	if base == nil {
+		return invalid("each redirect_uri must be https, a loopback http URL, or a private-use scheme with a period (RFC 8252 §7)")
+	}
+	return invalid("each redirect_uri must be a loopback http URL, https on the client_id's domain, " +
+		"or a private-use scheme with a period (RFC 8252 §7)")
 }
 
 // privateUseScheme reports whether u has a private-use scheme as RFC 8252

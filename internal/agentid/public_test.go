@@ -2,6 +2,7 @@ package agentid
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -74,4 +75,37 @@ func TestParsePublicMetadata(t *testing.T) {
 	c, err := parseMetadata(testClientID, raw)
 	require.NoError(t, err)
 	require.Empty(t, c.ClientURI)
+}
+
+func TestParseRegistration(t *testing.T) {
+	t.Parallel()
+	c, err := ParseRegistration([]byte(`{"redirect_uris":["http://localhost:6274/oauth/callback","https://app.example/cb"],
+		"client_name":"Inspector","client_uri":"https://app.example/","token_endpoint_auth_method":"none",
+		"grant_types":["authorization_code","refresh_token"],"response_types":["code"],"software_id":"ignored"}`))
+	require.NoError(t, err)
+	require.True(t, c.Public)
+	require.Empty(t, c.ClientID)
+	require.Equal(t, "Inspector", c.Name)
+	require.Equal(t, []string{"http://localhost:6274/oauth/callback", "https://app.example/cb"}, c.RedirectURIs)
+
+	for name, tt := range map[string]struct{ body, code string }{
+		"not json":       {`[`, "invalid_client_metadata"},
+		"secret client":  {`{"redirect_uris":["http://127.0.0.1/cb"],"token_endpoint_auth_method":"client_secret_basic"}`, "invalid_client_metadata"},
+		"client creds":   {`{"redirect_uris":["http://127.0.0.1/cb"],"grant_types":["client_credentials"]}`, "invalid_client_metadata"},
+		"refresh only":   {`{"redirect_uris":["http://127.0.0.1/cb"],"grant_types":["refresh_token"]}`, "invalid_client_metadata"},
+		"implicit":       {`{"redirect_uris":["http://127.0.0.1/cb"],"response_types":["token"]}`, "invalid_client_metadata"},
+		"name too long":  {`{"redirect_uris":["http://127.0.0.1/cb"],"client_name":"` + strings.Repeat("x", 201) + `"}`, "invalid_client_metadata"},
+		"name two lines": {`{"redirect_uris":["http://127.0.0.1/cb"],"client_name":"a\nb"}`, "invalid_client_metadata"},
+		"no redirect":    {`{"client_name":"x"}`, "invalid_redirect_uri"},
+		"plain http":     {`{"redirect_uris":["http://app.example/cb"]}`, "invalid_redirect_uri"},
+		"relative":       {`{"redirect_uris":["/cb"]}`, "invalid_redirect_uri"},
+		"javascript":     {`{"redirect_uris":["javascript:alert(1)"]}`, "invalid_redirect_uri"},
+		"too big":        {`{"client_name":"` + strings.Repeat("x", MaxRegistrationBytes) + `"}`, "invalid_client_metadata"},
+	} {
+		c, err := ParseRegistration([]byte(tt.body))
+		require.Nil(t, c, name)
+		var re *RegistrationError
+		require.ErrorAs(t, err, &re, name)
+		require.Equal(t, tt.code, re.Code, name)
+	}
 }

@@ -61,7 +61,7 @@ func (h *Handler) ServeASMetadata(w http.ResponseWriter, r *http.Request) {
 		}
 		mcp := h.urls.MCPResource(c)
 		if OffersMCPClients(c, slices.ContainsFunc(listed, func(a tenant.API) bool { return a.Type == "mcp" && a.URL == mcp })) {
-			m.AddMCPClients()
+			m.AddMCPClients(c)
 		}
 	}
 	writeDoc(w, m)

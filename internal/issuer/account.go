@@ -68,7 +68,7 @@ func (s *Server) accountPage(w http.ResponseWriter, r *http.Request) {
 	for _, cn := range conns {
 		view := pages.ConnectedAgent{ClientID: cn.ClientID, Scopes: cn.Scopes, Since: cn.Since}
 		if a := s.connectedClient(ctx, cn.ClientID); a != nil {
-			view.Name, view.MCPClient, view.HomePage = a.Name, a.Public, a.ClientURI
+			view.Name, view.MCPClient, view.HomePage, view.Registered = a.Name, a.Public, a.ClientURI, isRegistered(a.ClientID)
 		}
 		views = append(views, view)
 	}
@@ -87,7 +87,13 @@ func (s *Server) accountPage(w http.ResponseWriter, r *http.Request) {
 func (s *Server) connectedClient(ctx context.Context, clientID string) *agentid.Client {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	a, err := s.resolver.AnyClient(ctx, clientID)
+	var a *agentid.Client
+	var err error
+	if isRegistered(clientID) {
+		a, err = s.store.registration(ctx, tenant.FromContext(ctx).ID, clientID, s.now())
+	} else {
+		a, err = s.resolver.AnyClient(ctx, clientID)
+	}
 	if err != nil {
 		return nil
 	}

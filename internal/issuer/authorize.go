@@ -256,7 +256,8 @@ func agentName(a *agentid.Client) string {
 }
 
 func agentView(a *agentid.Client) pages.Agent {
-	return pages.Agent{Name: a.Name, LogoURI: a.LogoURI, ClientID: a.ClientID, MCPClient: a.Public, HomePage: a.ClientURI}
+	return pages.Agent{Name: a.Name, LogoURI: a.LogoURI, ClientID: a.ClientID, MCPClient: a.Public, HomePage: a.ClientURI,
+		Registered: isRegistered(a.ClientID)}
 }
 
 // loginPage asks the User to sign in, with status and msg saying why an

@@ -137,6 +137,7 @@ func (s *Server) Public(r chi.Router) {
 	r.Post("/oauth/revoke", s.revoke)
 	r.Post("/oauth/introspect", s.introspect)
 	r.With(offers(tenant.GrantAuthorizationCode)).HandleFunc("/oauth/authorize", s.authorize)
+	r.With(offers(tenant.GrantAuthorizationCode)).Post("/oauth/register", s.register)
 	r.With(offers(tenant.GrantDeviceCode)).Post("/oauth/device_authorization", s.deviceAuthorization)
 	r.With(offers(tenant.GrantDeviceCode)).HandleFunc("/device", s.devicePage)
 	r.HandleFunc("/account", s.accountPage)
@@ -182,20 +183,35 @@ func (s *Server) getClient(ctx context.Context, id string) (fosite.Client, error
 // error, for a Personal Agent, whose missing assertion the verifier then
 // refuses with spec 4.1's error.
 func (s *Server) publicClient(ctx context.Context, r *http.Request, id string) (fosite.Client, bool, error) {
-	if agentid.CheckClientID(id) != nil {
+	var agent *agentid.Client
+	switch {
+	case isRegistered(id):
+		reg, err := s.registeredClient(ctx, id)
+		if err != nil {
+			return nil, true, err
+		}
+		agent = reg
+	case agentid.CheckClientID(id) != nil:
 		return nil, false, nil
-	}
-	agent, err := s.resolver.AnyClient(ctx, id)
-	if err != nil || !agent.Public {
-		// The verifier fetches the same document from the cache and
-		// says what is wrong.
-		return nil, false, nil
+	default:
+		doc, err := s.resolver.AnyClient(ctx, id)
+		if err != nil || !doc.Public {
+			// The verifier fetches the same document from the cache and
+			// says what is wrong.
+			return nil, false, nil
+		}
+		if err := s.acceptPublic(ctx); err != nil {
+			return nil, true, err
+		}
+		agent = doc
 	}
 	if _, _, basic := r.BasicAuth(); basic {
 		return nil, true, fosite.ErrInvalidClient.WithHint("A public client sends client_id in the body and no credentials (token_endpoint_auth_method none).")
 	}
-	if err := s.acceptPublic(ctx, agent); err != nil {
-		return nil, true, err
+	if isRegistered(id) {
+		if err := s.keepUsed(ctx, id); err != nil {
+			return nil, true, fosite.ErrServerError.WithWrap(err)
+		}
 	}
 	return newClient(agent, tenant.FromContext(ctx)), true, nil
 }
@@ -203,7 +219,7 @@ func (s *Server) publicClient(ctx context.Context, r *http.Request, id string) (
 // acceptPublic applies the Company's setting to a public MCP client: it
 // signs in only where the Company lets clients that are not Personal
 // Agents use its hosted MCP server (tenant.MCP.OtherClients).
-func (s *Server) acceptPublic(ctx context.Context, agent *agentid.Client) error {
+func (s *Server) acceptPublic(ctx context.Context) error {
 	c := tenant.FromContext(ctx)
 	refused := fosite.ErrInvalidClient.WithHint("This Company signs in only Personal Agents (spec 4.1): public clients are accepted for its MCP server only, where it allows them.")
 	if !c.Settings.MCP.AcceptsOtherClients() {
@@ -226,6 +242,9 @@ func (s *Server) acceptPublic(ctx context.Context, agent *agentid.Client) error 
 // fit for the User's error page. A public MCP client is returned where
 // the Company accepts them (acceptPublic); Personal Agents follow spec 4.1.
 func (s *Server) resolveAgent(ctx context.Context, id string) (*agentid.Client, error) {
+	if isRegistered(id) {
+		return s.registeredClient(ctx, id)
+	}
 	if err := agentid.CheckClientID(id); err != nil {
 		return nil, fosite.ErrInvalidClient.WithHint(err.Error())
 	}
@@ -244,7 +263,7 @@ func (s *Server) resolveAgent(ctx context.Context, id string) (*agentid.Client, 
 		return nil, fosite.ErrServerError.WithWrap(err)
 	}
 	if agent.Public {
-		if err := s.acceptPublic(ctx, agent); err != nil {
+		if err := s.acceptPublic(ctx); err != nil {
 			return nil, err
 		}
 		return agent, nil

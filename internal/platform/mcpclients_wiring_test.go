@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/oauth2"
 
@@ -374,17 +375,65 @@ func TestMCPClientMetadata(t *testing.T) {
 		m := resp.JSON(t)
 		require.Equal(t, true, m["client_id_metadata_document_supported"])
 		require.Equal(t, []any{"S256"}, m["code_challenge_methods_supported"])
-		require.NotContains(t, m, "registration_endpoint", "no Dynamic Client Registration (docs/decisions.md)")
+		if slug == "notools" {
+			require.NotContains(t, m, "registration_endpoint")
+		}
 		return m["token_endpoint_auth_methods_supported"].([]any)
 	}
 	require.Equal(t, []any{"private_key_jwt", "none"}, methods("deskshop"))
 	require.Equal(t, []any{"private_key_jwt"}, methods("notools"))
-	resp := g.env.Admin(t, http.MethodPatch, "/admin/v1/companies/deskshop", map[string]any{"mcp": map[string]any{"other_clients": false}})
+	// Dynamic Client Registration, where the Company turns it on.
+	resp := g.env.Admin(t, http.MethodPatch, "/admin/v1/companies/deskshop", map[string]any{"mcp": map[string]any{"dynamic_registration": true}})
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	as := g.env.Do(t, http.MethodGet, g.env.PublicURL("/.well-known/oauth-authorization-server/t/deskshop"), nil).JSON(t)
+	require.Equal(t, g.base+"/oauth/register", as["registration_endpoint"])
+	resp = g.env.Admin(t, http.MethodPatch, "/admin/v1/companies/deskshop", map[string]any{"mcp": map[string]any{"other_clients": false}})
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 	require.Equal(t, []any{"private_key_jwt"}, methods("deskshop"))
+	as = g.env.Do(t, http.MethodGet, g.env.PublicURL("/.well-known/oauth-authorization-server/t/deskshop"), nil).JSON(t)
+	require.NotContains(t, as, "registration_endpoint", "registration needs other_clients")
 
 	prm := g.env.Do(t, http.MethodGet, g.env.PublicURL("/.well-known/oauth-protected-resource/t/deskshop/mcp"), nil)
 	require.Equal(t, http.StatusOK, prm.Status, "%s", prm.Body)
 	require.Equal(t, g.base+"/mcp", prm.JSON(t)["resource"])
 	require.Equal(t, []any{g.base}, prm.JSON(t)["authorization_servers"])
+}
+
+// TestMCPClientGoSDKRegistered: a client without a client metadata
+// document registers itself (RFC 7591) where the Company allows it, and
+// then signs in and calls tools as any MCP client does.
+func TestMCPClientGoSDKRegistered(t *testing.T) {
+	t.Parallel()
+	g := setupMCPClients(t)
+	resp := g.env.Admin(t, http.MethodPatch, "/admin/v1/companies/deskshop", map[string]any{"mcp": map[string]any{"dynamic_registration": true}})
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	ctx := context.Background()
+	var clientID string
+	h, err := auth.NewAuthorizationCodeHandler(&auth.AuthorizationCodeHandlerConfig{
+		DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
+			RedirectURIs: []string{mcpClientRedirect}, ClientName: "Desk Assistant", ClientURI: g.desk.URL("/"),
+			TokenEndpointAuthMethod: "none", GrantTypes: []string{"authorization_code", "refresh_token"},
+		}},
+		Client: g.env.Client,
+		AuthorizationCodeFetcher: func(_ context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
+			u, err := url.Parse(args.URL)
+			require.NoError(t, err)
+			clientID = u.Query().Get("client_id")
+			back := g.signInPage(t, args.URL)
+			return &auth.AuthorizationResult{Code: back.Get("code"), State: back.Get("state"), Iss: back.Get("iss")}, nil
+		},
+	})
+	require.NoError(t, err)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "desk", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: g.base + "/mcp", HTTPClient: g.env.Client, OAuthHandler: h, DisableStandaloneSSE: true}, nil)
+	require.NoError(t, err)
+	defer cs.Close()
+	require.True(t, strings.HasPrefix(clientID, "mcpc_"), clientID)
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "orders.lookup", Arguments: map[string]any{"id": "o1"}})
+	require.NoError(t, err)
+	require.False(t, res.IsError, "%s", toolText(res))
+	got := g.origin.Last()
+	require.NotNil(t, got.Claims, "%v", got.VerifyErr)
+	require.Equal(t, clientID, got.Claims.ClientID)
+	require.Empty(t, got.Claims.SID)
 }

@@ -35,6 +35,11 @@ type MCP struct {
 	// "serve signed-out requests that use no Session claims"), rate-limited
 	// by address.
 	SignedOutClients bool `json:"signed_out_clients,omitempty"`
+	// DynamicRegistration lets MCP clients without a client metadata
+	// document register themselves at the issuer (RFC 7591), as public
+	// clients for this server only, while OtherClients is on. Off by
+	// default.
+	DynamicRegistration bool `json:"dynamic_registration,omitempty"`
 }
 
 // AcceptsOtherClients reports whether the issuer signs in MCP clients that

@@ -44,6 +44,10 @@ type Agent struct {
 	// HomePage is an MCP client's client_uri, shown as a link when it is
 	// an https URL.
 	HomePage string
+	// Registered marks an MCP client that registered itself (RFC 7591):
+	// it has no client_id URL, and nothing it says about itself is
+	// verified. The page says so instead of showing a host.
+	Registered bool
 }
 
 // Scope is one requested scope on the consent page, with its hints (spec 4.7).
@@ -132,6 +136,8 @@ type ConnectedAgent struct {
 	MCPClient bool
 	// HomePage is an MCP client's client_uri.
 	HomePage string
+	// Registered marks a self-registered MCP client (Agent.Registered).
+	Registered bool
 	// Scopes are the scopes it was granted.
 	Scopes []string
 	// Since is when it was first connected; the zero time is not shown.
