@@ -121,6 +121,17 @@ func TestMCPClientRegistrationExpires(t *testing.T) {
 	resp := rgRegister(t, s, rgInspector)
 	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
 	id := resp.JSON(t)["client_id"].(string)
+	// Hostile bodies: too large, not JSON; nothing is stored.
+	big := `{"redirect_uris":["http://127.0.0.1/cb"],"client_name":"` + strings.Repeat("x", 9<<10) + `"}`
+	resp = rgRegister(t, s, big)
+	require.Equal(t, http.StatusBadRequest, resp.Status, "%s", resp.Body)
+	require.Equal(t, "invalid_client_metadata", resp.JSON(t)["error"])
+	resp = s.env.Do(t, http.MethodPost, s.issuer+"/oauth/register", "redirect_uris=http://127.0.0.1/cb",
+		"Content-Type", "application/x-www-form-urlencoded")
+	require.Equal(t, http.StatusBadRequest, resp.Status, "%s", resp.Body)
+	var n int
+	require.NoError(t, s.env.Pool.QueryRow(context.Background(), `SELECT count(*) FROM mcp_client_registrations`).Scan(&n))
+	require.Equal(t, 1, n)
 	exp := rgExpires(t, s, id)
 	require.WithinDuration(t, time.Now().Add(24*time.Hour), exp, time.Minute, "unused, it lasts a day")
 
@@ -134,7 +145,7 @@ func TestMCPClientRegistrationExpires(t *testing.T) {
 	azErrorPage(t, page, http.StatusBadRequest)
 	require.Contains(t, page.Body, "register again")
 
-	n, err := s.env.Issuer.Store().DeleteExpiredRegistrations(context.Background(), time.Now())
+	deleted, err := s.env.Issuer.Store().DeleteExpiredRegistrations(context.Background(), time.Now())
 	require.NoError(t, err)
-	require.Equal(t, int64(1), n)
+	require.Equal(t, int64(1), deleted)
 }
