@@ -226,4 +226,25 @@ func gatewayMCP(t *testing.T, c *contract, f *fixture, acmeKey string, g *gatewa
 
 	c.do(t, call{method: patch, path: "/admin/v1/companies/acme", token: admin, want: 200,
 		body: `{"mcp":{"signed_out":false},"rate_limits":{"per_address":900,"per_session":300}}`})
+
+	// Dynamic Client Registration for MCP clients: absent until the
+	// Company turns it on, then public clients only, limited by address.
+	reg := "/t/acme/oauth/register"
+	inspector := map[string]any{"client_name": "Inspector", "redirect_uris": []string{"http://localhost:6274/oauth/callback"},
+		"token_endpoint_auth_method": "none"}
+	c.do(t, call{method: post, path: reg, body: inspector, want: 404})
+	c.do(t, call{method: patch, path: "/admin/v1/companies/acme", token: admin, want: 200, body: `{"mcp":{"dynamic_registration":true}}`})
+	as := c.do(t, call{method: get, path: "/.well-known/oauth-authorization-server/t/acme", want: 200}).JSON(t)
+	assert.Equal(t, issuer+"/oauth/register", as["registration_endpoint"])
+	assert.Contains(t, as["token_endpoint_auth_methods_supported"], "none")
+	r = c.do(t, call{method: post, path: reg, body: inspector, want: 201})
+	assert.Equal(t, "none", r.JSON(t)["token_endpoint_auth_method"])
+	c.do(t, call{method: post, path: reg, body: map[string]any{"redirect_uris": []string{"http://evil.example/cb"}}, want: 400})
+	c.do(t, call{method: post, path: reg, body: map[string]any{"redirect_uris": []string{"http://127.0.0.1/cb"},
+		"token_endpoint_auth_method": "client_secret_basic"}, want: 400, docRejects: true})
+	for range 2 {
+		c.do(t, call{method: post, path: reg, body: inspector, want: 201})
+	}
+	c.do(t, call{method: post, path: reg, body: inspector, want: 429})
+	c.do(t, call{method: patch, path: "/admin/v1/companies/acme", token: admin, want: 200, body: `{"mcp":{"dynamic_registration":false}}`})
 }

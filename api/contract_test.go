@@ -94,6 +94,7 @@ var operations = []string{
 	"POST /t/{slug}/oauth/device_authorization",
 	"POST /t/{slug}/oauth/revoke",
 	"POST /t/{slug}/oauth/introspect",
+	"POST /t/{slug}/oauth/register",
 	"GET /t/{slug}/oauth/jwks.json",
 	"GET /t/{slug}/device",
 	"POST /t/{slug}/device",

@@ -388,6 +388,9 @@ func (d *devSetup) configureDemo(ctx context.Context, p *platform.Platform, urls
 		s.Operations.Enabled, s.Operations.Web = true, true
 		s.Web.Origin, s.Web.BrowserJoin, s.Web.LandingPath = shop.WebOrigin(), true, "/orders"
 		s.MCP.SignedOut, s.MCP.Description = true, "Stormline's shop: product search, size help, exchanges"
+		// Ordinary MCP clients sign in with a client metadata document, or
+		// register themselves, as the MCP Inspector does (docs/gateway.md 5a).
+		s.MCP.DynamicRegistration = true
 		return s, tenant.Validate(demoSlug, &s, urls.Public.Hostname(), devAllowPrivate)
 	})
 	return err

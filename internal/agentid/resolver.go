@@ -114,8 +114,19 @@ func NewResolver(f Fetcher, opts Options) *Resolver {
 		failed: cache[failure]{max: opts.MaxEntries}, refetched: cache[struct{}]{max: opts.MaxEntries}}
 }
 
-// Client returns the validated client metadata of clientID.
+// Client returns the validated client metadata of clientID, a Personal
+// Agent: a public client's document is refused.
 func (r *Resolver) Client(ctx context.Context, clientID string) (*Client, error) {
+	c, err := r.AnyClient(ctx, clientID)
+	if err == nil && c.Public {
+		return nil, invalid("the client metadata document is a public client's (token_endpoint_auth_method none), not a Personal Agent's (spec 4.1)")
+	}
+	return c, err
+}
+
+// AnyClient returns the validated client metadata of clientID: a Personal
+// Agent's, or a public client's (Client.Public).
+func (r *Resolver) AnyClient(ctx context.Context, clientID string) (*Client, error) {
 	if err := CheckClientID(clientID); err != nil {
 		return nil, err
 	}

@@ -736,3 +736,19 @@ func TestFetchBlocksPrivateKeySet(t *testing.T) {
 	require.ErrorIs(t, err, safehttp.ErrBlockedAddress)
 	require.Zero(t, b.agent.Hits(jwksPath))
 }
+
+// TestPublicClientIsNoPersonalAgent: a public client's document (MCP
+// authorization) resolves through AnyClient, and Client, which Sessions
+// and client assertions use, refuses it, from the cache too.
+func TestPublicClientIsNoPersonalAgent(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOptions{})
+	b.agent.SetMetadata(map[string]any{"client_id": b.agent.ClientID, "client_name": "Desk Assistant",
+		"redirect_uris": []string{"http://127.0.0.1/callback"}, "token_endpoint_auth_method": "none"})
+	c, err := b.resolver.AnyClient(context.Background(), b.agent.ClientID)
+	require.NoError(t, err)
+	require.True(t, c.Public)
+	_, err = b.resolver.Client(context.Background(), b.agent.ClientID)
+	requireInvalid(t, err, "not a Personal Agent")
+	require.Equal(t, 1, b.agent.Hits(metadataPath), "one fetch, cached for both")
+}

@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/poppyhost/poppyhost/internal/dpop"
@@ -172,6 +173,10 @@ type ASMetadata struct {
 	DPoPSigningAlgValuesSupported              []string `json:"dpop_signing_alg_values_supported,omitempty"`
 	AuthorizationResponseIssParameterSupported bool     `json:"authorization_response_iss_parameter_supported"`
 	ClientIDMetadataDocumentSupported          bool     `json:"client_id_metadata_document_supported"`
+	// RegistrationEndpoint is Dynamic Client Registration (RFC 7591), for
+	// MCP clients without a client metadata document, where the Company
+	// allows it (AddMCPClients).
+	RegistrationEndpoint string `json:"registration_endpoint,omitempty"`
 }
 
 // BuildASMetadata returns the issuer metadata of c, and false when c has no
@@ -216,6 +221,29 @@ func BuildASMetadata(c *tenant.Company, urls tenant.URLs) (ASMetadata, bool) {
 		}
 	}
 	return m, true
+}
+
+// OffersMCPClients reports whether c's issuer signs in MCP clients that are
+// not Personal Agents for its hosted MCP server (spec 7, "Other MCP
+// clients"), given that the server exists (it has tools): the setting
+// mcp.other_clients and the authorization code sign-in they use.
+func OffersMCPClients(c *tenant.Company, hasTools bool) bool {
+	return hasTools && c.Settings.Auth.Issuer && c.Settings.MCP.AcceptsOtherClients() &&
+		slices.Contains(c.Settings.Auth.OfferedGrantTypes(), tenant.GrantAuthorizationCode)
+}
+
+// AddMCPClients adds to c's metadata what MCP clients that are not
+// Personal Agents need: public clients (token_endpoint_auth_method none)
+// at the token and revocation endpoints, and the registration endpoint
+// where c takes self-registered clients (mcp.dynamic_registration).
+// client_id_metadata_document_supported is already there, for Personal
+// Agents and them alike.
+func (m *ASMetadata) AddMCPClients(c *tenant.Company) {
+	m.TokenEndpointAuthMethodsSupported = append(m.TokenEndpointAuthMethodsSupported, "none")
+	m.RevocationEndpointAuthMethodsSupported = append(m.RevocationEndpointAuthMethodsSupported, "none")
+	if c.Settings.MCP.DynamicRegistration {
+		m.RegistrationEndpoint = m.Issuer + "/oauth/register"
+	}
 }
 
 // ExcludedTasksDoc is the excluded tasks document (spec 9.1).

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 
 	"github.com/go-chi/chi/v5"
 
@@ -43,11 +44,25 @@ func (h *Handler) Public(r chi.Router) {
 }
 
 // ServeASMetadata serves {PUBLIC_URL}/.well-known/oauth-authorization-server/t/{slug}.
+// MCP clients that are not Personal Agents are offered where the Company
+// accepts them and its hosted MCP server exists (OffersMCPClients).
 func (h *Handler) ServeASMetadata(w http.ResponseWriter, r *http.Request) {
-	m, ok := BuildASMetadata(tenant.FromContext(r.Context()), h.urls)
+	c := tenant.FromContext(r.Context())
+	m, ok := BuildASMetadata(c, h.urls)
 	if !ok {
 		httpx.NotFound(w, r)
 		return
+	}
+	if h.apis != nil && OffersMCPClients(c, true) {
+		listed, err := h.apis.Listed(r.Context(), c)
+		if err != nil {
+			httpx.WriteError(w, r, err)
+			return
+		}
+		mcp := h.urls.MCPResource(c)
+		if OffersMCPClients(c, slices.ContainsFunc(listed, func(a tenant.API) bool { return a.Type == "mcp" && a.URL == mcp })) {
+			m.AddMCPClients(c)
+		}
 	}
 	writeDoc(w, m)
 }

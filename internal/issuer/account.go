@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/poppyhost/poppyhost/internal/agentid"
 	"github.com/poppyhost/poppyhost/internal/issuer/pages"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
@@ -65,8 +66,11 @@ func (s *Server) accountPage(w http.ResponseWriter, r *http.Request) {
 	}
 	views := make([]pages.ConnectedAgent, 0, len(conns))
 	for _, cn := range conns {
-		views = append(views, pages.ConnectedAgent{ClientID: cn.ClientID, Name: s.agentName(ctx, cn.ClientID),
-			Scopes: cn.Scopes, Since: cn.Since})
+		view := pages.ConnectedAgent{ClientID: cn.ClientID, Scopes: cn.Scopes, Since: cn.Since}
+		if a := s.connectedClient(ctx, cn.ClientID); a != nil {
+			view.Name, view.MCPClient, view.HomePage, view.Registered = a.Name, a.Public, a.ClientURI, isRegistered(a.ClientID)
+		}
+		views = append(views, view)
 	}
 	csrf, err := s.csrfToken(w, r)
 	if err != nil {
@@ -77,21 +81,28 @@ func (s *Server) accountPage(w http.ResponseWriter, r *http.Request) {
 		DisconnectAction: r.URL.Path, SignOutAction: r.URL.Path, CSRF: csrf, Notice: notice})
 }
 
-// agentName is a connected agent's client_name, or "" when its metadata
-// cannot be fetched now; the page then shows its client_id host.
-func (s *Server) agentName(ctx context.Context, clientID string) string {
+// connectedClient is a connected client's metadata, a Personal Agent's or
+// an MCP client's, or nil when it cannot be fetched now; the page then
+// shows its client_id host.
+func (s *Server) connectedClient(ctx context.Context, clientID string) *agentid.Client {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	a, err := s.resolver.Client(ctx, clientID)
-	if err != nil {
-		return ""
+	var a *agentid.Client
+	var err error
+	if isRegistered(clientID) {
+		a, err = s.store.registration(ctx, tenant.FromContext(ctx).ID, clientID, s.now())
+	} else {
+		a, err = s.resolver.AnyClient(ctx, clientID)
 	}
-	return a.Name
+	if err != nil {
+		return nil
+	}
+	return a
 }
 
 func (s *Server) agentLabel(ctx context.Context, clientID string) string {
-	if n := s.agentName(ctx, clientID); n != "" {
-		return n
+	if a := s.connectedClient(ctx, clientID); a != nil && a.Name != "" {
+		return a.Name
 	}
 	return clientID
 }

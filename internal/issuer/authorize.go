@@ -109,7 +109,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		fail(fosite.ErrAccessDenied.WithHint("The User declined the request."))
 	case "approve":
 		granted := approvedScopes(r.PostForm["scope"], ar.GetRequestedScopes())
-		if len(granted) == 0 {
+		if len(granted) == 0 && len(ar.GetRequestedScopes()) > 0 {
 			// Approving none is a decline (spec 4.7).
 			fail(fosite.ErrAccessDenied.WithHint("The User approved no scope."))
 			return
@@ -189,11 +189,18 @@ func (s *Server) checkAuthorize(c *tenant.Company, agent *agentid.Client, q url.
 		return fosite.ErrInvalidRequest.WithHint("code_challenge_method must be S256 (spec 4.2).")
 	case !s256Challenge(q.Get("code_challenge")):
 		return fosite.ErrInvalidRequest.WithHint("code_challenge must be the base64url SHA-256 of the verifier, 43 characters (RFC 7636 §4.2).")
-	case len(strings.Fields(q.Get("scope"))) == 0:
+	case len(strings.Fields(q.Get("scope"))) == 0 && !agent.Public:
+		// An MCP client asks for no scope when the server's metadata
+		// lists none (MCP authorization); a Personal Agent always asks.
 		return fosite.ErrInvalidScope.WithHint("scope is required (spec 4.7).")
 	}
 	if _, err := audience(c, s.urls, q.Get("resource")); err != nil {
 		return err
+	}
+	if agent.Public && q.Get("resource") != s.urls.MCPResource(c) {
+		// MCP authorization: a client that is not a Personal Agent signs
+		// in for the MCP server only, and says so (RFC 8707).
+		return errInvalidTarget.WithHintf("resource is required and must be %s: clients that are not Personal Agents sign in for the MCP server only.", s.urls.MCPResource(c))
 	}
 	return nil
 }
@@ -249,7 +256,8 @@ func agentName(a *agentid.Client) string {
 }
 
 func agentView(a *agentid.Client) pages.Agent {
-	return pages.Agent{Name: a.Name, LogoURI: a.LogoURI, ClientID: a.ClientID}
+	return pages.Agent{Name: a.Name, LogoURI: a.LogoURI, ClientID: a.ClientID, MCPClient: a.Public, HomePage: a.ClientURI,
+		Registered: isRegistered(a.ClientID)}
 }
 
 // loginPage asks the User to sign in, with status and msg saying why an

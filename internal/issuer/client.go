@@ -10,7 +10,8 @@ import (
 )
 
 // Client is a Personal Agent as fosite sees it at one Company: its client
-// metadata document (spec 4.1) and what the Company lets it ask for.
+// metadata document (spec 4.1) and what the Company lets it ask for; or
+// a public MCP client, for the Company's MCP server only (spec 7).
 type Client struct {
 	ID string
 	// Agent is the resolved metadata document; nil for a client rebuilt
@@ -44,8 +45,12 @@ func (c *Client) GetRedirectURIs() []string {
 }
 
 // GetGrantTypes implements fosite.Client. Which sign-in types a Company
-// offers a client is checked by the endpoints, with Poppy's errors.
+// offers a client is checked by the endpoints, with Poppy's errors; a
+// public MCP client has Direct Sign-In only (MCP authorization).
 func (c *Client) GetGrantTypes() fosite.Arguments {
+	if c.IsPublic() {
+		return fosite.Arguments{tenant.GrantAuthorizationCode, tenant.GrantRefreshToken}
+	}
 	return fosite.Arguments{tenant.GrantAuthorizationCode, tenant.GrantRefreshToken, tenant.GrantDeviceCode}
 }
 
@@ -55,8 +60,9 @@ func (c *Client) GetResponseTypes() fosite.Arguments { return fosite.Arguments{"
 // GetScopes implements fosite.Client: every scope the Company defines.
 func (c *Client) GetScopes() fosite.Arguments { return c.scopes }
 
-// IsPublic implements fosite.Client.
-func (c *Client) IsPublic() bool { return false }
+// IsPublic implements fosite.Client: an MCP client that is not a
+// Personal Agent and has no keys (token_endpoint_auth_method none).
+func (c *Client) IsPublic() bool { return c.Agent != nil && c.Agent.Public }
 
 // GetAudience implements fosite.Client. Audiences come from resource
 // indicators, which this package handles itself, never from fosite's

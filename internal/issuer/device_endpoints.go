@@ -37,7 +37,7 @@ func (s *Server) deviceAuthorization(w http.ResponseWriter, r *http.Request) {
 		writeOAuthError(w, r, err)
 		return
 	}
-	if !offersGrant(c, client.GetID(), tenant.GrantDeviceCode) {
+	if !offersGrant(c, client.GetID(), tenant.GrantDeviceCode) || client.IsPublic() {
 		writeOAuthError(w, r, fosite.ErrUnauthorizedClient.WithHint("This Company does not offer this Personal Agent Device Sign-In."))
 		return
 	}

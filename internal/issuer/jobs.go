@@ -17,7 +17,8 @@ const endedLookBack = 15 * time.Minute
 
 // Sweeps are the package's periodic work: deleting codes, tokens, device
 // requests and page sign-ins expired sweepGrace ago, every hour; and
-// recording the sign-ins whose refresh tokens expired, every minute.
+// recording the sign-ins whose refresh tokens expired, every minute; and
+// deleting MCP clients' registrations that expired unused, every hour.
 func Sweeps(store *Store) []jobs.Sweep {
 	return []jobs.Sweep{{Name: "issuer_sweep_expired", Every: time.Hour,
 		Run: func(ctx context.Context, now time.Time) (int64, error) {
@@ -25,5 +26,8 @@ func Sweeps(store *Store) []jobs.Sweep {
 		}}, {Name: "issuer_end_expired_sign_ins", Every: time.Minute,
 		Run: func(ctx context.Context, now time.Time) (int64, error) {
 			return store.EndExpiredSignIns(ctx, now.Add(-endedLookBack), now)
+		}}, {Name: "issuer_sweep_client_registrations", Every: time.Hour,
+		Run: func(ctx context.Context, now time.Time) (int64, error) {
+			return store.DeleteExpiredRegistrations(ctx, now)
 		}}}
 }

@@ -22,11 +22,23 @@ import (
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
+// Resolver resolves client metadata documents (agentid.Resolver): a
+// Personal Agent's with its keys, and any client's, public MCP clients
+// included (spec 7, "Other MCP clients").
+type Resolver interface {
+	clientauth.Resolver
+	AnyClient(ctx context.Context, clientID string) (*agentid.Client, error)
+}
+
 // Options are what a Server is built from.
 type Options struct {
 	Pool     *pgxpool.Pool
 	Keys     Keys
-	Resolver clientauth.Resolver
+	Resolver Resolver
+	// HasTools says whether a Company has a hosted MCP server, which MCP
+	// clients that are not Personal Agents sign in for; nil: every
+	// Company has one.
+	HasTools func(ctx context.Context, companyID int64) (bool, error)
 	Replays  clientauth.ReplayStore
 	// Proofs checks the DPoP proofs of token requests (RFC 9449 §5).
 	Proofs   *dpop.Verifier
@@ -57,7 +69,8 @@ type Server struct {
 	provider *fosite.Fosite
 	codes    *oauth2.HMACSHAStrategyUnPrefixed
 	verifier *clientauth.Verifier
-	resolver clientauth.Resolver
+	resolver Resolver
+	hasTools func(ctx context.Context, companyID int64) (bool, error)
 	proofs   *dpop.Verifier
 	accounts *accounts.Store
 	keys     Keys
@@ -79,6 +92,7 @@ func New(opts Options) *Server {
 	s := &Server{
 		store:    &Store{pool: opts.Pool, signedOut: opts.SignedOut},
 		resolver: opts.Resolver,
+		hasTools: opts.HasTools,
 		proofs:   opts.Proofs,
 		accounts: opts.Accounts,
 		keys:     opts.Keys,
@@ -123,15 +137,23 @@ func (s *Server) Public(r chi.Router) {
 	r.Post("/oauth/revoke", s.revoke)
 	r.Post("/oauth/introspect", s.introspect)
 	r.With(offers(tenant.GrantAuthorizationCode)).HandleFunc("/oauth/authorize", s.authorize)
+	r.With(offers(tenant.GrantAuthorizationCode)).Post("/oauth/register", s.register)
 	r.With(offers(tenant.GrantDeviceCode)).Post("/oauth/device_authorization", s.deviceAuthorization)
 	r.With(offers(tenant.GrantDeviceCode)).HandleFunc("/device", s.devicePage)
 	r.HandleFunc("/account", s.accountPage)
 }
 
 // authenticateClient is fosite's client authentication: private_key_jwt
-// with spec 4.1's rules (internal/clientauth), then the Company's policy.
-func (s *Server) authenticateClient(ctx context.Context, _ *http.Request, form url.Values) (fosite.Client, error) {
+// with spec 4.1's rules (internal/clientauth), then the Company's policy;
+// or, for a request with client_id and no assertion, a public MCP client
+// (token_endpoint_auth_method none) where the Company accepts them.
+func (s *Server) authenticateClient(ctx context.Context, r *http.Request, form url.Values) (fosite.Client, error) {
 	c := tenant.FromContext(ctx)
+	if form.Get("client_assertion") == "" && form.Get("client_assertion_type") == "" && form.Get("client_id") != "" {
+		if client, ok, err := s.publicClient(ctx, r, form.Get("client_id")); ok || err != nil {
+			return client, err
+		}
+	}
 	agent, err := s.verifier.Verify(ctx, s.urls.Issuer(c), form)
 	if err != nil {
 		var ce *clientauth.Error
@@ -155,14 +177,78 @@ func (s *Server) getClient(ctx context.Context, id string) (fosite.Client, error
 	return newClient(agent, tenant.FromContext(ctx)), nil
 }
 
+// publicClient authenticates a token request that names a client_id and
+// no assertion: ok when the document is a public client's, which the
+// Company accepts (token_endpoint_auth_method none); not ok, with no
+// error, for a Personal Agent, whose missing assertion the verifier then
+// refuses with spec 4.1's error.
+func (s *Server) publicClient(ctx context.Context, r *http.Request, id string) (fosite.Client, bool, error) {
+	var agent *agentid.Client
+	switch {
+	case isRegistered(id):
+		reg, err := s.registeredClient(ctx, id)
+		if err != nil {
+			return nil, true, err
+		}
+		agent = reg
+	case agentid.CheckClientID(id) != nil:
+		return nil, false, nil
+	default:
+		doc, err := s.resolver.AnyClient(ctx, id)
+		if err != nil || !doc.Public {
+			// The verifier fetches the same document from the cache and
+			// says what is wrong.
+			return nil, false, nil
+		}
+		if err := s.acceptPublic(ctx); err != nil {
+			return nil, true, err
+		}
+		agent = doc
+	}
+	if _, _, basic := r.BasicAuth(); basic {
+		return nil, true, fosite.ErrInvalidClient.WithHint("A public client sends client_id in the body and no credentials (token_endpoint_auth_method none).")
+	}
+	if isRegistered(id) {
+		if err := s.keepUsed(ctx, id); err != nil {
+			return nil, true, fosite.ErrServerError.WithWrap(err)
+		}
+	}
+	return newClient(agent, tenant.FromContext(ctx)), true, nil
+}
+
+// acceptPublic applies the Company's setting to a public MCP client: it
+// signs in only where the Company lets clients that are not Personal
+// Agents use its hosted MCP server (tenant.MCP.OtherClients).
+func (s *Server) acceptPublic(ctx context.Context) error {
+	c := tenant.FromContext(ctx)
+	refused := fosite.ErrInvalidClient.WithHint("This Company signs in only Personal Agents (spec 4.1): public clients are accepted for its MCP server only, where it allows them.")
+	if !c.Settings.MCP.AcceptsOtherClients() {
+		return refused
+	}
+	if s.hasTools != nil {
+		ok, err := s.hasTools(ctx, c.ID)
+		if err != nil {
+			return fosite.ErrServerError.WithWrap(err)
+		}
+		if !ok {
+			return refused
+		}
+	}
+	return nil
+}
+
 // resolveAgent fetches a client's metadata document and applies the
 // Company's policy; errors are *fosite.RFC6749Error with a description
-// fit for the User's error page.
+// fit for the User's error page. A public MCP client is returned where
+// the Company accepts them (acceptPublic); Personal Agents follow spec 4.1.
 func (s *Server) resolveAgent(ctx context.Context, id string) (*agentid.Client, error) {
+	if isRegistered(id) {
+		return s.registeredClient(ctx, id)
+	}
 	if err := agentid.CheckClientID(id); err != nil {
 		return nil, fosite.ErrInvalidClient.WithHint(err.Error())
 	}
-	agent, err := s.resolver.Client(ctx, id)
+	agent, err := s.resolver.AnyClient(ctx, id)
 	var invalid *agentid.InvalidError
 	switch {
 	case errors.As(err, &invalid):
@@ -175,6 +261,12 @@ func (s *Server) resolveAgent(ctx context.Context, id string) (*agentid.Client, 
 		return nil, fosite.ErrInvalidClient.WithHint("The Personal Agent's client metadata could not be fetched.").WithWrap(err)
 	case err != nil:
 		return nil, fosite.ErrServerError.WithWrap(err)
+	}
+	if agent.Public {
+		if err := s.acceptPublic(ctx); err != nil {
+			return nil, err
+		}
+		return agent, nil
 	}
 	if !tenant.FromContext(ctx).Settings.Agents.Accepts(agent.ClientID) {
 		return nil, fosite.ErrInvalidClient.WithHint("This Company does not accept this Personal Agent.")

@@ -109,6 +109,12 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		s.tokenError(w, r, ar, errInvalidTarget.WithHintf("This grant is for %s only.", mcp))
 		return
 	}
+	if ar.GetClient().IsPublic() && resource != s.urls.MCPResource(c) {
+		// Tokens of clients that are not Personal Agents are for the MCP
+		// server only (spec 7); their grants never hold another resource.
+		s.tokenError(w, r, ar, errInvalidTarget.WithHintf("This client's tokens are for %s only.", s.urls.MCPResource(c)))
+		return
+	}
 	if sess.Audience, err = audience(c, s.urls, resource); err != nil {
 		s.tokenError(w, r, ar, err)
 		return

@@ -121,7 +121,8 @@ type serverKey struct{}
 // Public serves /mcp under /t/{slug}. A request with the Session header
 // passes the Session middleware; one without is an MCP client that does
 // not speak Poppy (spec 7, "Other MCP clients"): it needs an access token
-// for the server and its calls belong to no Session.
+// for the server, unless the Company serves such clients signed out
+// (mcp.signed_out_clients), and its calls belong to no Session.
 func (m *Server) Public(r chi.Router) {
 	serve := http.HandlerFunc(m.serve)
 	withSession := m.opts.Session(serve)
@@ -201,7 +202,7 @@ func (m *Server) serve(w http.ResponseWriter, r *http.Request) {
 		bearer.WriteError(w, r, err)
 		return
 	}
-	if grant == nil && (sess == nil || !co.Settings.MCP.SignedOut) {
+	if grant == nil && !signedOutAllowed(co, sess) {
 		// The challenge sends MCP clients to our metadata and from there to
 		// the issuer (MCP authorization, RFC 9728 §5.1).
 		bearer.WriteError(w, r, &bearer.Challenge{
@@ -263,6 +264,20 @@ func (m *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	m.handler.ServeHTTP(&performingWriter{ResponseWriter: w, r: r, call: call},
 		r.WithContext(context.WithValue(ctx, serverKey{}, server)))
+}
+
+// signedOutAllowed reports whether a request with no access token may list
+// the tools and call those that need no scope: with the Session header
+// where the Company takes signed-out calls (mcp.signed_out, spec 7
+// "Signed out"), without one where it serves clients that use no Session
+// claims (mcp.signed_out_clients, spec 7 "Without Session verification").
+// Either way the platform's per-address limit (tenant.LimitByAddress)
+// has counted the request.
+func signedOutAllowed(co *tenant.Company, sess *sessions.Session) bool {
+	if sess != nil {
+		return co.Settings.MCP.SignedOut
+	}
+	return co.Settings.MCP.SignedOutClients
 }
 
 // calledTool is a tools/call of a request: the tool's name and the

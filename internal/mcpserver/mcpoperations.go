@@ -124,6 +124,13 @@ func (c *toolCall) proposed(ctx context.Context, t *registry.Tool, args []byte, 
 		}
 		return toolError(msg)
 	}
+	if c.sess == nil {
+		// No Session, no Personal Agent to approve through: the Company's
+		// fallback is extension_required as an ordinary tool error (its
+		// origin may run its own approval instead of proposing).
+		return toolError("Not done: this action needs the User's approval, which this MCP server takes only from " +
+			"Personal Agents through the Operations extension, version 3; this client has no Poppy Session. Nothing was done.")
+	}
 	if !c.operationsOn() || !c.declared {
 		return toolError("Not done: this action needs approval through the Operations extension, version 3, " +
 			"which this request does not declare.")

@@ -139,8 +139,9 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		return nil, err
 	}
 	recognize := botauth.Recognize(botauth.NewVerifier(safehttp.New(opts.Fetch), botauth.Options{Now: now}), botMetrics, logger)
+	apis := registry.NewStore(opts.Pool)
 	oauth := issuer.New(issuer.Options{
-		Pool: opts.Pool, Keys: keys, Resolver: resolver, Replays: replays, Proofs: proofs,
+		Pool: opts.Pool, Keys: keys, Resolver: resolver, Replays: replays, Proofs: proofs, HasTools: apis.HasTools,
 		Accounts: p.Accounts, URLs: opts.URLs, CompanyForAPIKey: p.Tenants.CompanyForAPIKey, Now: now,
 		Limiter: limits, LoginRates: opts.LoginRates, Metrics: reg,
 		Offers: func(grant string) func(http.Handler) http.Handler { return offered(offers(grant)) },
@@ -171,7 +172,6 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	session := func(next http.Handler) http.Handler {
 		return httpx.ReadAhead(64 << 10)(sess.Require(limits)(next))
 	}
-	apis := registry.NewStore(opts.Pool)
 	opStore := operations.NewStore(opts.Pool)
 	origins := opts.Fetch
 	origins.MaxIdleConnsPerHost = 64

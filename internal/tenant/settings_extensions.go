@@ -24,7 +24,27 @@ type MCP struct {
 	BearerTokens bool `json:"bearer_tokens,omitempty"`
 	// Description is its description in poppy.json.
 	Description string `json:"description,omitempty"`
+	// OtherClients lets MCP clients that are not Personal Agents sign in
+	// at the issuer with MCP's own authorization (spec 7, "Other MCP
+	// clients"): public clients identified by a client metadata document,
+	// authorization code with PKCE, tokens for this server only. Absent is
+	// on; it needs an issuer that offers the authorization code sign-in.
+	OtherClients *bool `json:"other_clients,omitempty"`
+	// SignedOutClients lets clients without a Session call the tools that
+	// need no scope, and list the tools, with no access token (spec 7,
+	// "serve signed-out requests that use no Session claims"), rate-limited
+	// by address.
+	SignedOutClients bool `json:"signed_out_clients,omitempty"`
+	// DynamicRegistration lets MCP clients without a client metadata
+	// document register themselves at the issuer (RFC 7591), as public
+	// clients for this server only, while OtherClients is on. Off by
+	// default.
+	DynamicRegistration bool `json:"dynamic_registration,omitempty"`
 }
+
+// AcceptsOtherClients reports whether the issuer signs in MCP clients that
+// are not Personal Agents for this server (OtherClients, on by default).
+func (m MCP) AcceptsOtherClients() bool { return m.OtherClients == nil || *m.OtherClients }
 
 // SkillIndexSchema is the Agent Skills discovery schema identifier that
 // spec 9.4 requires.

@@ -37,6 +37,17 @@ type Agent struct {
 	LogoURI string
 	// ClientID is the agent's client_id URL; the page shows its host.
 	ClientID string
+	// MCPClient marks a client that is not a Personal Agent: an MCP client
+	// signing in with MCP's own authorization for the MCP server only
+	// (spec 7). The page says so.
+	MCPClient bool
+	// HomePage is an MCP client's client_uri, shown as a link when it is
+	// an https URL.
+	HomePage string
+	// Registered marks an MCP client that registered itself (RFC 7591):
+	// it has no client_id URL, and nothing it says about itself is
+	// verified. The page says so instead of showing a host.
+	Registered bool
 }
 
 // Scope is one requested scope on the consent page, with its hints (spec 4.7).
@@ -121,6 +132,12 @@ type ConnectedAgent struct {
 	ClientID string
 	// Name is the agent's client_name.
 	Name string
+	// MCPClient marks a client that is not a Personal Agent (Agent.MCPClient).
+	MCPClient bool
+	// HomePage is an MCP client's client_uri.
+	HomePage string
+	// Registered marks a self-registered MCP client (Agent.Registered).
+	Registered bool
 	// Scopes are the scopes it was granted.
 	Scopes []string
 	// Since is when it was first connected; the zero time is not shown.
