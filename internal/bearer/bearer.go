@@ -11,10 +11,12 @@ import (
 	"time"
 
 	"github.com/ory/fosite"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/poppyhost/poppyhost/internal/dpop"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/issuer"
+	"github.com/poppyhost/poppyhost/internal/notify"
 	"github.com/poppyhost/poppyhost/internal/sessions"
 	"github.com/poppyhost/poppyhost/internal/signing"
 	"github.com/poppyhost/poppyhost/internal/tenant"
@@ -62,6 +64,9 @@ type Validator struct {
 	proofs   *dpop.Verifier
 	urls     tenant.URLs
 	now      func() time.Time
+	// cached and lookups are the verified tokens (CacheTokens), or nil.
+	cached  *notify.Cache[tokenKey, *verifiedToken]
+	lookups *prometheus.CounterVec
 }
 
 // New returns a Validator checking DPoP proofs with proofs.
@@ -220,13 +225,13 @@ func (v *Validator) Validate(ctx context.Context, c *tenant.Company, res Resourc
 		return nil, invalid("this Company has no issuer, so it accepts no access tokens")
 	}
 	now := v.now()
-	claims, err := issuer.ParseAccessToken(ctx, v.keys, c, token, now)
-	var rfc *fosite.RFC6749Error
-	switch {
-	case errors.Is(err, signing.ErrInvalid), errors.As(err, &rfc):
-		return nil, invalid("the access token is not valid here or has expired")
-	case err != nil:
+	verified, err := v.verify(ctx, c, token, now, invalid)
+	if err != nil {
 		return nil, err
+	}
+	claims := verified.claims
+	if !now.Before(time.Unix(claims.Expires, 0)) {
+		return nil, invalid("the access token is not valid here or has expired")
 	}
 	if claims.Issuer != v.urls.Issuer(c) {
 		return nil, invalid("the access token was issued by another issuer")
@@ -238,19 +243,51 @@ func (v *Validator) Validate(ctx context.Context, c *tenant.Company, res Resourc
 	if !slices.ContainsFunc(claims.Audience, func(a string) bool { return slices.Contains(want, a) }) {
 		return nil, invalid("the access token was not issued for this service (spec 4.5); request one with its resource")
 	}
-	active, err := v.tokens.AccessTokenActive(ctx, c.ID, issuer.Signature(token), now)
-	if err != nil {
-		return nil, err
-	}
-	if !active {
-		return nil, invalid("the access token has been revoked")
-	}
 	account, err := strconv.ParseInt(claims.Subject, 10, 64)
 	if err != nil {
 		return nil, invalid("the access token has no account")
 	}
 	return &Grant{ClientID: claims.ClientID, AccountID: account, Scopes: strings.Fields(claims.Scope),
 		Audience: claims.Audience, Expires: time.Unix(claims.Expires, 0), JKT: claims.JKT()}, nil
+}
+
+// verify checks token's signature and that it was neither revoked nor
+// expired when read, or finds it in the cache of tokens that passed (a
+// hit must be the very token; expiry is checked by the caller on every
+// use). Refusals come from invalid and are never kept.
+func (v *Validator) verify(ctx context.Context, c *tenant.Company, token string, now time.Time,
+	invalid func(string) error) (*verifiedToken, error) {
+	load := func() (*verifiedToken, error) {
+		claims, err := issuer.ParseAccessToken(ctx, v.keys, c, token, now)
+		var rfc *fosite.RFC6749Error
+		switch {
+		case errors.Is(err, signing.ErrInvalid), errors.As(err, &rfc):
+			return nil, invalid("the access token is not valid here or has expired")
+		case err != nil:
+			return nil, err
+		}
+		active, err := v.tokens.AccessTokenActive(ctx, c.ID, issuer.Signature(token), now)
+		if err != nil {
+			return nil, err
+		}
+		if !active {
+			return nil, invalid("the access token has been revoked")
+		}
+		return &verifiedToken{hash: tokenHash(token), claims: claims}, nil
+	}
+	if v.cached == nil {
+		return load()
+	}
+	t, res, err := v.cached.Get(tokenKey{companyID: c.ID, sig: issuer.SignatureHash(token)}, load)
+	if err != nil {
+		return nil, err
+	}
+	v.lookups.WithLabelValues(string(res)).Inc()
+	if t.hash != tokenHash(token) {
+		// Another token with this one's signature: not what was verified.
+		return nil, invalid("the access token is not valid here or has expired")
+	}
+	return t, nil
 }
 
 // credentials returns the scheme and token of r's Authorization header:

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -46,7 +47,31 @@ type Store struct {
 	clients func(ctx context.Context, id string) (fosite.Client, error)
 	// signedOut, when set, hears of each sign-out in its transaction.
 	signedOut SignedOut
+
+	mu sync.Mutex
+	// revoked hear, once it committed, that access tokens of a Company
+	// were revoked on this replica (OnAccessRevoked).
+	revoked []func(companyID int64)
 }
+
+// AccessRevokedChannel is the notification every revoked or deleted
+// access token that had not expired sends, with "{company_id} {hex of
+// its stored signature hash}" (a trigger, migration 00023).
+const AccessRevokedChannel = "poppy_access_token_revoked"
+
+// OnAccessRevoked has f called after each transaction of this Store that
+// revoked access tokens of a Company commits: this replica's caches of
+// verified tokens drop them at once, before the notification that tells
+// every replica's arrives.
+func (s *Store) OnAccessRevoked(f func(companyID int64)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.revoked = append(s.revoked, f)
+}
+
+// SignatureHash is how the Store keeps an access token's signature (the
+// payload of AccessRevokedChannel, in hex).
+func SignatureHash(token string) [32]byte { return sha256.Sum256([]byte(Signature(token))) }
 
 // SignedOut is told, in the transaction that made it so, that a Personal
 // Agent is signed out of an account: no refresh token the Company issued
@@ -62,11 +87,23 @@ func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 type txKey struct{}
 
+// txState is the transaction in a context, and what its commit must tell.
+type txState struct {
+	tx pgx.Tx
+	// revoked are the Companies whose access tokens it revoked.
+	revoked []int64
+}
+
+func txOf(ctx context.Context) (*txState, bool) {
+	st, ok := ctx.Value(txKey{}).(*txState)
+	return st, ok
+}
+
 // db is the transaction in the context (fosite's storage.Transactional
 // puts it there, as inTx does) or else the pool.
 func (s *Store) db(ctx context.Context) db.Executor {
-	if tx, ok := ctx.Value(txKey{}).(pgx.Tx); ok {
-		return tx
+	if st, ok := txOf(ctx); ok {
+		return st.tx
 	}
 	return s.pool
 }
@@ -77,25 +114,52 @@ func (s *Store) BeginTX(ctx context.Context) (context.Context, error) {
 	if err != nil {
 		return ctx, err
 	}
-	return context.WithValue(ctx, txKey{}, tx), nil
+	return context.WithValue(ctx, txKey{}, &txState{tx: tx}), nil
 }
 
-// Commit implements fosite's storage.Transactional.
+// Commit implements fosite's storage.Transactional, then tells
+// OnAccessRevoked of the revocations it committed.
 func (s *Store) Commit(ctx context.Context) error {
-	tx, ok := ctx.Value(txKey{}).(pgx.Tx)
+	st, ok := txOf(ctx)
 	if !ok {
 		return errors.New("issuer: commit without a transaction")
 	}
-	return tx.Commit(ctx)
+	if err := st.tx.Commit(ctx); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	hooks := s.revoked
+	s.mu.Unlock()
+	for _, id := range st.revoked {
+		for _, f := range hooks {
+			f(id)
+		}
+	}
+	return nil
 }
 
 // Rollback implements fosite's storage.Transactional.
 func (s *Store) Rollback(ctx context.Context) error {
-	tx, ok := ctx.Value(txKey{}).(pgx.Tx)
+	st, ok := txOf(ctx)
 	if !ok {
 		return errors.New("issuer: rollback without a transaction")
 	}
-	return tx.Rollback(ctx)
+	return st.tx.Rollback(ctx)
+}
+
+// revokedAccess notes that the transaction in ctx revokes access tokens of
+// companyID, for Commit to tell; without a transaction it tells at once.
+func (s *Store) revokedAccess(ctx context.Context, companyID int64) {
+	if st, ok := txOf(ctx); ok {
+		st.revoked = append(st.revoked, companyID)
+		return
+	}
+	s.mu.Lock()
+	hooks := s.revoked
+	s.mu.Unlock()
+	for _, f := range hooks {
+		f(companyID)
+	}
 }
 
 func companyID(ctx context.Context) int64 {
@@ -292,7 +356,11 @@ func (s *Store) GetAccessTokenSession(ctx context.Context, sig string, session f
 
 // DeleteAccessTokenSession implements oauth2.AccessTokenStorage.
 func (s *Store) DeleteAccessTokenSession(ctx context.Context, sig string) error {
-	return s.deactivate(ctx, kindAccess, sig)
+	if err := s.deactivate(ctx, kindAccess, sig); err != nil {
+		return err
+	}
+	s.revokedAccess(ctx, companyID(ctx))
+	return nil
 }
 
 // CreateRefreshTokenSession implements oauth2.RefreshTokenStorage.
@@ -337,7 +405,7 @@ func (s *Store) RotateRefreshToken(ctx context.Context, requestID, sig string) e
 // refresh or code exchange is adding. Without a transaction it does
 // nothing: callers that need it start one (inTx).
 func (s *Store) lockGrant(ctx context.Context, requestID string) error {
-	if _, ok := ctx.Value(txKey{}).(pgx.Tx); !ok {
+	if _, ok := txOf(ctx); !ok {
 		return nil
 	}
 	_, err := s.db(ctx).Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('oauth grant ' || $1::bigint || ' ' || $2, 0))`,
@@ -347,7 +415,7 @@ func (s *Store) lockGrant(ctx context.Context, requestID string) error {
 
 // inTx runs f in the transaction in ctx, or in a new one.
 func (s *Store) inTx(ctx context.Context, f func(ctx context.Context) error) (err error) {
-	if _, ok := ctx.Value(txKey{}).(pgx.Tx); ok {
+	if _, ok := txOf(ctx); ok {
 		return f(ctx)
 	}
 	if ctx, err = s.BeginTX(ctx); err != nil {
@@ -382,6 +450,9 @@ func (s *Store) revoke(ctx context.Context, kind, requestID string) error {
 			RETURNING coalesce(account_id, 0), client_id`, companyID(ctx), kind, requestID)
 		if err != nil {
 			return err
+		}
+		if kind == kindAccess {
+			s.revokedAccess(ctx, companyID(ctx))
 		}
 		var account int64
 		var client string
@@ -481,6 +552,7 @@ func (s *Store) Disconnect(ctx context.Context, companyID, accountID int64, clie
 			companyID, accountID, clientID); err != nil {
 			return err
 		}
+		s.revokedAccess(ctx, companyID)
 		if _, err = s.db(ctx).Exec(ctx, `UPDATE device_grants SET status = 'denied'
 			WHERE company_id = $1 AND account_id = $2 AND client_id = $3 AND status = 'approved'`,
 			companyID, accountID, clientID); err != nil {

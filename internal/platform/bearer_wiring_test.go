@@ -49,6 +49,7 @@ type bearerRig struct {
 	agent  *peers.Agent
 	issuer string
 	routes http.Handler
+	mgr    *sessions.Manager
 	skew   atomic.Int64 // added to the Validator's clock
 }
 
@@ -77,27 +78,32 @@ func setupBearerRig(t *testing.T) *bearerRig {
 	v := bearer.New(signing.NewKeys(env.Pool, signing.Options{}), issuer.NewStore(env.Pool), store,
 		dpop.New(dpop.NewStore(env.Pool), dpop.Options{}), env.URLs,
 		func() time.Time { return time.Now().Add(time.Duration(g.skew.Load())) })
-	limits := httpx.NewLimiter()
+	g.mgr = mgr
+	g.routes = g.routesWith(v)
+	return g
+}
 
+// routesWith serves the rig's resource routes with the Validator v.
+func (g *bearerRig) routesWith(v *bearer.Validator) http.Handler {
+	limits := httpx.NewLimiter()
 	show := func(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteJSON(w, http.StatusOK, map[string]any{"grant": bearer.FromContext(r.Context())})
 	}
 	mcp := func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			res := bearer.Resource{ID: env.URLs.MCPResource(tenant.FromContext(r.Context()))}
+			res := bearer.Resource{ID: g.env.URLs.MCPResource(tenant.FromContext(r.Context()))}
 			v.Require(res, "orders:read")(next).ServeHTTP(w, r)
 		})
 	}
 	r := chi.NewRouter()
 	r.Route("/t/{slug}", func(r chi.Router) {
-		r.Use(tenant.BySlug(env.Platform.Tenants), mgr.Require(limits))
+		r.Use(tenant.BySlug(g.env.Platform.Tenants), g.mgr.Require(limits))
 		r.With(v.Require(bearer.Resource{})).Get("/browse", show)
 		r.With(v.Require(bearer.Resource{}, "orders:read")).Get("/orders", show)
 		r.With(v.Require(bearer.Resource{}, "orders:write")).Get("/orders/edit", show)
 		r.With(mcp).Get("/mcp", show)
 	})
-	g.routes = r
-	return g
+	return r
 }
 
 // signIn has user sign a in at stormline through Direct Sign-In with

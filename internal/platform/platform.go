@@ -152,6 +152,13 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	p.Issuer = oauth
 	tokens := bearer.New(keys, oauth.Store(), p.Sessions, proofs, opts.URLs, now)
 	p.Listener = notify.New(opts.Pool, logger)
+	// Verified access tokens are kept until they expire; revocations reach
+	// this replica's cache when they commit here, and every replica's by
+	// notification.
+	if err := tokens.CacheTokens(p.Listener, notify.CacheOptions{Now: now}, reg); err != nil {
+		return nil, err
+	}
+	oauth.Store().OnAccessRevoked(tokens.ForgetCompany)
 	p.Hub = conversations.NewHub(p.Listener)
 	// Requests find their Company in this replica's cache, which every
 	// replica's changes reach by notification.
