@@ -41,7 +41,7 @@ DROP INDEX operation_approvals_unused;
 -- events. Autovacuum's defaults wait for a fifth of a table to change
 -- before vacuuming and a tenth before analyzing; these tables turn over
 -- far faster, so they are vacuumed and analyzed after a small share
--- (docs/operations.md, "Autovacuum").
+-- (docs/operations.md, "Autovacuum and statistics").
 ALTER TABLE session_jtis SET (autovacuum_vacuum_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.02);
 ALTER TABLE dpop_jtis SET (autovacuum_vacuum_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.02);
 ALTER TABLE client_assertion_jtis SET (autovacuum_vacuum_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.02);

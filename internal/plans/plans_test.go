@@ -12,6 +12,7 @@ import (
 	"github.com/ory/fosite"
 	"github.com/stretchr/testify/require"
 
+	"github.com/poppyhost/poppyhost/internal/browserjoin"
 	"github.com/poppyhost/poppyhost/internal/clientauth"
 	"github.com/poppyhost/poppyhost/internal/conversations"
 	"github.com/poppyhost/poppyhost/internal/dpop"
@@ -233,6 +234,15 @@ func (w *world) hotPaths(t *testing.T) []hot {
 	_, err := w.pool.Exec(w.ctx, `INSERT INTO sessions (company_id, client_id, sid, user_id) VALUES ($1, $2, 'sid_1', 'usr_1')`,
 		c.ID, client)
 	require.NoError(t, err)
+	_, err = w.pool.Exec(w.ctx, `INSERT INTO web_sessions (company_id, token, client_id, sid, scopes, extensions,
+			created_at, expires_at)
+		VALUES ($1, sha256('cookie_1'), $2, 'sid_1', '{}', '{}', $3::timestamptz, $3::timestamptz + interval '1 hour')`,
+		c.ID, client, now)
+	require.NoError(t, err)
+	// Later than the Session's last use by more than a minute, so the
+	// lookup records a use.
+	joins := browserjoin.New(browserjoin.Options{Store: browserjoin.NewStore(w.pool),
+		Now: func() time.Time { return now.Add(2 * time.Minute) }})
 	conv, err := convs.Start(w.ctx, c.ID, owner, conversations.StartRequest{Message: message("m1")}, conversations.Policy{})
 	require.NoError(t, err)
 
@@ -276,6 +286,12 @@ func (w *world) hotPaths(t *testing.T) []hot {
 			_, err := sess.Get(w.ctx, c.ID, client, "sid_1")
 			require.NoError(t, err)
 		}, wants: []plancheck.Want{pk("sessions")}},
+		{name: "web session", run: func(t *testing.T) {
+			ws, err := joins.LookupToken(w.ctx, c, "cookie_1")
+			require.NoError(t, err)
+			require.NotNil(t, ws)
+		}, wants: []plancheck.Want{{Index: map[string]string{"web_sessions": "web_sessions_pkey", "sessions": "sessions_pkey",
+			"oauth_tokens": "oauth_tokens_account"}}, pk("sessions")}},
 		{name: "refresh grant", run: func(t *testing.T) {
 			// What fosite's refresh handler asks of the store.
 			req, err := tokens.GetRefreshTokenSession(asC, "refresh", nil)
@@ -394,6 +410,10 @@ var loads = []string{
 	`INSERT INTO sessions (company_id, client_id, sid, user_id)
 	SELECT $1, 'https://agent' || g % 50 || '.test/client', 'sid_load_' || g, 'usr_' || g % 1000
 	FROM generate_series(1, $2::int) g`,
+	`INSERT INTO web_sessions (company_id, token, client_id, sid, scopes, extensions, created_at, expires_at)
+	SELECT $1, sha256(('web ' || g)::bytea), 'https://agent' || g % 50 || '.test/client', 'sid_load_' || g, '{}', '{}',
+		now(), now() + interval '1 hour'
+	FROM generate_series(1, $2::int, 2) g`,
 	`INSERT INTO conversations (company_id, id, client_id, user_id, status, responder, created_at, last_activity_at, last_seq)
 	SELECT $1, 'conv_load_' || g, 'https://agent' || g % 50 || '.test/client', 'usr_' || g % 1000,
 		(ARRAY['working', 'idle', 'queued', 'closed'])[1 + g % 4], 'agent', now(), now(), 3
