@@ -36,6 +36,14 @@ CREATE INDEX operations_unsettled ON operations (lease_until) WHERE status = 'pe
 -- operations (operations_action) and reaches each approval by its key.
 DROP INDEX operation_approvals_unused;
 
+-- Device Sign-In: a poll finds its request by (company_id, device_code),
+-- the primary key, but the user code's uniqueness was (company_id,
+-- user_code), so a small table could be polled through it. The user code
+-- leads its own index now; the device page, which looks up by user code,
+-- fixes both its columns.
+ALTER TABLE device_grants DROP CONSTRAINT device_grants_company_id_user_code_key,
+    ADD CONSTRAINT device_grants_user_code_company_id_key UNIQUE (user_code, company_id);
+
 -- The tables written on every request: replay jtis (a row per request,
 -- deleted a minute later), tokens (two rows per refresh) and conversation
 -- events. Autovacuum's defaults wait for a fifth of a table to change
@@ -49,6 +57,8 @@ ALTER TABLE oauth_tokens SET (autovacuum_vacuum_scale_factor = 0.05, autovacuum_
 ALTER TABLE conversation_events SET (autovacuum_vacuum_scale_factor = 0.05, autovacuum_analyze_scale_factor = 0.02);
 
 -- +goose Down
+ALTER TABLE device_grants DROP CONSTRAINT device_grants_user_code_company_id_key,
+    ADD CONSTRAINT device_grants_company_id_user_code_key UNIQUE (company_id, user_code);
 CREATE INDEX operation_approvals_unused ON operation_approvals (company_id, recorded_at) WHERE used_at IS NULL;
 ALTER TABLE conversation_events RESET (autovacuum_vacuum_scale_factor, autovacuum_analyze_scale_factor);
 ALTER TABLE oauth_tokens RESET (autovacuum_vacuum_scale_factor, autovacuum_analyze_scale_factor);
