@@ -42,8 +42,7 @@ func TestDevicePlans(t *testing.T) {
 	byCode := plancheck.Want{Index: map[string]string{"device_grants": "device_grants_pkey"}}
 	byUserCode := plancheck.Want{Index: map[string]string{"device_grants": "device_grants_user_code_company_id_key"},
 		Also: map[string]string{"device_grants": "device_grants_pkey"}}
-	var stmts []plancheck.Statement
-	stmts = rec.Record(func() {
+	stmts := rec.Record(func() {
 		device, user, err := store.createDevice(ctx, client, []string{"orders"}, "", now)
 		require.NoError(t, err)
 		_, err = store.deviceByUserCode(ctx, user, now)
@@ -59,28 +58,19 @@ func TestDevicePlans(t *testing.T) {
 	// docs/decisions.md), then the polls.
 	wants := []plancheck.Want{{}, byUserCode, byUserCode, byCode, byCode}
 	require.Len(t, stmts, len(wants))
-	check := func(phase string) {
-		t.Run(phase, func(t *testing.T) {
-			for i, st := range stmts {
-				want := wants[i]
-				if phase != "new" {
-					want.Also = nil
-				}
-				t.Run(fmt.Sprint(i), func(t *testing.T) { plancheck.Check(t, conn, st, want) })
-			}
-		})
+	var checks []plancheck.Checked
+	for i, st := range stmts {
+		checks = append(checks, plancheck.Checked{Name: "device", Statement: st, Want: wants[i]})
 	}
-	check("new")
-	for i, n := range []int{20000, 300, 300} {
-		_, err := conn.Exec(ctx, `WITH c AS (INSERT INTO companies (slug, settings) VALUES ($1, '{}') RETURNING id)
-			INSERT INTO device_grants (company_id, device_code, user_code, client_id, scopes, interval_seconds,
-				created_at, expires_at)
-			SELECT c.id, sha256(('device ' || g)::bytea), 'CODE' || g, $2, '{orders}', 5, now(), now() + interval '10 minutes'
-			FROM c, generate_series(1, $3::int) g`, fmt.Sprint("loaded-", i), client, n)
-		require.NoError(t, err)
-	}
-	check("loaded")
-	_, err = conn.Exec(ctx, "ANALYZE")
-	require.NoError(t, err)
-	check("analyzed")
+	plancheck.Phases(t, conn, checks, func(t *testing.T) {
+		for i, n := range []int{20000, 300, 300} {
+			_, err := conn.Exec(ctx, `WITH c AS (INSERT INTO companies (slug, settings) VALUES ($1, '{}') RETURNING id)
+				INSERT INTO device_grants (company_id, device_code, user_code, client_id, scopes, interval_seconds,
+					created_at, expires_at)
+				SELECT c.id, sha256(('device ' || g)::bytea), 'CODE' || g, $2, '{orders}', 5, now(),
+					now() + interval '10 minutes'
+				FROM c, generate_series(1, $3::int) g`, fmt.Sprint("loaded-", i), client, n)
+			require.NoError(t, err)
+		}
+	})
 }

@@ -126,6 +126,40 @@ func (s Scan) String() string {
 	return fmt.Sprintf("%s on %s using %q (%.0f rows)", s.Node, s.Table, s.Index, s.Rows)
 }
 
+// Checked is a recorded statement, named for failure messages, and what
+// its plan must be.
+type Checked struct {
+	Name string
+	Statement
+	Want Want
+}
+
+// Phases checks each statement in three phases, subtests named for them:
+// "new", the tables as they are (a few rows, never analyzed), where
+// Want.Also is accepted; "loaded", after load added many rows, still
+// never analyzed; and "analyzed", after ANALYZE of the whole database.
+func Phases(t *testing.T, conn *pgx.Conn, checks []Checked, load func(t *testing.T)) {
+	t.Helper()
+	run := func(phase string) {
+		t.Run(phase, func(t *testing.T) {
+			for i, c := range checks {
+				want := c.Want
+				if phase != "new" {
+					want.Also = nil
+				}
+				t.Run(fmt.Sprintf("%s/%d", c.Name, i), func(t *testing.T) { Check(t, conn, c.Statement, want) })
+			}
+		})
+	}
+	run("new")
+	load(t)
+	run("loaded")
+	if _, err := conn.Exec(context.Background(), "ANALYZE"); err != nil {
+		t.Fatal(err)
+	}
+	run("analyzed")
+}
+
 // Modes are the two ways a statement is planned: with its arguments'
 // values, and as a prepared statement's generic plan.
 var Modes = []string{"force_custom_plan", "force_generic_plan"}
