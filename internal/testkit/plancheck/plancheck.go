@@ -77,7 +77,8 @@ func (r *Recorder) Record(f func()) []Statement {
 		case "BEGIN", "COMMIT", "ROLLBACK", "BEGIN ISOLATION LEVEL READ COMMITTED":
 			continue
 		}
-		if strings.Contains(s.SQL, "pg_advisory_xact_lock") || strings.HasPrefix(strings.TrimSpace(s.SQL), "SELECT set_config") {
+		// Locks and settings of the transaction read no table.
+		if strings.Contains(s.SQL, "pg_advisory_xact_lock(") || strings.Contains(s.SQL, "set_config(") {
 			continue
 		}
 		out = append(out, s)
@@ -272,10 +273,11 @@ func (n node) scans(out []Scan) []Scan {
 // literal is a as an SQL literal of the type oid, encoded as pgx would
 // send it.
 func literal(conn *pgx.Conn, oid uint32, a any) (string, error) {
-	var typ string
-	if err := conn.QueryRow(context.Background(), "SELECT format_type($1, NULL)", oid).Scan(&typ); err != nil {
-		return "", err
+	t, ok := conn.TypeMap().TypeForOID(oid)
+	if !ok {
+		return "", fmt.Errorf("no type with OID %d", oid)
 	}
+	typ := pgx.Identifier{t.Name}.Sanitize()
 	if a == nil {
 		return "NULL::" + typ, nil
 	}
