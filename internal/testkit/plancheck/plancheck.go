@@ -196,7 +196,7 @@ func Problems(scans []Scan, want Want) []string {
 		switch {
 		case !ok:
 			out = append(out, fmt.Sprintf("unexpected %s", sc))
-		case !indexed[sc.Node] || sc.Index != index && sc.Index != want.Also[sc.Table]:
+		case !indexed[sc.Node] || sc.Index == "" || sc.Index != index && sc.Index != want.Also[sc.Table]:
 			out = append(out, fmt.Sprintf("%s, want an index scan using %q", sc, index))
 		case sc.Rows > limit:
 			out = append(out, fmt.Sprintf("%s, want at most %.0f rows", sc, limit))
