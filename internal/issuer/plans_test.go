@@ -6,13 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/accounts"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/testkit/plancheck"
-	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 // TestDevicePlans is the plan test (internal/plans) of Device Sign-In's
@@ -21,13 +19,8 @@ import (
 // plan, on a few rows never analyzed, on many never analyzed, and after
 // ANALYZE.
 func TestDevicePlans(t *testing.T) {
-	url := testdb.NewDatabase(t)
-	rec := &plancheck.Recorder{}
-	pool := plancheck.NewPool(t, url, rec)
+	pool, conn, rec := plancheck.NewDatabase(t)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(func() { conn.Close(ctx) })
 	s := tenant.DefaultSettings()
 	s.Organization.Name, s.Organization.Domain = "Device", "device.example"
 	c, err := tenant.NewStore(pool).Create(ctx, "device", s)
@@ -57,12 +50,7 @@ func TestDevicePlans(t *testing.T) {
 	// The INSERT, then the user code's page (a tie allowed while new,
 	// docs/decisions.md), then the polls.
 	wants := []plancheck.Want{{}, byUserCode, byUserCode, byCode, byCode}
-	require.Len(t, stmts, len(wants))
-	var checks []plancheck.Checked
-	for i, st := range stmts {
-		checks = append(checks, plancheck.Checked{Name: "device", Statement: st, Want: wants[i]})
-	}
-	plancheck.Phases(t, conn, checks, func(t *testing.T) {
+	plancheck.Phases(t, conn, plancheck.Pair(t, "device", stmts, wants), func(t *testing.T) {
 		for i, n := range []int{20000, 300, 300} {
 			_, err := conn.Exec(ctx, `WITH c AS (INSERT INTO companies (slug, settings) VALUES ($1, '{}') RETURNING id)
 				INSERT INTO device_grants (company_id, device_code, user_code, client_id, scopes, interval_seconds,

@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 // Statement is one statement a store ran, with its arguments.
@@ -86,21 +88,29 @@ func (r *Recorder) Record(f func()) []Statement {
 	return out
 }
 
-// NewPool returns a pool on url whose statements r records, closed when
-// the test ends.
-func NewPool(t testing.TB, url string, r *Recorder) *pgxpool.Pool {
+// NewDatabase gives the test a fresh migrated database (testdb): a pool
+// on it whose statements the returned Recorder records, and a connection
+// of its own to explain them on. Both are closed when the test ends.
+func NewDatabase(t testing.TB) (*pgxpool.Pool, *pgx.Conn, *Recorder) {
 	t.Helper()
+	url := testdb.NewDatabase(t)
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.ConnConfig.Tracer = r
+	rec := &Recorder{}
+	cfg.ConnConfig.Tracer = rec
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	return pool
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return pool, conn, rec
 }
 
 // Want is what a statement's plan must be: for each table it reads, the
@@ -133,6 +143,25 @@ type Checked struct {
 	Name string
 	Statement
 	Want Want
+}
+
+// Pair names the statements of a path and pairs each with its want, in
+// order; it fails t when the path ran more or fewer statements than it
+// has wants, printing them, so a new statement is listed before it runs.
+func Pair(t testing.TB, name string, stmts []Statement, wants []Want) []Checked {
+	t.Helper()
+	if len(stmts) != len(wants) {
+		for _, s := range stmts {
+			t.Logf("  %s", s)
+		}
+		t.Errorf("%s ran %d statements, the test lists %d", name, len(stmts), len(wants))
+		return nil
+	}
+	out := make([]Checked, len(stmts))
+	for i, s := range stmts {
+		out[i] = Checked{Name: name, Statement: s, Want: wants[i]}
+	}
+	return out
 }
 
 // Phases checks each statement in three phases, subtests named for them:
