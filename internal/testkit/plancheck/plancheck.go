@@ -63,8 +63,7 @@ func (r *Recorder) add(sql string, args []any) {
 }
 
 // Record runs f and returns the statements run on the traced pools
-// meanwhile (transaction control and statements that read no table
-// left out).
+// meanwhile, but transaction control, advisory locks and settings.
 func (r *Recorder) Record(f func()) []Statement {
 	r.mu.Lock()
 	r.recording, r.stmts = true, nil
@@ -133,6 +132,7 @@ type Scan struct {
 	Rows               float64
 }
 
+// String says what the scan reads, how, and how many rows it expects.
 func (s Scan) String() string {
 	return fmt.Sprintf("%s on %s using %q (%.0f rows)", s.Node, s.Table, s.Index, s.Rows)
 }
