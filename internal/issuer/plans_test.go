@@ -34,7 +34,7 @@ func TestDevicePlans(t *testing.T) {
 
 	byCode := plancheck.Want{Index: map[string]string{"device_grants": "device_grants_pkey"}}
 	byUserCode := plancheck.Want{Index: map[string]string{"device_grants": "device_grants_user_code_company_id_key"},
-		Also: map[string]string{"device_grants": "device_grants_pkey"}}
+		Also: map[string][]string{"device_grants": {"device_grants_pkey"}}}
 	stmts := rec.Record(func() {
 		device, user, err := store.createDevice(ctx, client, []string{"orders"}, "", now)
 		require.NoError(t, err)

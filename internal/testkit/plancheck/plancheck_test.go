@@ -40,7 +40,7 @@ func TestProblems(t *testing.T) {
 		{"through the index's bitmap", []Scan{{Node: "Bitmap Heap Scan", Table: "oauth_tokens", Index: "oauth_tokens_pkey", Rows: 1}}, want, false},
 		{"another index", []Scan{{Node: "Index Scan", Table: "oauth_tokens", Index: "oauth_tokens_request", Rows: 1}}, want, true},
 		{"another index, allowed", []Scan{{Node: "Index Scan", Table: "oauth_tokens", Index: "oauth_tokens_request", Rows: 1}},
-			Want{Index: want.Index, Also: map[string]string{"oauth_tokens": "oauth_tokens_request"}}, false},
+			Want{Index: want.Index, Also: map[string][]string{"oauth_tokens": {"oauth_tokens_request"}}}, false},
 		{"a sequential scan", []Scan{{Node: "Seq Scan", Table: "oauth_tokens", Rows: 1}}, want, true},
 		{"a bitmap of several indexes", []Scan{{Node: "Bitmap Heap Scan", Table: "oauth_tokens", Rows: 1}}, want, true},
 		{"a table not named", []Scan{pk, {Node: "Index Scan", Table: "sessions", Index: "sessions_pkey", Rows: 1}}, want, true},
