@@ -156,10 +156,14 @@ var touches = regexp.MustCompile(`(?is)\b(?:CREATE\s+(?:UNLOGGED\s+)?TABLE(?:\s+
 	`|CREATE\s+(?:UNIQUE\s+)?INDEX(?:\s+CONCURRENTLY)?(?:\s+IF\s+NOT\s+EXISTS)?\s+\w+\s+ON` +
 	`|UPDATE|INSERT\s+INTO)\s+([a-z_][a-z0-9_]*)`)
 
+// comments are SQL's line comments, whose prose may say UPDATE.
+var comments = regexp.MustCompile(`--[^\n]*`)
+
 // Tables lists the tables the Up section of a migration creates or
 // changes: made, altered, indexed or written.
 func Tables(migration string) []string {
 	up, _, _ := strings.Cut(migration, "-- +goose Down")
+	up = comments.ReplaceAllString(up, "")
 	var out []string
 	for _, m := range touches.FindAllStringSubmatch(up, -1) {
 		out = append(out, strings.ToLower(m[1]))

@@ -147,6 +147,7 @@ func TestUpAnalyzes(t *testing.T) {
 func TestTables(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, []string{"a", "b", "c", "d", "e", "f"}, migrations.Tables(`-- +goose Up
+-- One conditional UPDATE each; ALTER TABLE z is only prose.
 CREATE TABLE a (id int);
 create unlogged table b (id int);
 ALTER TABLE c ADD COLUMN x int;
