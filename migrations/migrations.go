@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"regexp"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -80,13 +82,93 @@ func (m *Migrator) Up(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", lockKey); err != nil {
 		return fmt.Errorf("migrate up: lock: %w", err)
 	}
-	if _, err := m.river.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+	rres, err := m.river.Migrate(ctx, rivermigrate.DirectionUp, nil)
+	if err != nil {
 		return fmt.Errorf("migrate river up: %w", err)
 	}
-	if _, err := m.goose.Up(ctx); err != nil {
+	results, err := m.goose.Up(ctx)
+	if err != nil {
 		return fmt.Errorf("migrate up: %w", err)
 	}
+	var touched []string
+	for _, r := range results {
+		b, err := fs.ReadFile(files, r.Source.Path)
+		if err != nil {
+			return fmt.Errorf("migrate up: %w", err)
+		}
+		touched = append(touched, Tables(string(b))...)
+	}
+	if len(rres.Versions) > 0 {
+		// River's migrations are not ours to read: its tables are river_*.
+		rows, err := m.pool.Query(ctx, `SELECT tablename FROM pg_tables
+			WHERE schemaname = current_schema() AND tablename LIKE 'river\_%'`)
+		if err != nil {
+			return fmt.Errorf("migrate up: %w", err)
+		}
+		river, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("migrate up: %w", err)
+		}
+		touched = append(touched, river...)
+	}
+	return m.analyze(ctx, touched)
+}
+
+// analyze runs ANALYZE on each of tables that exists and has rows, so the
+// planner has statistics for what a migration made or changed before the
+// first request (docs/decisions.md, "Query plans that hold").
+func (m *Migrator) analyze(ctx context.Context, tables []string) error {
+	seen := map[string]bool{}
+	for _, t := range tables {
+		if seen[t] {
+			continue
+		}
+		seen[t] = true
+		var exists bool
+		if err := m.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, t).Scan(&exists); err != nil {
+			return fmt.Errorf("migrate up: analyze: %w", err)
+		}
+		name := pgx.Identifier{t}.Sanitize()
+		if exists {
+			// An empty table is left unanalyzed: PostgreSQL plans a table
+			// never analyzed as at least ten pages, while one analyzed
+			// empty is planned at its size, which makes a sequential scan
+			// the cheapest plan until autovacuum analyzes it again.
+			err := m.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+name+`)`).Scan(&exists)
+			if err != nil {
+				return fmt.Errorf("migrate up: analyze: %w", err)
+			}
+		}
+		if !exists {
+			continue
+		}
+		if _, err := m.pool.Exec(ctx, "ANALYZE "+name); err != nil {
+			return fmt.Errorf("migrate up: analyze %s: %w", t, err)
+		}
+	}
 	return nil
+}
+
+// touches finds the tables a statement creates, alters, indexes or
+// writes.
+var touches = regexp.MustCompile(`(?is)\b(?:CREATE\s+(?:UNLOGGED\s+)?TABLE(?:\s+IF\s+NOT\s+EXISTS)?` +
+	`|ALTER\s+TABLE(?:\s+IF\s+EXISTS)?(?:\s+ONLY)?` +
+	`|CREATE\s+(?:UNIQUE\s+)?INDEX(?:\s+CONCURRENTLY)?(?:\s+IF\s+NOT\s+EXISTS)?\s+\w+\s+ON` +
+	`|UPDATE|INSERT\s+INTO)\s+([a-z_][a-z0-9_]*)`)
+
+// comments are SQL's line comments, whose prose may say UPDATE.
+var comments = regexp.MustCompile(`--[^\n]*`)
+
+// Tables lists the tables the Up section of a migration creates or
+// changes: made, altered, indexed or written.
+func Tables(migration string) []string {
+	up, _, _ := strings.Cut(migration, "-- +goose Down")
+	up = comments.ReplaceAllString(up, "")
+	var out []string
+	for _, m := range touches.FindAllStringSubmatch(up, -1) {
+		out = append(out, strings.ToLower(m[1]))
+	}
+	return out
 }
 
 // Down rolls back our most recent steps migrations. With all, it rolls back

@@ -372,36 +372,85 @@ func BenchmarkSendMessage(b *testing.B) {
 		{"webhook=on/new", webhook, true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			const perProc = 4
 			c := newBenchCompany(b, env, agent, bc.settings)
-			ids := make([]string, perProc*runtime.GOMAXPROCS(0))
-			for i := range ids {
-				ids[i] = c.start(b)
-			}
-			c.warmUp(b, ids)
+			ids := c.sendConversations(b)
 			if bc.complete {
 				defer completeJobs(b, env)()
 			}
-			before := benchCounters(b, env)
-			var next atomic.Int64
-
-			b.SetParallelism(perProc)
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				id := ids[int(next.Add(1)-1)%len(ids)]
-				for pb.Next() {
-					status, raw := c.do(b, http.MethodPost, c.endpoint+"/"+id+"/messages", c.messageBody())
-					if status != http.StatusAccepted {
-						b.Errorf("send: status %d: %s", status, raw)
-						return
-					}
-				}
-			})
-			b.StopTimer()
-			before.report(b, benchCounters(b, env))
+			sendParallel(b, env, ids, func(id string) error { return c.post(b, id) })
 		})
 	}
+}
+
+// BenchmarkSendMessageRounds is BenchmarkSendMessage's webhook=off case
+// five times back to back on one database that is never analyzed (the
+// test server runs without autovacuum): every round's events and message
+// IDs stay, so a plan that read a Company's conversations or events
+// instead of one would slow each round down (issue 24). x-round1 is a
+// round's ns/op over the first round's.
+func BenchmarkSendMessageRounds(b *testing.B) {
+	env := newRig(b)
+	agent := env.StartAgent(b, "")
+	c := newBenchCompany(b, env, agent, nil)
+	ids := c.sendConversations(b)
+	var first float64
+	for i := 1; i <= 5; i++ {
+		var nsPerOp float64
+		b.Run("round="+strconv.Itoa(i), func(b *testing.B) {
+			sendParallel(b, env, ids, func(id string) error { return c.post(b, id) })
+			nsPerOp = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+			if first > 0 {
+				b.ReportMetric(nsPerOp/first, "x-round1")
+			}
+		})
+		if i == 1 {
+			first = nsPerOp
+		}
+	}
+}
+
+// sendPerProc is how many sending clients per GOMAXPROCS.
+const sendPerProc = 4
+
+// sendConversations starts one conversation per client of sendParallel,
+// warmed up.
+func (c *benchCompany) sendConversations(b *testing.B) []string {
+	ids := make([]string, sendPerProc*runtime.GOMAXPROCS(0))
+	for i := range ids {
+		ids[i] = c.start(b)
+	}
+	c.warmUp(b, ids)
+	return ids
+}
+
+// sendParallel sends messages from one client per conversation of ids,
+// each with send, and reports the counters of benchCounters.
+func sendParallel(b *testing.B, env *rig, ids []string, send func(id string) error) {
+	before := benchCounters(b, env)
+	var next atomic.Int64
+	b.SetParallelism(sendPerProc)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		id := ids[int(next.Add(1)-1)%len(ids)]
+		for pb.Next() {
+			if err := send(id); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	before.report(b, benchCounters(b, env))
+}
+
+// post posts a message to conversation id through POST .../messages.
+func (c *benchCompany) post(b *testing.B, id string) error {
+	status, raw := c.do(b, http.MethodPost, c.endpoint+"/"+id+"/messages", c.messageBody())
+	if status != http.StatusAccepted {
+		return fmt.Errorf("send: status %d: %s", status, raw)
+	}
+	return nil
 }
 
 // BenchmarkStoreSend is the transaction of BenchmarkSendMessage alone:
@@ -429,35 +478,17 @@ func BenchmarkStoreSend(b *testing.B) {
 		{"job=new", delivery, true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			const perProc = 4
 			store := conversations.NewStore(env.Pool, conversations.StoreOptions{Enqueue: bc.enqueue})
-			ids := make([]string, perProc*runtime.GOMAXPROCS(0))
-			for i := range ids {
-				ids[i] = c.start(b)
-			}
-			c.warmUp(b, ids)
+			ids := c.sendConversations(b)
 			if bc.complete {
 				defer completeJobs(b, env)()
 			}
-			before := benchCounters(b, env)
-			var next atomic.Int64
-
-			b.SetParallelism(perProc)
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				id := ids[int(next.Add(1)-1)%len(ids)]
-				for pb.Next() {
-					m := &conversations.Message{ID: "s" + strconv.FormatInt(c.n.Add(1), 10) + "_" + benchRandom()[:6],
-						Author: conversations.Author{Type: conversations.ResponderAgent}, Text: &text}
-					if _, err := store.Send(ctx, companyID, owner, id, m, conversations.Policy{}); err != nil {
-						b.Error(err)
-						return
-					}
-				}
+			sendParallel(b, env, ids, func(id string) error {
+				m := &conversations.Message{ID: "s" + strconv.FormatInt(c.n.Add(1), 10) + "_" + benchRandom()[:6],
+					Author: conversations.Author{Type: conversations.ResponderAgent}, Text: &text}
+				_, err := store.Send(ctx, companyID, owner, id, m, conversations.Policy{})
+				return err
 			})
-			b.StopTimer()
-			before.report(b, benchCounters(b, env))
 		})
 	}
 }

@@ -88,6 +88,26 @@ func BenchmarkGateway(b *testing.B) {
 	}
 }
 
+// BenchmarkGatewayRounds is BenchmarkGateway's parallel signed-in call
+// (Session, jti, access token) five times back to back on one database
+// that is never analyzed (the test server runs without autovacuum),
+// after one run of the direct baseline: every round's Session jtis and
+// tokens stay, so a plan that read a Company's rows instead of one would
+// slow each round down (issue 24). x-direct is as in BenchmarkGateway.
+func BenchmarkGatewayRounds(b *testing.B) {
+	g := newGatewayBench(b)
+	var direct benchBaseline
+	b.Run("direct", func(b *testing.B) {
+		direct.start(b)
+		g.run(b, "parallel", g.direct, nil)
+		direct.end(b)
+	})
+	direct.close()
+	for i := 1; i <= 5; i++ {
+		b.Run("round="+strconv.Itoa(i), func(b *testing.B) { g.run(b, "parallel", g.signedIn, &direct) })
+	}
+}
+
 const (
 	benchParallelism = 4 // clients per GOMAXPROCS in the parallel mode
 	benchAPI         = "shop"

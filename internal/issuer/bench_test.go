@@ -204,16 +204,54 @@ func BenchmarkRefreshGrant(b *testing.B) {
 // 4×GOMAXPROCS clients at once, each refreshing its own grant, over the
 // same HTTP/2 connection: the token endpoint's throughput.
 func BenchmarkRefreshGrantParallel(b *testing.B) {
-	const perProc = 4
 	s := benchSetup(b)
+	s.refreshParallel(b, s.parallelGrants(b))
+}
+
+// BenchmarkRefreshGrantRounds is BenchmarkRefreshGrantParallel five times
+// back to back on one database that is never analyzed (the test server
+// runs without autovacuum): every round's tokens stay, so a plan that
+// read a Company's tokens instead of one would slow each round down
+// (issue 24). x-round1 is a round's ns/op over the first round's.
+func BenchmarkRefreshGrantRounds(b *testing.B) {
+	s := benchSetup(b)
+	grants := s.parallelGrants(b)
+	var first float64
+	for i := 1; i <= 5; i++ {
+		var rate float64
+		b.Run(fmt.Sprintf("round=%d", i), func(b *testing.B) {
+			rate = s.refreshParallel(b, grants)
+			if first > 0 {
+				b.ReportMetric(first/rate, "x-round1")
+			}
+		})
+		if i == 1 {
+			first = rate
+		}
+	}
+}
+
+// parallelGrants signs in one grant per client of refreshParallel.
+func (s *stormline) parallelGrants(b *testing.B) []string {
 	br := s.env.Browser(b)
-	grants := make([]string, perProc*runtime.GOMAXPROCS(0))
+	grants := make([]string, benchPerProc*runtime.GOMAXPROCS(0))
 	for i := range grants {
 		grants[i] = s.benchGrant(b, br)
 	}
-	var next atomic.Int64
+	return grants
+}
 
-	b.SetParallelism(perProc)
+// benchPerProc is how many refreshing clients per GOMAXPROCS.
+const benchPerProc = 4
+
+// refreshParallel refreshes the grants (their refresh tokens), one client
+// each, over the same HTTP/2 connection, keeps each grant's rotated token
+// in grants, and returns the refreshes per second. pg-cpu-µs/op is the
+// CPU time of the database's PostgreSQL backends per refresh.
+func (s *stormline) refreshParallel(b *testing.B, grants []string) float64 {
+	before := s.counters(b)
+	var next atomic.Int64
+	b.SetParallelism(benchPerProc)
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
@@ -222,14 +260,20 @@ func BenchmarkRefreshGrantParallel(b *testing.B) {
 			b.Error("more clients than grants")
 			return
 		}
-		rt := grants[i]
 		for pb.Next() {
-			var err error
-			if rt, err = s.refresh(b, rt); err != nil {
+			rt, err := s.refresh(b, grants[i])
+			if err != nil {
 				b.Error(err)
 				return
 			}
+			grants[i] = rt
 		}
 	})
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "refreshes/s")
+	b.StopTimer()
+	rate := float64(b.N) / b.Elapsed().Seconds()
+	b.ReportMetric(rate, "refreshes/s")
+	if after := s.counters(b); after.cpu > 0 {
+		b.ReportMetric(float64((after.cpu-before.cpu).Microseconds())/float64(b.N), "pg-cpu-µs/op")
+	}
+	return rate
 }

@@ -10,5 +10,7 @@
 //     peers (a test Personal Agent, a Company origin, a Company Agent's
 //     webhook), their CA-backed clients, request and sign-in helpers; no
 //     database, no platform.
+//   - [github.com/poppyhost/poppyhost/internal/testkit/plancheck]: the
+//     statements a store runs, recorded and their query plans checked.
 //   - [github.com/poppyhost/poppyhost/internal/testkit/chrome]: Chromium.
 package testkit
