@@ -3,6 +3,8 @@ package dpop
 import (
 	"context"
 	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -168,13 +170,9 @@ func (v *Verifier) Verify(ctx context.Context, proof string, req Request) (*Proo
 	if jose.HasPrivateMembers(ph.JWK) {
 		return nil, fail("the DPoP proof's jwk must not contain private key members")
 	}
-	rawJWK, _ := json.Marshal(ph.JWK)
-	key, err := jwk.ParseKey(rawJWK)
+	jkt, err := verifySignature(proof, parts, *hdr.Alg, ph.JWK)
 	if err != nil {
-		return nil, fail("the DPoP proof's jwk is not a valid public key")
-	}
-	if _, err := jws.Verify([]byte(proof), jws.WithKey(jwa.SignatureAlgorithm(*hdr.Alg), key)); err != nil {
-		return nil, fail("the DPoP proof's signature does not verify with its jwk")
+		return nil, err
 	}
 	var cl proofClaims
 	if err := jose.DecodeSegment(parts[1], &cl); err != nil {
@@ -206,11 +204,6 @@ func (v *Verifier) Verify(ctx context.Context, proof string, req Request) (*Proo
 	} else if cl.Ath != nil {
 		return nil, fail("the DPoP proof's ath must be absent without an access token")
 	}
-	tp, err := key.Thumbprint(crypto.SHA256)
-	if err != nil {
-		return nil, fail("the DPoP proof's jwk has no thumbprint")
-	}
-	jkt := base64.RawURLEncoding.EncodeToString(tp)
 	var next string
 	if req.Nonce {
 		// Before the jti is recorded: the retry with the nonce is a new
@@ -227,6 +220,67 @@ func (v *Verifier) Verify(ctx context.Context, proof string, req Request) (*Proo
 		return nil, fail("the DPoP proof's jti was already used; make a new proof for every request")
 	}
 	return &Proof{JKT: jkt, NextNonce: next}, nil
+}
+
+// verifySignature checks the proof's signature with the key in its jwk
+// and returns the key's RFC 7638 thumbprint, base64url. An ES256 proof
+// with a P-256 key, what agents send, is checked on the segments already
+// split (jose.VerifyES256); any other goes through jwx.
+func verifySignature(proof string, parts []string, alg string, members map[string]json.RawMessage) (string, error) {
+	if alg == "ES256" {
+		if pub, jkt, ok := p256Key(members); ok {
+			if !jose.VerifyES256(proof, parts, pub) {
+				return "", fail("the DPoP proof's signature does not verify with its jwk")
+			}
+			return jkt, nil
+		}
+	}
+	rawJWK, _ := json.Marshal(members)
+	key, err := jwk.ParseKey(rawJWK)
+	if err != nil {
+		return "", fail("the DPoP proof's jwk is not a valid public key")
+	}
+	if _, err := jws.Verify([]byte(proof), jws.WithKey(jwa.SignatureAlgorithm(alg), key)); err != nil {
+		return "", fail("the DPoP proof's signature does not verify with its jwk")
+	}
+	tp, err := key.Thumbprint(crypto.SHA256)
+	if err != nil {
+		return "", fail("the DPoP proof's jwk has no thumbprint")
+	}
+	return base64.RawURLEncoding.EncodeToString(tp), nil
+}
+
+// p256Key reads a JWK that is a P-256 public key (RFC 7518 §6.2.1: kty
+// EC, crv P-256, x and y of 32 bytes each, a point on the curve) and
+// returns it with its RFC 7638 thumbprint; ok is false for anything else.
+func p256Key(members map[string]json.RawMessage) (pub *ecdsa.PublicKey, jkt string, ok bool) {
+	var kty, crv, x, y string
+	for name, v := range map[string]*string{"kty": &kty, "crv": &crv, "x": &x, "y": &y} {
+		if json.Unmarshal(members[name], v) != nil {
+			return nil, "", false
+		}
+	}
+	if kty != "EC" || crv != "P-256" {
+		return nil, "", false
+	}
+	point := make([]byte, 1, 65)
+	point[0] = 4 // uncompressed (SEC 1 §2.3.3)
+	for _, c := range []string{x, y} {
+		b, err := base64.RawURLEncoding.DecodeString(c)
+		if err != nil || len(b) != 32 {
+			return nil, "", false
+		}
+		point = append(point, b...)
+	}
+	pub, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), point)
+	if err != nil {
+		return nil, "", false
+	}
+	// RFC 7638 §3.2: the required members in lexicographic order, no
+	// whitespace; x and y as decoded, encoded again.
+	sum := sha256.Sum256([]byte(`{"crv":"P-256","kty":"EC","x":"` + base64.RawURLEncoding.EncodeToString(point[1:33]) +
+		`","y":"` + base64.RawURLEncoding.EncodeToString(point[33:]) + `"}`))
+	return pub, base64.RawURLEncoding.EncodeToString(sum[:]), true
 }
 
 // checkNonce checks a proof's nonce claim against the Company's server

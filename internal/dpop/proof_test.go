@@ -2,6 +2,7 @@ package dpop_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http/httptest"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lestrrat-go/jwx/v2/jwk"
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/dpop"
@@ -73,6 +75,9 @@ func TestVerifyRefuses(t *testing.T) {
 		{name: "private jwk", mutate: func(p *dpoptest.Proof) { p.JWK = privMembers }, want: "private"},
 		{name: "symmetric jwk", mutate: func(p *dpoptest.Proof) { p.JWK = map[string]any{"kty": "oct", "k": "c2VjcmV0"} }, want: "private"},
 		{name: "another key's jwk", mutate: func(p *dpoptest.Proof) { p.JWK = other.Public }, want: "signature"},
+		{name: "a point off the curve", mutate: func(p *dpoptest.Proof) { p.JWK = withMember(k.Public, "y", offCurveY(k)) }, want: "jwk"},
+		{name: "x too short", mutate: func(p *dpoptest.Proof) { p.JWK = withMember(k.Public, "x", "AAAA") }, want: "jwk"},
+		{name: "another curve named", mutate: func(p *dpoptest.Proof) { p.JWK = withMember(k.Public, "crv", "P-384") }, want: "jwk"},
 		{name: "wrong htm", mutate: func(p *dpoptest.Proof) { p.Claims["htm"] = "POST" }, want: "htm"},
 		{name: "no htm", mutate: func(p *dpoptest.Proof) { delete(p.Claims, "htm") }, want: "htm"},
 		{name: "wrong htu path", mutate: func(p *dpoptest.Proof) { p.Claims["htu"] = "https://api.acme.test/orders/1" }, want: "htu"},
@@ -132,4 +137,41 @@ func TestFromRequest(t *testing.T) {
 	r.Header.Add("DPoP", "b")
 	_, err = dpop.FromRequest(r)
 	require.Error(t, err)
+}
+
+// withMember is the members of key's JWK with name set to value.
+func withMember(key jwk.Key, name, value string) map[string]any {
+	raw, err := json.Marshal(key)
+	if err != nil {
+		panic(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		panic(err)
+	}
+	m[name] = value
+	return m
+}
+
+// offCurveY is k's y with its last bit flipped: no longer on the curve.
+func offCurveY(k *dpoptest.Key) string {
+	m := withMember(k.Public, "kid", "")
+	y, err := base64.RawURLEncoding.DecodeString(m["y"].(string))
+	if err != nil {
+		panic(err)
+	}
+	y[len(y)-1] ^= 1
+	return base64.RawURLEncoding.EncodeToString(y)
+}
+
+// TestThumbprintMatchesJWX: the thumbprint of a P-256 proof key, computed
+// without jwx, is the one jwx computes (RFC 7638), for many keys.
+func TestThumbprintMatchesJWX(t *testing.T) {
+	t.Parallel()
+	for range 50 {
+		k := dpoptest.NewKey()
+		p, err := newVerifier().Verify(context.Background(), k.Valid("GET", htu, token, now), req(token))
+		require.NoError(t, err)
+		require.Equal(t, k.JKT, p.JKT)
+	}
 }
