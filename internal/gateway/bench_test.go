@@ -73,7 +73,7 @@ import (
 // over the median ns/op of the direct runs of the same mode in this
 // process (run first), and, serially, added-µs/op, the difference.
 func BenchmarkGateway(b *testing.B) {
-	g := newGatewayBench(b)
+	g := newGatewayBench(b, testkit.Options{})
 	for _, mode := range []string{"serial", "parallel"} {
 		var direct benchBaseline
 		b.Run(mode+"/direct", func(b *testing.B) {
@@ -95,7 +95,7 @@ func BenchmarkGateway(b *testing.B) {
 // tokens stay, so a plan that read a Company's rows instead of one would
 // slow each round down (issue 24). x-direct is as in BenchmarkGateway.
 func BenchmarkGatewayRounds(b *testing.B) {
-	g := newGatewayBench(b)
+	g := newGatewayBench(b, testkit.Options{})
 	var direct benchBaseline
 	b.Run("direct", func(b *testing.B) {
 		direct.start(b)
@@ -196,7 +196,7 @@ func (o *benchOrigin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(benchBody)
 }
 
-func startBenchOrigin(b *testing.B, env *testkit.Env, host string) *benchOrigin {
+func startBenchOrigin(b testing.TB, env *testkit.Env, host string) *benchOrigin {
 	o := &benchOrigin{}
 	srv := httptest.NewUnstartedServer(o)
 	srv.TLS = env.CA.ServerTLSConfig()
@@ -213,10 +213,10 @@ func startBenchOrigin(b *testing.B, env *testkit.Env, host string) *benchOrigin 
 // newGatewayBench creates the Company (issuer on, rate limits too high to
 // answer 429), its account and API, starts the origin, signs in, and
 // starts both Sessions with a first request each.
-func newGatewayBench(b *testing.B) *gatewayBench {
+func newGatewayBench(b testing.TB, o testkit.Options) *gatewayBench {
 	b.Helper()
 	ctx := context.Background()
-	env := testkit.Setup(b)
+	env := testkit.SetupWith(b, o)
 	agent := env.StartAgent(b, "agent.test")
 	slug := "shop" + strings.ToLower(rand.Text())[:8]
 	view := env.CreateCompany(b, map[string]any{
@@ -308,7 +308,7 @@ func newGatewayBench(b *testing.B) *gatewayBench {
 
 // benchBoundToken refreshes the sign-in with a DPoP proof of key, which
 // gets a token bound to key (the Company allows DPoP).
-func benchBoundToken(b *testing.B, env *testkit.Env, agent *peers.Agent, issuer, refresh string, key *dpoptest.Key) string {
+func benchBoundToken(b testing.TB, env *testkit.Env, agent *peers.Agent, issuer, refresh string, key *dpoptest.Key) string {
 	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh}, "client_id": {agent.ClientID},
 		"client_assertion_type": {clientauth.AssertionType}, "client_assertion": {agent.ClientAssertion(b, issuer)}}
 	resp := env.Do(b, http.MethodPost, issuer+"/oauth/token", form.Encode(),
@@ -322,7 +322,7 @@ func benchBoundToken(b *testing.B, env *testkit.Env, agent *peers.Agent, issuer,
 
 // benchCompanyKeys fetches the Company's key set, which signs
 // Poppy-Verified.
-func benchCompanyKeys(b *testing.B, env *testkit.Env, issuer string) jwk.Set {
+func benchCompanyKeys(b testing.TB, env *testkit.Env, issuer string) jwk.Set {
 	resp := env.Do(b, http.MethodGet, issuer+"/oauth/jwks.json", nil)
 	require.Equal(b, http.StatusOK, resp.Status, "%s", resp.Body)
 	set, err := jwk.Parse(resp.Body)
@@ -334,7 +334,7 @@ func benchID() string { return strings.ToLower(rand.Text())[:22] }
 
 // sign returns a fresh Poppy-Session for a call of c, or none for a call
 // without one, and a DPoP proof for a DPoP-bound token.
-func (g *gatewayBench) sign(b *testing.B, c *benchCaller) benchCreds {
+func (g *gatewayBench) sign(b testing.TB, c *benchCaller) benchCreds {
 	if c.sid == "" {
 		return benchCreds{}
 	}
@@ -353,7 +353,7 @@ func (g *gatewayBench) sign(b *testing.B, c *benchCaller) benchCreds {
 }
 
 // signAll signs n Poppy-Session headers for c, none when c has no Session.
-func (g *gatewayBench) signAll(b *testing.B, c *benchCaller, n int) []benchCreds {
+func (g *gatewayBench) signAll(b testing.TB, c *benchCaller, n int) []benchCreds {
 	if c.sid == "" {
 		return nil
 	}
@@ -364,7 +364,7 @@ func (g *gatewayBench) signAll(b *testing.B, c *benchCaller, n int) []benchCreds
 	return out
 }
 
-func (g *gatewayBench) request(b *testing.B, c *benchCaller, creds benchCreds) *http.Request {
+func (g *gatewayBench) request(b testing.TB, c *benchCaller, creds benchCreds) *http.Request {
 	req, err := http.NewRequest(http.MethodGet, c.url, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -613,7 +613,7 @@ func (bl *benchBaseline) median() float64 {
 // Each reports req/s, p50 and p99, and the CPU per request of this process
 // and of PostgreSQL, as BenchmarkGateway does.
 func BenchmarkOperations(b *testing.B) {
-	g := newGatewayBench(b)
+	g := newGatewayBench(b, testkit.Options{})
 	o := newOpsBench(b, g)
 	var plain benchBaseline
 	b.Run("plain", func(b *testing.B) {

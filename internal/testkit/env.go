@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -71,12 +72,20 @@ type Options struct {
 	// Platform, when set, changes the platform's options before it is
 	// built.
 	Platform func(*platform.Options)
+	// Tracer, when set, sees every statement of the platform's pool
+	// (plancheck.Recorder).
+	Tracer pgx.QueryTracer
 }
 
 // SetupWith is Setup with options.
 func SetupWith(t testing.TB, o Options) *Env {
 	t.Helper()
-	pool := testdb.NewPool(t)
+	cfg, err := pgxpool.ParseConfig(testdb.NewDatabase(t))
+	require.NoError(t, err)
+	cfg.ConnConfig.Tracer = o.Tracer
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
 	ca, err := devca.New()
 	require.NoError(t, err)
 

@@ -1,0 +1,56 @@
+package gateway_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/plancheck"
+)
+
+// TestGatewayRoundTrips: a gateway call in a known Session costs the
+// platform only the Session's own statements, the jti insert and the
+// Session lookup (one pipelined batch), signed out and signed in; a
+// DPoP-bound token adds its proof's jti (a second round trip, the
+// proof's own replay record). The Company, the access token and its
+// revocation state come from this replica's caches, which notifications
+// keep fresh (issue 19).
+func TestGatewayRoundTrips(t *testing.T) {
+	t.Parallel()
+	rec := &plancheck.Recorder{}
+	g := newGatewayBench(t, testkit.Options{Tracer: rec})
+	for name, c := range map[string]*benchCaller{"signed out": g.signedOut, "signed in": g.signedIn, "dpop": g.dpop} {
+		// Twice: the first may still fill a cache this Session's start
+		// left empty.
+		for round := range 2 {
+			req := g.request(t, c, g.sign(t, c))
+			var status int
+			var body string
+			stmts := rec.Record(func() { status, body = benchSend(c.client, req) })
+			require.Equal(t, http.StatusOK, status, "%s", body)
+			if round == 0 {
+				continue
+			}
+			var ours []string
+			for _, s := range stmts {
+				// River's own polling shares the pool.
+				if !strings.Contains(s.SQL, "river_") {
+					ours = append(ours, s.String())
+				}
+			}
+			want := 2
+			if c.proofKey != nil {
+				want = 3
+			}
+			require.Len(t, ours, want, "%s: %q", name, ours)
+			require.True(t, strings.HasPrefix(ours[0], "INSERT INTO session_jtis"), "%s: %q", name, ours)
+			require.True(t, strings.HasPrefix(ours[1], "SELECT") && strings.Contains(ours[1], "FROM sessions"), "%s: %q", name, ours)
+			if c.proofKey != nil {
+				require.True(t, strings.HasPrefix(ours[2], "INSERT INTO dpop_jtis"), "%s: %q", name, ours)
+			}
+		}
+	}
+}
