@@ -85,6 +85,7 @@ type Options struct {
 type Server struct {
 	opts    Options
 	handler *mcp.StreamableHTTPHandler
+	servers servers
 }
 
 // New returns the hosted MCP server.
@@ -185,7 +186,7 @@ func (m *Server) tools(w http.ResponseWriter, r *http.Request, co *tenant.Compan
 }
 
 // serve checks a request's access and the scopes of the tools it calls,
-// then answers it with a server built for it.
+// then answers it with the Company's server for its tools (servers).
 func (m *Server) serve(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	co := tenant.FromContext(ctx)
@@ -251,19 +252,11 @@ func (m *Server) serve(w http.ResponseWriter, r *http.Request) {
 	call := &toolCall{m: m, co: co, sess: sess, grant: grant, facts: origin.Facts(sess, grant), log: httpx.Logger(ctx),
 		batch: batch}
 	call.declare(operations.Declared(sess, r.Header.Values(operations.ExtensionsHeader)) || carriesApproval(calls))
-	server := mcp.NewServer(&mcp.Implementation{Name: co.Slug, Version: "poppyhost"}, &mcp.ServerOptions{
-		Logger: slog.New(warnOnly{call.log.Handler()}),
-		// Stateless, the server never notifies a client of changes, and
-		// logs nothing to it.
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+	server := m.servers.get(co, tools, func(name string, err error) {
+		call.log.WarnContext(ctx, "mcp: skipping a tool the SDK refuses", slog.String("tool", name), slog.Any("err", err))
 	})
-	for _, t := range tools {
-		if err := addTool(server, t, call.handler(t)); err != nil {
-			call.log.WarnContext(ctx, "mcp: skipping a tool the SDK refuses", slog.String("tool", t.Name), slog.Any("err", err))
-		}
-	}
-	m.handler.ServeHTTP(&performingWriter{ResponseWriter: w, r: r, call: call},
-		r.WithContext(context.WithValue(ctx, serverKey{}, server)))
+	ctx = context.WithValue(context.WithValue(ctx, serverKey{}, server), callKey{}, call)
+	m.handler.ServeHTTP(&performingWriter{ResponseWriter: w, r: r, call: call}, r.WithContext(ctx))
 }
 
 // signedOutAllowed reports whether a request with no access token may list
