@@ -1,0 +1,154 @@
+package conversations_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/poppyhost/poppyhost/internal/conversations"
+	"github.com/poppyhost/poppyhost/internal/jobs"
+	"github.com/poppyhost/poppyhost/internal/tenant"
+)
+
+// replica is one platform instance's sweeps on the shared database: a
+// pool and a store of its own, recording what it delivers.
+type replica struct {
+	delivered enqueued
+	sweeps    map[string]jobs.Sweep
+}
+
+func newReplica(t *testing.T, j *sweepSide) *replica {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), j.pool.Config().ConnString())
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	r := &replica{sweeps: map[string]jobs.Sweep{}}
+	store := conversations.NewStore(pool, conversations.StoreOptions{Enqueue: &r.delivered, Now: j.clock.now})
+	for _, s := range conversations.Sweeps(store) {
+		r.sweeps[s.Name] = s
+	}
+	return r
+}
+
+// runBoth runs a sweep on both replicas at once, each several times, as
+// two job workers would when both believe it is their turn, and returns
+// what each did.
+func runBoth(t *testing.T, j *sweepSide, name string, a, b *replica) int64 {
+	t.Helper()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		total int64
+	)
+	for _, r := range []*replica{a, b, a, b} {
+		wg.Go(func() {
+			n, unfinished, err := jobs.RunSweep(context.Background(), r.sweeps[name], j.clock.now())
+			mu.Lock()
+			defer mu.Unlock()
+			require.NoError(t, err)
+			require.False(t, unfinished)
+			total += n
+		})
+	}
+	wg.Wait()
+	return total
+}
+
+// TestDeadlinesFollowSettingsAcrossReplicas changes a Company's handoff
+// timeout and idle close while it has open conversations: they then time
+// out and close by the new settings, to the second, though they were
+// made under the old ones; two replicas sweeping at once handle each
+// conversation once, and a Company whose settings did not change keeps
+// its deadlines.
+func TestDeadlinesFollowSettingsAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	j := newSweepSide(t, tenant.Conversations{HandoffTimeoutSeconds: 3600, IdleCloseSeconds: 7200})
+	companies := tenant.NewStore(j.pool)
+	companies.OnModify(j.store.SettingsChanged)
+	a, b := newReplica(t, j), newReplica(t, j)
+
+	// More than one batch of each, so the replicas claim side by side.
+	const n = 150
+	var queued, idle []string
+	for i := range n {
+		id := j.start(t, j.acme, fmt.Sprintf("msg_q%d", i), "A person, please")
+		_, err := j.store.Handoff(ctx, j.acme.ID, owner, id)
+		require.NoError(t, err)
+		queued = append(queued, id)
+		idle = append(idle, j.start(t, j.acme, fmt.Sprintf("msg_i%d", i), "Hello"))
+	}
+	rival := j.start(t, j.rival, "msg_r", "A person, please")
+	_, err := j.store.Handoff(ctx, j.rival.ID, owner, rival)
+	require.NoError(t, err)
+
+	modify := func(handoff, idle int) {
+		t.Helper()
+		_, err := companies.Modify(ctx, j.acme.ID, func(c *tenant.Company) (tenant.Settings, error) {
+			s := c.Settings
+			s.Conversations.HandoffTimeoutSeconds, s.Conversations.IdleCloseSeconds = handoff, idle
+			return s, nil
+		})
+		require.NoError(t, err)
+	}
+	// Shorter than when the conversations were made.
+	modify(60, 600)
+
+	j.clock.advance(30 * time.Second)
+	require.Zero(t, runBoth(t, j, "conversations_handoff_timeout", a, b), "not yet a minute")
+	j.clock.advance(65 * time.Second)
+	require.EqualValues(t, n, runBoth(t, j, "conversations_handoff_timeout", a, b))
+	for _, id := range queued {
+		require.Equal(t, []string{"idle", "agent"}, j.state(t, j.acme, id))
+		require.Equal(t, []string{"message", "state"}, types(j.events(t, j.acme, id, 3)), "one unavailable message: %s", id)
+	}
+	require.ElementsMatch(t, queued, append(a.delivered.list(), b.delivered.list()...), "each once, by one replica")
+	require.Equal(t, "queued", j.get(t, j.rival, rival).Status, "the rival keeps 300 seconds")
+
+	// Longer again: the 600 seconds no longer close anything.
+	modify(60, 3600)
+	j.clock.advance(11 * time.Minute)
+	require.Zero(t, runBoth(t, j, "conversations_idle_close", a, b))
+	require.Equal(t, []string{"idle", "agent"}, j.state(t, j.acme, idle[0]))
+	require.EqualValues(t, 1, runBoth(t, j, "conversations_handoff_timeout", a, b), "the rival's 300 seconds are past")
+	require.Equal(t, []string{"idle", "agent"}, j.state(t, j.rival, rival))
+
+	// An hour after they were made, the idle ones close; those handed
+	// back at 65 seconds had activity then and wait a minute more.
+	j.clock.advance(time.Hour + 5*time.Second)
+	require.EqualValues(t, n, runBoth(t, j, "conversations_idle_close", a, b))
+	for i := range n {
+		require.Equal(t, "closed", j.get(t, j.acme, idle[i]).Status)
+		require.Equal(t, "idle", j.get(t, j.acme, queued[i]).Status)
+		require.Equal(t, []string{"state"}, types(j.events(t, j.acme, idle[i], 2)), "closed once: %s", idle[i])
+	}
+	j.clock.advance(time.Hour + 70*time.Second)
+	require.EqualValues(t, n, runBoth(t, j, "conversations_idle_close", a, b))
+	require.Equal(t, "closed", j.get(t, j.acme, queued[0]).Status)
+	delivered := append(a.delivered.list(), b.delivered.list()...)
+	require.Len(t, delivered, 3*n+1, "each conversation delivered once per change, the rival's handoff too")
+}
+
+// TestDeadlineDefaults checks that the deadlines the database computes for
+// a Company without limits of its own are the package's defaults.
+func TestDeadlineDefaults(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	j := newSweepSide(t, tenant.Conversations{})
+	id := j.start(t, j.rival, "msg_1", "A person, please")
+	_, err := j.store.Handoff(ctx, j.rival.ID, owner, id)
+	require.NoError(t, err)
+	var handoff, idle, prune time.Duration
+	require.NoError(t, j.pool.QueryRow(ctx, `SELECT extract(epoch FROM handoff_due_at - queued_at)::bigint * 1000000000,
+			extract(epoch FROM idle_due_at - last_activity_at)::bigint * 1000000000,
+			extract(epoch FROM prune_due_at - first_event_at)::bigint * 1000000000
+		FROM conversations WHERE id = $1`, id).Scan(&handoff, &idle, &prune))
+	require.Equal(t, conversations.DefaultHandoffTimeout, handoff)
+	require.Equal(t, conversations.DefaultIdleClose, idle)
+	require.Equal(t, time.Duration(conversations.DefaultRetentionDays)*24*time.Hour, prune)
+}
