@@ -59,6 +59,9 @@ func Sweeps(store *Store) []jobs.Sweep {
 // does not stop the others; the errors are returned at the end.
 func (s *Store) dueRun(w dueWork) func(ctx context.Context, now time.Time) (int64, error) {
 	return func(ctx context.Context, now time.Time) (int64, error) {
+		if due, err := s.anyDue(ctx, w, now); err != nil || !due {
+			return 0, err
+		}
 		var (
 			total int64
 			errs  []error

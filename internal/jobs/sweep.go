@@ -11,8 +11,8 @@ import (
 	"github.com/riverqueue/river"
 )
 
-// DefaultSweepTimeout is River's job timeout of a sweep that sets none.
-const DefaultSweepTimeout = 50 * time.Second
+// maxSweepTimeout bounds the timeout of a sweep that sets none.
+const maxSweepTimeout = 10 * time.Minute
 
 // Sweep is periodic work of a domain package, mostly forgetting rows
 // past their time.
@@ -22,9 +22,10 @@ type Sweep struct {
 	Name string
 	// Every is how often it runs; at most one run waits at a time.
 	Every time.Duration
-	// Timeout is River's timeout for one run [DefaultSweepTimeout]. Run's
-	// context ends at its budget, a tenth earlier, so a run stops between
-	// batches rather than being cut off; what is left waits for the next.
+	// Timeout is River's timeout for one run [five sixths of Every, at
+	// most ten minutes: 50 seconds for a sweep every minute]. Run's context
+	// ends at its budget, a tenth earlier, so a run stops between batches
+	// rather than being cut off; what is left waits for the next.
 	Timeout time.Duration
 	// Run does the work as of now, in batches until none is left or its
 	// context ends, and returns how many rows it removed (or, for work
@@ -43,7 +44,7 @@ func (s Sweep) timeout() time.Duration {
 	if s.Timeout > 0 {
 		return s.Timeout
 	}
-	return DefaultSweepTimeout
+	return min(s.Every*5/6, maxSweepTimeout)
 }
 
 // sweepMetrics say what each sweep did and what it left.
