@@ -152,3 +152,87 @@ func TestDeadlineDefaults(t *testing.T) {
 	require.Equal(t, conversations.DefaultIdleClose, idle)
 	require.Equal(t, time.Duration(conversations.DefaultRetentionDays)*24*time.Hour, prune)
 }
+
+// TestPruneByDeadline prunes by the deadline each conversation keeps: a
+// conversation with more old events than one visit deletes is emptied in
+// one run; a shorter retention set later prunes what the old one kept;
+// a closed parent goes after its closed Direct Conversation, not before.
+func TestPruneByDeadline(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	j := newSweepSide(t, tenant.Conversations{RetentionDays: 30})
+	companies := tenant.NewStore(j.pool)
+	companies.OnModify(j.store.SettingsChanged)
+	// backdate moves a conversation's events and activity back by days,
+	// as if it had happened then.
+	backdate := func(id string, days int) {
+		t.Helper()
+		_, err := j.pool.Exec(ctx, `UPDATE conversation_events SET created_at = created_at - make_interval(days => $2)
+			WHERE conversation_id = $1`, id, days)
+		require.NoError(t, err)
+		_, err = j.pool.Exec(ctx, `UPDATE conversations SET last_activity_at = last_activity_at - make_interval(days => $2),
+			first_event_at = first_event_at - make_interval(days => $2) WHERE id = $1`, id, days)
+		require.NoError(t, err)
+	}
+
+	// 2,499 events, 40 days old, then a new one.
+	long := j.start(t, j.acme, "msg_long", "Hello")
+	_, err := j.pool.Exec(ctx, `INSERT INTO conversation_events (company_id, conversation_id, seq, type, body, created_at)
+		SELECT company_id, id, last_seq + g, 'message', '{}', now() FROM conversations, generate_series(1, 2497) g
+		WHERE id = $1`, long)
+	require.NoError(t, err)
+	_, err = j.pool.Exec(ctx, `UPDATE conversations SET last_seq = last_seq + 2497 WHERE id = $1`, long)
+	require.NoError(t, err)
+	backdate(long, 40)
+	answer := "Still here"
+	_, err = j.store.CompanyPost(ctx, j.acme, long, &conversations.CompanyMessage{
+		Author: conversations.Author{Type: conversations.ResponderAgent}, Text: &answer}, "")
+	require.NoError(t, err)
+
+	// 20 days old: kept for 30 days, not for 10.
+	recent := j.start(t, j.acme, "msg_recent", "Hello")
+	backdate(recent, 20)
+
+	// A closed parent and its closed Direct Conversation, 40 days old.
+	parent := j.start(t, j.acme, "msg_parent", "Hello")
+	_, err = j.store.CompanyUserRequested(ctx, j.acme.ID, parent, "r")
+	require.NoError(t, err)
+	c, err := j.store.Start(ctx, j.acme.ID, owner, conversations.StartRequest{ParentID: parent, AcceptedEventID: "evt_3"},
+		conversations.Policy{})
+	require.NoError(t, err)
+	direct := c.ID
+	_, err = j.store.CompanyClose(ctx, j.acme.ID, parent)
+	require.NoError(t, err)
+	require.Equal(t, "closed", j.get(t, j.acme, direct).Status)
+	backdate(parent, 40)
+	backdate(direct, 40)
+
+	j.run(t, "conversations_prune")
+	evs := j.events(t, j.acme, long, 0)
+	require.Len(t, evs, 1, "the new message stays")
+	require.EqualValues(t, 2500, evs[0].Seq)
+	require.Len(t, j.events(t, j.acme, recent, 0), 2)
+	gone, err := j.store.Get(ctx, j.acme.ID, direct)
+	require.NoError(t, err)
+	require.Nil(t, gone, "the Direct Conversation goes")
+	require.Equal(t, "closed", j.get(t, j.acme, parent).Status, "its parent had it still when it was looked at")
+	require.Empty(t, j.events(t, j.acme, parent, 0))
+
+	j.run(t, "conversations_prune")
+	require.Equal(t, "closed", j.get(t, j.acme, parent).Status, "looked at again in an hour")
+	j.clock.advance(61 * time.Minute)
+	j.run(t, "conversations_prune")
+	gone, err = j.store.Get(ctx, j.acme.ID, parent)
+	require.NoError(t, err)
+	require.Nil(t, gone)
+
+	_, err = companies.Modify(ctx, j.acme.ID, func(c *tenant.Company) (tenant.Settings, error) {
+		s := c.Settings
+		s.Conversations.RetentionDays = 10
+		return s, nil
+	})
+	require.NoError(t, err)
+	j.run(t, "conversations_prune")
+	require.Empty(t, j.events(t, j.acme, recent, 0), "10 days now")
+	require.Len(t, j.events(t, j.acme, long, 0), 1)
+}

@@ -39,12 +39,12 @@ type dueRow struct {
 }
 
 // batch is what one transaction of a sweep did: how many conversations
-// it claimed and handled, the rows it changed or removed, and the errors
-// of those it could not handle.
+// it handled, the rows it changed or removed, and the errors of those it
+// could not handle.
 type batch struct {
-	claimed, handled int
-	rows             int64
-	errs             []error
+	handled int
+	rows    int64
+	errs    []error
 }
 
 // dueBatch claims up to jobBatch conversations whose w is due as of now,
@@ -79,7 +79,6 @@ func (s *Store) dueBatch(ctx context.Context, w dueWork, now time.Time) (batch, 
 		if err != nil {
 			return err
 		}
-		b.claimed = len(due)
 		for _, d := range due {
 			var n int64
 			var handled bool

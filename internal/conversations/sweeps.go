@@ -53,28 +53,25 @@ func Sweeps(store *Store) []jobs.Sweep {
 	}
 }
 
-// dueRun runs batches of the work until none is due (a batch claims
-// fewer than jobBatch), a batch handles none, or ctx ends; it returns the
-// rows changed or removed. A conversation whose work fails stays due and
-// does not stop the others; the errors are returned at the end.
+// dueRun runs batches of the work while some is due and the last batch
+// handled any, until ctx ends; it returns the rows changed or removed. A
+// conversation whose work fails stays due and does not stop the others;
+// the errors are returned at the end.
 func (s *Store) dueRun(w dueWork) func(ctx context.Context, now time.Time) (int64, error) {
 	return func(ctx context.Context, now time.Time) (int64, error) {
-		if due, err := s.anyDue(ctx, w, now); err != nil || !due {
-			return 0, err
-		}
 		var (
 			total int64
 			errs  []error
 		)
 		for {
+			if due, err := s.anyDue(ctx, w, now); err != nil || !due {
+				return total, errors.Join(append(errs, err)...)
+			}
 			b, err := s.dueBatch(ctx, w, now)
 			total += b.rows
 			errs = append(errs, b.errs...)
-			if err != nil {
+			if err != nil || b.handled == 0 {
 				return total, errors.Join(append(errs, err)...)
-			}
-			if b.claimed < jobBatch || b.handled == 0 {
-				return total, errors.Join(errs...)
 			}
 		}
 	}

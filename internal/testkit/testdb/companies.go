@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 )
@@ -16,13 +17,8 @@ func InsertCompanies(tb testing.TB, pool *pgxpool.Pool, prefix string, n int, se
 	rows, err := pool.Query(context.Background(), `INSERT INTO companies (slug, settings)
 		SELECT $1 || g, $3::jsonb FROM generate_series(1, $2::int) g ORDER BY g RETURNING id`, prefix, n, settings)
 	require.NoError(tb, err)
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		require.NoError(tb, rows.Scan(&id))
-		ids = append(ids, id)
-	}
-	require.NoError(tb, rows.Err())
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(tb, err)
 	require.Len(tb, ids, n)
 	return ids
 }
