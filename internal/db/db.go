@@ -61,6 +61,10 @@ func DeleteInBatches(ctx context.Context, db Executor, table, key, where string,
 	args = append(args[:len(args):len(args)], deleteBatch)
 	var total int64
 	for {
+		// A sweep's run ends between batches when its budget does.
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
 		tag, err := db.Exec(ctx, sql, args...)
 		if err != nil {
 			return total, fmt.Errorf("delete from %s: %w", table, err)
