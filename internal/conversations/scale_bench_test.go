@@ -130,7 +130,7 @@ func compare(b *testing.B, small, large *scaleSide, op func(s *scaleSide) error)
 
 // BenchmarkScale compares one idle Company holding 10 conversations with
 // 10,001 Companies, one of them holding 10,000 conversations and each of
-// the others 10 (100,000 conversations, 230,000 events): a minute's
+// the others 10 (110,000 conversations, 230,000 events): a minute's
 // background work (each conversations sweep once, with its count of what
 // is left: the prune really runs once an hour) when nothing is due, and
 // the Company API's list with each filter, one full page each.
