@@ -215,12 +215,22 @@ func (s *Store) prune(ctx context.Context, tx pgx.Tx, d dueRow, now time.Time) (
 		first, last int64
 		status      string
 		active      time.Time
+		batchOld    *bool
 		upto        *int64
 	)
 	if err := tx.QueryRow(ctx, `SELECT first_seq, last_seq, status, last_activity_at,
-			(SELECT max(seq) FROM conversation_events WHERE company_id = $1 AND conversation_id = $2 AND created_at < $3)
-		FROM conversations WHERE company_id = $1 AND id = $2`, d.companyID, d.id, cutoff).
-		Scan(&first, &last, &status, &active, &upto); err != nil {
+			(SELECT created_at < $3 FROM conversation_events WHERE company_id = $1 AND conversation_id = $2 AND seq = first_seq + $4)
+		FROM conversations WHERE company_id = $1 AND id = $2`, d.companyID, d.id, cutoff, eventBatch-1).
+		Scan(&first, &last, &status, &active, &batchOld); err != nil {
+		return 0, err
+	}
+	if batchOld != nil && *batchOld {
+		// The batch's last event is old, so the whole batch goes (events
+		// go in order), whatever the later ones are: no need to read them.
+		end := first + eventBatch - 1
+		upto = &end
+	} else if err := tx.QueryRow(ctx, `SELECT max(seq) FROM conversation_events
+		WHERE company_id = $1 AND conversation_id = $2 AND created_at < $3`, d.companyID, d.id, cutoff).Scan(&upto); err != nil {
 		return 0, err
 	}
 	var n int64
