@@ -236,3 +236,34 @@ func TestPruneByDeadline(t *testing.T) {
 	require.Empty(t, j.events(t, j.acme, recent, 0), "10 days now")
 	require.Len(t, j.events(t, j.acme, long, 0), 1)
 }
+
+// TestLongerRetentionKeeps lengthens the retention after a conversation's
+// prune came due under the shorter one: the prune keeps its events and
+// moves its deadline to the longer retention.
+func TestLongerRetentionKeeps(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	j := newSweepSide(t, tenant.Conversations{RetentionDays: 10})
+	companies := tenant.NewStore(j.pool)
+	companies.OnModify(j.store.SettingsChanged)
+	id := j.start(t, j.acme, "msg_1", "Hello")
+	_, err := j.pool.Exec(ctx, `UPDATE conversations SET first_event_at = first_event_at - interval '20 days',
+		last_activity_at = last_activity_at - interval '20 days' WHERE id = $1`, id)
+	require.NoError(t, err)
+	_, err = j.pool.Exec(ctx, `UPDATE conversation_events SET created_at = created_at - interval '20 days'
+		WHERE conversation_id = $1`, id)
+	require.NoError(t, err)
+	_, err = companies.Modify(ctx, j.acme.ID, func(c *tenant.Company) (tenant.Settings, error) {
+		s := c.Settings
+		s.Conversations.RetentionDays = 30
+		return s, nil
+	})
+	require.NoError(t, err)
+
+	j.run(t, "conversations_prune")
+	require.Len(t, j.events(t, j.acme, id, 0), 2)
+	var secs float64
+	require.NoError(t, j.pool.QueryRow(ctx, `SELECT extract(epoch FROM prune_due_at - first_event_at)
+		FROM conversations WHERE id = $1`, id).Scan(&secs))
+	require.Equal(t, 30*24*time.Hour, time.Duration(secs)*time.Second)
+}

@@ -6,11 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/conversations"
+	"github.com/poppyhost/poppyhost/internal/db"
 	"github.com/poppyhost/poppyhost/internal/jobs"
+	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
@@ -132,8 +135,9 @@ func compare(b *testing.B, small, large *scaleSide, op func(s *scaleSide) error)
 // 10,001 Companies, one of them holding 10,000 conversations and each of
 // the others 10 (110,000 conversations, 230,000 events): a minute's
 // background work (each conversations sweep once, with its count of what
-// is left: the prune really runs once an hour) when nothing is due, and
-// the Company API's list with each filter, one full page each.
+// is left: the prune really runs once an hour) when nothing is due, the
+// Company API's list with each filter, one full page each, and what a
+// change of the retention costs the Company's conversations.
 func BenchmarkScale(b *testing.B) {
 	small := newScaleSide(b, 10, 0)
 	large := newScaleSide(b, 10_000, 10_000)
@@ -167,6 +171,16 @@ func BenchmarkScale(b *testing.B) {
 			})
 		})
 	}
+	// Linear by nature: every conversation of the Company gets its
+	// deadlines again, in the transaction of the settings change.
+	b.Run("retention-change", func(b *testing.B) {
+		before := &tenant.Company{Settings: tenant.Settings{Conversations: tenant.Conversations{RetentionDays: 90}}}
+		after := &tenant.Company{Settings: tenant.Settings{Conversations: tenant.Conversations{RetentionDays: 30}}}
+		compare(b, small, large, func(s *scaleSide) error {
+			after.ID = s.listed
+			return db.InTx(ctx, s.pool, func(tx pgx.Tx) error { return s.store.SettingsChanged(ctx, tx, before, after) })
+		})
+	})
 	b.Run("get", func(b *testing.B) {
 		compare(b, small, large, func(s *scaleSide) error {
 			v, err := s.store.CompanyGet(ctx, s.listed, s.newest)

@@ -206,11 +206,7 @@ const pruneRecheck = time.Hour
 // is then deleted with its message IDs (spec 8.3: the check lasts as long
 // as the conversation); a parent after its Direct Conversations.
 func (s *Store) prune(ctx context.Context, tx pgx.Tx, d dueRow, now time.Time) (int64, error) {
-	days := d.settings.RetentionDays
-	if days <= 0 {
-		days = DefaultRetentionDays
-	}
-	cutoff := now.Add(-time.Duration(days) * 24 * time.Hour)
+	cutoff := now.Add(-time.Duration(retentionDays(d.settings.RetentionDays)) * 24 * time.Hour)
 	var (
 		first, last int64
 		status      string
@@ -271,14 +267,17 @@ func (s *Store) prune(ctx context.Context, tx pgx.Tx, d dueRow, now time.Time) (
 }
 
 // SettingsChanged computes again, in tx, the deadlines of the Company's
-// conversations when its conversation limits changed: open ones for the
-// handoff timeout and idle close, all of them for the retention period.
+// conversations that its new conversation limits move: those of open
+// conversations when the handoff timeout or idle close changed, and of
+// all its conversations when the retention became shorter. A longer
+// retention needs nothing: the prune, visiting a conversation before its
+// time, deletes nothing and computes the later deadline itself.
 // tenant.Store calls it where it writes the change (tenant.Store.OnModify).
 func (s *Store) SettingsChanged(ctx context.Context, tx pgx.Tx, before, after *tenant.Company) error {
 	b, a := before.Settings.Conversations, after.Settings.Conversations
 	var which string
 	switch {
-	case b.RetentionDays != a.RetentionDays:
+	case retentionDays(a.RetentionDays) < retentionDays(b.RetentionDays):
 		which = ""
 	case b.HandoffTimeoutSeconds != a.HandoffTimeoutSeconds || b.IdleCloseSeconds != a.IdleCloseSeconds:
 		which = ` AND status <> 'closed'`
@@ -288,4 +287,12 @@ func (s *Store) SettingsChanged(ctx context.Context, tx pgx.Tx, before, after *t
 	// Naming first_event_at is what runs the trigger; its value stays.
 	_, err := tx.Exec(ctx, `UPDATE conversations SET first_event_at = first_event_at WHERE company_id = $1`+which, after.ID)
 	return err
+}
+
+// retentionDays is a retention_days setting, the default for 0.
+func retentionDays(days int) int {
+	if days <= 0 {
+		return DefaultRetentionDays
+	}
+	return days
 }
