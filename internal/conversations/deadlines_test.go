@@ -267,3 +267,32 @@ func TestLongerRetentionKeeps(t *testing.T) {
 		FROM conversations WHERE id = $1`, id).Scan(&secs))
 	require.Equal(t, 30*24*time.Hour, time.Duration(secs)*time.Second)
 }
+
+// TestStaleDeadlineComputedAgain gives a queued and an idle conversation
+// deadlines earlier than their Company's settings say, as a write that
+// read the settings just before a change committed leaves them: the
+// sweeps compute them again rather than act on them.
+func TestStaleDeadlineComputedAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	j := newSweepSide(t, tenant.Conversations{HandoffTimeoutSeconds: 3600, IdleCloseSeconds: 7200})
+	queued := j.start(t, j.acme, "msg_1", "A person, please")
+	_, err := j.store.Handoff(ctx, j.acme.ID, owner, queued)
+	require.NoError(t, err)
+	idle := j.start(t, j.acme, "msg_2", "Hello")
+	_, err = j.pool.Exec(ctx, `UPDATE conversations SET handoff_due_at = now() - interval '1 minute',
+		idle_due_at = now() - interval '1 minute' WHERE company_id = $1`, j.acme.ID)
+	require.NoError(t, err)
+
+	j.run(t, "conversations_handoff_timeout")
+	j.run(t, "conversations_idle_close")
+	require.Equal(t, "queued", j.get(t, j.acme, queued).Status)
+	require.Equal(t, "idle", j.get(t, j.acme, idle).Status)
+	require.Empty(t, j.delivered.list())
+	var handoff, idleIn float64
+	require.NoError(t, j.pool.QueryRow(ctx, `SELECT
+			(SELECT extract(epoch FROM handoff_due_at - queued_at) FROM conversations WHERE id = $1),
+			(SELECT extract(epoch FROM idle_due_at - last_activity_at) FROM conversations WHERE id = $2)`,
+		queued, idle).Scan(&handoff, &idleIn))
+	require.Equal(t, []float64{3600, 7200}, []float64{handoff, idleIn})
+}

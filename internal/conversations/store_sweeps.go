@@ -35,6 +35,8 @@ func (w dueWork) column() string {
 type dueRow struct {
 	companyID int64
 	id        string
+	queuedAt  *time.Time
+	activeAt  time.Time
 	settings  tenant.Conversations
 }
 
@@ -59,7 +61,7 @@ func (s *Store) dueBatch(ctx context.Context, w dueWork, now time.Time) (batch, 
 		if err := asOrigin(ctx, tx, originPlatform); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `SELECT c.company_id, c.id, co.settings -> 'conversations'
+		rows, err := tx.Query(ctx, `SELECT c.company_id, c.id, c.queued_at, c.last_activity_at, co.settings -> 'conversations'
 			FROM conversations c JOIN companies co ON co.id = c.company_id
 			WHERE c.`+w.column()+` <= $1 ORDER BY c.`+w.column()+` LIMIT $2 FOR UPDATE OF c SKIP LOCKED`, now, jobBatch)
 		if err != nil {
@@ -68,7 +70,7 @@ func (s *Store) dueBatch(ctx context.Context, w dueWork, now time.Time) (batch, 
 		due, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (dueRow, error) {
 			var d dueRow
 			var cv *tenant.Conversations
-			if err := row.Scan(&d.companyID, &d.id, &cv); err != nil {
+			if err := row.Scan(&d.companyID, &d.id, &d.queuedAt, &d.activeAt, &cv); err != nil {
 				return d, err
 			}
 			if cv != nil {
@@ -108,8 +110,15 @@ func (s *Store) dueBatch(ctx context.Context, w dueWork, now time.Time) (batch, 
 }
 
 // doDue does w on the claimed conversation d; handled is false when it
-// had to leave it for a later run.
+// had to leave it for a later run. A deadline the Company's settings as
+// they are now put later (written by a transaction that read them before
+// a change committed) is computed again instead.
 func (s *Store) doDue(ctx context.Context, tx pgx.Tx, w dueWork, d dueRow, now time.Time) (int64, bool, error) {
+	if stale(w, d, now) {
+		_, err := tx.Exec(ctx, `UPDATE conversations SET first_event_at = first_event_at WHERE company_id = $1 AND id = $2`,
+			d.companyID, d.id)
+		return 0, true, err
+	}
 	switch w {
 	case dueHandoff:
 		n, err := s.handoffTimeout(ctx, tx, d)
@@ -120,6 +129,26 @@ func (s *Store) doDue(ctx context.Context, tx pgx.Tx, w dueWork, d dueRow, now t
 		n, err := s.prune(ctx, tx, d, now)
 		return n, true, err
 	}
+}
+
+// stale reports whether the Company's settings as they are now put d's
+// handoff timeout or idle close after now. (The prune reads them itself.)
+func stale(w dueWork, d dueRow, now time.Time) bool {
+	switch w {
+	case dueHandoff:
+		limit := DefaultHandoffTimeout
+		if d.settings.HandoffTimeoutSeconds > 0 {
+			limit = time.Duration(d.settings.HandoffTimeoutSeconds) * time.Second
+		}
+		return d.queuedAt == nil || d.queuedAt.Add(limit).After(now)
+	case dueIdle:
+		limit := DefaultIdleClose
+		if d.settings.IdleCloseSeconds > 0 {
+			limit = time.Duration(d.settings.IdleCloseSeconds) * time.Second
+		}
+		return d.activeAt.Add(limit).After(now)
+	}
+	return false
 }
 
 // anyDue reports whether some conversation's w is due as of now. It
