@@ -118,16 +118,20 @@ func (w *sweepWorker) Timeout(*river.Job[sweepArgs]) time.Duration { return w.sw
 func (w *sweepWorker) Work(ctx context.Context, _ *river.Job[sweepArgs]) error {
 	n, unfinished, err := RunSweep(ctx, w.sweep, w.q.now())
 	w.q.metrics.rows.WithLabelValues(w.sweep.Name).Add(float64(n))
-	w.q.metrics.unfinished.WithLabelValues(w.sweep.Name).Set(map[bool]float64{false: 0, true: 1}[unfinished])
+	left := 0.0
+	if unfinished {
+		left = 1
+	}
+	w.q.metrics.unfinished.WithLabelValues(w.sweep.Name).Set(left)
 	if err != nil {
 		return fmt.Errorf("%s: %w", w.sweep.Name, err)
 	}
 	if w.sweep.Left != nil {
-		left, err := w.sweep.Left(ctx, w.q.now())
+		due, err := w.sweep.Left(ctx, w.q.now())
 		if err != nil {
 			return fmt.Errorf("%s: count what is left: %w", w.sweep.Name, err)
 		}
-		w.q.metrics.left.WithLabelValues(w.sweep.Name).Set(float64(left))
+		w.q.metrics.left.WithLabelValues(w.sweep.Name).Set(float64(due))
 	}
 	// The frequent sweeps mostly find nothing: only work done is worth a
 	// line at the default level.

@@ -172,12 +172,15 @@ func (s *Store) Modify(ctx context.Context, companyID int64, change func(c *Comp
 		if _, err := tx.Exec(ctx, `DELETE FROM company_domains WHERE company_id = $1`, companyID); err != nil {
 			return err
 		}
+		if err := insertDomains(ctx, tx, companyID, settings); err != nil {
+			return err
+		}
 		for _, h := range s.onModify {
 			if err := h(ctx, tx, c, out); err != nil {
 				return err
 			}
 		}
-		return insertDomains(ctx, tx, companyID, settings)
+		return nil
 	})
 	if err != nil {
 		return nil, mapWriteError(err)
