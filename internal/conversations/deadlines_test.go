@@ -296,3 +296,47 @@ func TestStaleDeadlineComputedAgain(t *testing.T) {
 		queued, idle).Scan(&handoff, &idleIn))
 	require.Equal(t, []float64{3600, 7200}, []float64{handoff, idleIn})
 }
+
+// TestCompanyListFilters pages through the Company's conversations with
+// each filter: newest first, only the status asked for, before the
+// conversation given, and nothing of another Company's.
+func TestCompanyListFilters(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	j := newSweepSide(t, tenant.Conversations{})
+	want := map[string][]string{}
+	for i := range 9 {
+		id := j.start(t, j.acme, fmt.Sprintf("msg_%d", i), "Hello")
+		st := "idle"
+		switch i % 3 {
+		case 1:
+			_, err := j.store.Handoff(ctx, j.acme.ID, owner, id)
+			require.NoError(t, err)
+			st = "queued"
+		case 2:
+			_, err := j.store.CompanyClose(ctx, j.acme.ID, id)
+			require.NoError(t, err)
+			st = "closed"
+		}
+		// Newest first.
+		want[st] = append([]string{id}, want[st]...)
+		want[""] = append([]string{id}, want[""]...)
+	}
+	j.start(t, j.rival, "msg_r", "Hello")
+	for _, status := range []string{"", "idle", "queued", "closed", "working"} {
+		var got []string
+		before := ""
+		for {
+			page, err := j.store.CompanyList(ctx, j.acme.ID, conversations.ListFilter{Status: status, Before: before, Limit: 2})
+			require.NoError(t, err)
+			for _, v := range page {
+				got = append(got, v.ID)
+			}
+			if len(page) < 2 {
+				break
+			}
+			before = page[len(page)-1].ID
+		}
+		require.Equal(t, want[status], got, "status %q", status)
+	}
+}
