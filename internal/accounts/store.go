@@ -117,6 +117,6 @@ func (s *Store) clearFailures(ctx context.Context, companyID int64, username str
 // left by probes for unknown usernames, as of now, and returns how many
 // it removed.
 func (s *Store) DeleteStaleLoginFailures(ctx context.Context, now time.Time) (int64, error) {
-	return db.DeleteInBatches(ctx, s.pool, "login_failures", "company_id, username", "last_failure_at <= $1",
+	return db.DeleteInBatches(ctx, s.pool, "login_failures", "last_failure_at <= $1",
 		now.Add(-FailureWindow))
 }

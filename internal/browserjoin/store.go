@@ -213,11 +213,11 @@ func (s *Store) end(ctx context.Context, companyID int64, token string, now time
 // sweep deletes codes and web sessions that expired before cutoff, and
 // returns how many.
 func (s *Store) sweep(ctx context.Context, cutoff time.Time) (int64, error) {
-	codes, err := db.DeleteInBatches(ctx, s.pool, "browser_join_codes", "company_id, code", "expires_at < $1", cutoff)
+	codes, err := db.DeleteInBatches(ctx, s.pool, "browser_join_codes", "expires_at < $1", cutoff)
 	if err != nil {
 		return codes, err
 	}
-	sessions, err := db.DeleteInBatches(ctx, s.pool, "web_sessions", "company_id, token", "expires_at < $1", cutoff)
+	sessions, err := db.DeleteInBatches(ctx, s.pool, "web_sessions", "expires_at < $1", cutoff)
 	return codes + sessions, err
 }
 

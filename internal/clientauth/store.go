@@ -42,5 +42,5 @@ func (s *PGReplays) Use(ctx context.Context, issuer, clientID, jti string, exp t
 
 // Sweep deletes the records whose exp is before now, and says how many.
 func (s *PGReplays) Sweep(ctx context.Context, now time.Time) (int64, error) {
-	return db.DeleteInBatches(ctx, s.pool, "client_assertion_jtis", "issuer, client_id, jti", "expires_at < $1", now)
+	return db.DeleteInBatches(ctx, s.pool, "client_assertion_jtis", "expires_at < $1", now)
 }

@@ -154,8 +154,8 @@ func checkCompanyStatus(status string) error {
 // Company configured no message of its own.
 const defaultHandoffUnavailable = "No one is available to take this conversation right now. I can keep helping here, or you can ask for a person again later."
 
-func handoffUnavailableText(co *tenant.Company) string {
-	if t := co.Settings.Conversations.HandoffUnavailableMessage; t != "" {
+func handoffUnavailableText(cv *tenant.Conversations) string {
+	if t := cv.HandoffUnavailableMessage; t != "" {
 		return t
 	}
 	return defaultHandoffUnavailable

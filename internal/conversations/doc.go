@@ -26,7 +26,9 @@
 //   - hub.go: the Hub that wakes readers on every replica.
 //   - webhook.go: Delivery, the Company Agent's signed webhook.
 //   - sweeps.go: handoff timeouts, idle close and retention (spec 8.5,
-//     8.9, 8.12).
+//     8.9, 8.12), found by the deadlines each conversation keeps across
+//     all Companies; SettingsChanged computes them again when a
+//     Company's limits change.
 //   - operations*.go: Operations, the optional collaborator for operations
 //     in conversations: proposals (operations_company.go), approvals
 //     (operations_approval.go), the jobs that perform them

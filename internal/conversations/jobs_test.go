@@ -79,7 +79,7 @@ func newSweepSide(t *testing.T, acme tenant.Conversations) *sweepSide {
 	require.NoError(t, err)
 	j.store = conversations.NewStore(pool, conversations.StoreOptions{Now: j.clock.now})
 	j.swept = conversations.NewStore(pool, conversations.StoreOptions{Enqueue: &j.delivered, Now: j.clock.now})
-	for _, s := range conversations.Sweeps(j.swept, companies) {
+	for _, s := range conversations.Sweeps(j.swept) {
 		j.sweeps[s.Name] = s
 	}
 	require.Len(t, j.sweeps, 3)
@@ -268,8 +268,12 @@ func TestPruneJob(t *testing.T) {
 		_, err := j.pool.Exec(ctx, `UPDATE conversation_events SET created_at = created_at - $3::interval
 			WHERE conversation_id = $1 AND seq <= $2`, id, upTo, by.String())
 		require.NoError(t, err)
-		_, err = j.pool.Exec(ctx, `UPDATE conversations SET last_activity_at = last_activity_at - $2::interval
-			WHERE id = $1 AND last_seq <= $3`, id, by.String(), upTo)
+		// As the store would have written them: the oldest event's time,
+		// and the last activity when every event moved.
+		_, err = j.pool.Exec(ctx, `UPDATE conversations c SET first_event_at = (SELECT e.created_at
+				FROM conversation_events e WHERE e.conversation_id = c.id AND e.seq = c.first_seq),
+			last_activity_at = CASE WHEN last_seq <= $3 THEN last_activity_at - $2::interval ELSE last_activity_at END
+			WHERE id = $1`, id, by.String(), upTo)
 		require.NoError(t, err)
 	}
 

@@ -119,7 +119,7 @@ func (s *Store) appendEvents(ctx context.Context, tx pgx.Tx, c *Conversation, st
 	now := s.now()
 	var last int64
 	err := tx.QueryRow(ctx, `UPDATE conversations SET last_seq = last_seq + $3, status = $4, responder = $5,
-			last_activity_at = $6,
+			last_activity_at = $6, first_event_at = coalesce(first_event_at, $6),
 			queued_at = CASE WHEN $4 = 'queued' THEN coalesce(queued_at, $6) ELSE NULL END,
 			closed_at = CASE WHEN $4 = 'closed' THEN coalesce(closed_at, $6) ELSE NULL END
 		WHERE company_id = $1 AND id = $2 RETURNING last_seq`,

@@ -81,8 +81,18 @@ type ListFilter struct {
 
 // CompanyList lists the Company's conversations, newest first.
 func (s *Store) CompanyList(ctx context.Context, companyID int64, f ListFilter) ([]*ConversationView, error) {
-	sql := `SELECT ` + viewColumns + ` FROM conversations WHERE company_id = $1 AND ($2 = '' OR status = $2)`
-	args := []any{companyID, f.Status, f.Limit}
+	// One statement per filter, each a range scan of an index
+	// (conversations_company_created, conversations_company_status_created)
+	// whose plan does not depend on the filter's value.
+	sql := `SELECT ` + viewColumns + ` FROM conversations WHERE company_id = $1`
+	args := []any{companyID}
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if f.Status != "" {
+		sql += ` AND status = ` + arg(f.Status)
+	}
 	if f.Before != "" {
 		before, err := loadView(ctx, s.pool, companyID, f.Before)
 		if err != nil {
@@ -91,10 +101,9 @@ func (s *Store) CompanyList(ctx context.Context, companyID int64, f ListFilter) 
 		if before == nil {
 			return nil, invalid("before is not a conversation of the Company")
 		}
-		sql += ` AND (created_at, id) < ($4, $5)`
-		args = append(args, before.CreatedAt, before.ID)
+		sql += ` AND (created_at, id) < (` + arg(before.CreatedAt) + `, ` + arg(before.ID) + `)`
 	}
-	rows, err := s.pool.Query(ctx, sql+` ORDER BY created_at DESC, id DESC LIMIT $3`, args...)
+	rows, err := s.pool.Query(ctx, sql+` ORDER BY created_at DESC, id DESC LIMIT `+arg(f.Limit), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -311,7 +320,7 @@ func (s *Store) endHandoff(ctx context.Context, tx pgx.Tx, c *Conversation, text
 // Agent saying so, text or the Company's configured message.
 func (s *Store) CompanyHandoffUnavailable(ctx context.Context, co *tenant.Company, id, text string) (*Posted, error) {
 	if text == "" {
-		text = handoffUnavailableText(co)
+		text = handoffUnavailableText(&co.Settings.Conversations)
 	}
 	if err := checkText("text", text, maxReasonLen); err != nil {
 		return nil, err

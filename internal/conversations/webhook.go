@@ -55,7 +55,6 @@ const (
 // Companies finds Companies for background work (tenant.Store).
 type Companies interface {
 	Get(ctx context.Context, slug string) (*tenant.Company, error)
-	List(ctx context.Context, after string, limit int) ([]*tenant.Company, error)
 }
 
 // DeliveryOptions configure a Delivery.

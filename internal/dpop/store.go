@@ -28,7 +28,7 @@ func (s *Store) Seen(ctx context.Context, companyID int64, jkt, jti string, unti
 
 // Sweep deletes replay records past their window.
 func (s *Store) Sweep(ctx context.Context, now time.Time) (int64, error) {
-	return db.DeleteInBatches(ctx, s.db, "dpop_jtis", "company_id, jkt, jti", "expires_at < $1", now)
+	return db.DeleteInBatches(ctx, s.db, "dpop_jtis", "expires_at < $1", now)
 }
 
 // Sweeps are the package's periodic work: forgetting proof jtis past

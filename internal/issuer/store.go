@@ -566,12 +566,8 @@ func (s *Store) Disconnect(ctx context.Context, companyID, accountID int64, clie
 // many.
 func (s *Store) DeleteExpired(ctx context.Context, cutoff time.Time) (int64, error) {
 	var n int64
-	for _, t := range []struct{ table, key string }{
-		{"oauth_tokens", "company_id, kind, signature"},
-		{"device_grants", "company_id, device_code"},
-		{"issuer_logins", "company_id, token"},
-	} {
-		deleted, err := db.DeleteInBatches(ctx, s.pool, t.table, t.key, "expires_at < $1", cutoff)
+	for _, table := range []string{"oauth_tokens", "device_grants", "issuer_logins"} {
+		deleted, err := db.DeleteInBatches(ctx, s.pool, table, "expires_at < $1", cutoff)
 		n += deleted
 		if err != nil {
 			return n, err

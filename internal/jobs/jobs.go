@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 )
@@ -22,6 +23,8 @@ type Options struct {
 	Logger  *slog.Logger
 	// Now is the sweeps' clock [time.Now].
 	Now func() time.Time
+	// Metrics registers the sweeps' metrics; nil keeps them unregistered.
+	Metrics prometheus.Registerer
 }
 
 // Queue is the platform's River client and the bundle of its workers.
@@ -36,6 +39,7 @@ type Queue struct {
 	Workers *river.Workers
 	logger  *slog.Logger
 	now     func() time.Time
+	metrics *sweepMetrics
 }
 
 // New returns the Queue on pool.
@@ -57,5 +61,9 @@ func New(pool *pgxpool.Pool, opts Options) (*Queue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
-	return &Queue{Client: c, Workers: opts.Workers, logger: opts.Logger, now: opts.Now}, nil
+	m, err := newSweepMetrics(opts.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	return &Queue{Client: c, Workers: opts.Workers, logger: opts.Logger, now: opts.Now, metrics: m}, nil
 }

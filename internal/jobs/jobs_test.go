@@ -4,9 +4,11 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
@@ -100,4 +102,72 @@ func TestSweepsLoginFailures(t *testing.T) {
 		left = append(left, u)
 	}
 	require.Equal(t, []string{"recent"}, left)
+}
+
+// TestSweepStopsAtBudget runs a sweep that always has more to do: River
+// gets its timeout, the run stops a tenth before it, as work left rather
+// than a failure, and the metrics say what it did and what is left.
+func TestSweepStopsAtBudget(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.NewPool(t)
+	reg := prometheus.NewRegistry()
+	q, err := jobs.New(pool, jobs.Options{Metrics: reg})
+	require.NoError(t, err)
+	var started, stopped atomic.Int64
+	endless := jobs.Sweep{Name: "endless_sweep", Every: time.Hour, Timeout: 2 * time.Second,
+		Run: func(ctx context.Context, _ time.Time) (int64, error) {
+			started.Store(time.Now().UnixNano())
+			var n int64
+			for {
+				select {
+				case <-ctx.Done():
+					stopped.Store(time.Now().UnixNano())
+					return n, ctx.Err()
+				case <-time.After(10 * time.Millisecond):
+					n++
+				}
+			}
+		},
+		Left: func(context.Context, time.Time) (int64, error) { return 42, nil }}
+	q.AddSweeps(endless)
+	events, cancel := q.Client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
+	defer cancel()
+	require.NoError(t, q.Client.Start(ctx))
+	defer func() { require.NoError(t, q.Client.Stop(ctx)) }()
+	select {
+	case ev := <-events:
+		require.Equal(t, river.EventKindJobCompleted, ev.Kind, "job: %+v", ev.Job)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the sweep did not run")
+	}
+	ran := time.Duration(stopped.Load() - started.Load())
+	require.InDelta(t, 1800*time.Millisecond, ran, float64(300*time.Millisecond), "stops at its budget: %s", ran)
+	require.Greater(t, metric(t, reg, "poppyhost_sweep_rows_total"), 50.0)
+	require.Equal(t, 1.0, metric(t, reg, "poppyhost_sweep_unfinished"))
+	require.Equal(t, 42.0, metric(t, reg, "poppyhost_sweep_due"))
+}
+
+// metric returns the value of reg's metric name for the sweep
+// endless_sweep.
+func metric(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if m.GetLabel()[0].GetValue() != "endless_sweep" {
+				continue
+			}
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
 }

@@ -55,7 +55,7 @@ func (e *Engine) Rescue(ctx context.Context, before time.Time) error {
 // It deletes in batches (db.DeleteInBatches), so a large backlog never
 // holds one long lock.
 func (s *Store) Sweep(ctx context.Context, now time.Time) (int64, error) {
-	return db.DeleteInBatches(ctx, s.pool, "operations", "company_id, id",
+	return db.DeleteInBatches(ctx, s.pool, "operations",
 		"expires_at < $1 AND status NOT IN ('performing', 'unknown')", now)
 }
 

@@ -118,7 +118,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	// The one River client: built first, so that the packages that
 	// insert jobs can take it; their workers and sweeps are added before
 	// the server starts it.
-	queue, err := jobs.New(opts.Pool, jobs.Options{Logger: logger, Now: now})
+	queue, err := jobs.New(opts.Pool, jobs.Options{Logger: logger, Now: now, Metrics: reg})
 	if err != nil {
 		return nil, err
 	}
@@ -211,12 +211,13 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	convOps.AddWorkers(queue.Workers)
 	convStore := conversations.NewStore(opts.Pool,
 		conversations.StoreOptions{Enqueue: delivery, Operations: convOps, Now: now})
+	p.Tenants.OnModify(convStore.SettingsChanged)
 	opHandler := operations.NewHandler(opStore, now)
 	mcp := mcpserver.New(mcpserver.Options{Store: apis, Tokens: tokens, URLs: opts.URLs, Origins: caller,
 		Session: session, Operations: opStore, Engine: engine, Logger: logger, Now: now})
 	queue.AddSweeps(slices.Concat(sessions.Sweeps(p.Sessions), clientauth.Sweeps(replays), accounts.Sweeps(p.Accounts),
 		signing.Sweeps(keys), issuer.Sweeps(oauth.Store()), browserjoin.Sweeps(joins),
-		conversations.Sweeps(convStore, p.Tenants), engine.Sweeps(), dpop.Sweeps(dpopJTIs))...)
+		conversations.Sweeps(convStore), engine.Sweeps(), dpop.Sweeps(dpopJTIs))...)
 	reports := feedback.NewHandler(feedback.NewStore(opts.Pool))
 	convs := conversations.NewAgentHandler(convStore, p.Hub, conversations.AgentOptions{Tokens: tokens,
 		Middleware: []func(http.Handler) http.Handler{

@@ -16,5 +16,5 @@ func Sweeps(store *Store) []jobs.Sweep {
 
 // SweepJTIs deletes replay records past their window.
 func (s *Store) SweepJTIs(ctx context.Context, now time.Time) (int64, error) {
-	return db.DeleteInBatches(ctx, s.pool, "session_jtis", "company_id, client_id, jti", "expires_at < $1", now)
+	return db.DeleteInBatches(ctx, s.pool, "session_jtis", "expires_at < $1", now)
 }

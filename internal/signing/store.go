@@ -99,5 +99,5 @@ func (k *Keys) companiesWithKeysBefore(ctx context.Context, cutoff time.Time) ([
 // deleteRetired deletes the keys retired at or before cutoff and returns
 // how many.
 func (k *Keys) deleteRetired(ctx context.Context, cutoff time.Time) (int64, error) {
-	return db.DeleteInBatches(ctx, k.pool, "signing_keys", "company_id, kid", "retired_at <= $1", cutoff)
+	return db.DeleteInBatches(ctx, k.pool, "signing_keys", "retired_at <= $1", cutoff)
 }

@@ -32,7 +32,8 @@ func (e *ConflictError) Error() string { return e.Field + ": " + e.Message }
 // Store keeps Companies, their domains and API keys, and operator tokens in
 // PostgreSQL. Every query on a Company's rows is filtered by its ID.
 type Store struct {
-	pool *pgxpool.Pool
+	pool     *pgxpool.Pool
+	onModify []ModifyHook
 
 	mu      sync.Mutex
 	changed []func(companyID int64) // the Caches on this Store (NewCache)
@@ -52,6 +53,15 @@ func (s *Store) notifyChanged(companyID int64) {
 
 // NewStore returns a Store on pool.
 func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// ModifyHook is told of a change of a Company's settings in the
+// transaction that writes it, with the Company before and after; its
+// error aborts the change. Packages that keep values computed from
+// settings (conversations' deadlines) compute them again here.
+type ModifyHook func(ctx context.Context, tx pgx.Tx, before, after *Company) error
+
+// OnModify adds a hook that Modify calls. Add hooks before serving.
+func (s *Store) OnModify(h ModifyHook) { s.onModify = append(s.onModify, h) }
 
 const companyColumns = `c.id, c.slug, c.settings, c.created_at, c.updated_at`
 
@@ -178,7 +188,15 @@ func (s *Store) Modify(ctx context.Context, companyID int64, change func(c *Comp
 		if _, err := tx.Exec(ctx, `DELETE FROM company_domains WHERE company_id = $1`, companyID); err != nil {
 			return err
 		}
-		return insertDomains(ctx, tx, companyID, settings)
+		if err := insertDomains(ctx, tx, companyID, settings); err != nil {
+			return err
+		}
+		for _, h := range s.onModify {
+			if err := h(ctx, tx, c, out); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, mapWriteError(err)
