@@ -94,6 +94,5 @@ func (s *Store) keepRegistration(ctx context.Context, companyID int64, clientID 
 // DeleteExpiredRegistrations deletes registrations that expired before
 // before, in batches.
 func (s *Store) DeleteExpiredRegistrations(ctx context.Context, before time.Time) (int64, error) {
-	return db.DeleteInBatches(ctx, s.pool, "mcp_client_registrations", "company_id, client_id",
-		"mcp_client_registrations.expires_at < $1", before)
+	return db.DeleteInBatches(ctx, s.pool, "mcp_client_registrations", "expires_at < $1", before)
 }
