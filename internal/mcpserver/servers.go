@@ -1,13 +1,18 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/registry"
@@ -51,7 +56,13 @@ func (s *servers) get(co *tenant.Company, tools []*registry.Tool, warn func(name
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
 	})
 	for _, t := range tools {
-		if err := addTool(server, t, toolHandler(t)); err != nil {
+		// Registration compiled the schema already; one that no longer
+		// compiles (a stored row from before a rule) leaves the tool out.
+		schema, err := registry.CompileSchema(t.InputSchema)
+		if err == nil {
+			err = addTool(server, t, toolHandler(t, schema))
+		}
+		if err != nil {
 			warn(t.Name, err)
 		}
 	}
@@ -76,15 +87,50 @@ func toolSetKey(tools []*registry.Tool) string {
 	return b.String()
 }
 
-// toolHandler calls t for the request in the context.
-func toolHandler(t *registry.Tool) mcp.ToolHandler {
+// toolHandler calls t for the request in the context, once its arguments
+// match t's input schema: arguments that do not are the MCP error for
+// invalid params, and nothing reaches the origin.
+func toolHandler(t *registry.Tool, schema *jsonschema.Schema) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		c, _ := ctx.Value(callKey{}).(*toolCall)
 		if c == nil {
 			return toolError("the tool call lost its request; nothing was done"), nil
 		}
+		if msg := invalidArguments(schema, req.Params.Arguments); msg != "" {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+				Message: "the arguments do not match the input schema of " + t.Name + ": " + msg}
+		}
 		return c.handler(t)(ctx, req)
 	}
+}
+
+// invalidArguments says how a tool call's arguments (a JSON object; absent
+// or null counts as {}) fail schema, or returns "". Arguments that are no
+// object are left to the call, which refuses them as a tool error.
+func invalidArguments(schema *jsonschema.Schema, raw json.RawMessage) string {
+	args := bytes.TrimSpace(raw)
+	if len(args) == 0 || string(args) == "null" {
+		args = []byte("{}")
+	}
+	if args[0] != '{' {
+		return ""
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
+	if err != nil {
+		return "they are not JSON"
+	}
+	err = schema.Validate(v)
+	var ve *jsonschema.ValidationError
+	if errors.As(err, &ve) {
+		for len(ve.Causes) > 0 {
+			ve = ve.Causes[0]
+		}
+		return ve.Error()
+	}
+	if err != nil {
+		return err.Error()
+	}
+	return ""
 }
 
 // requestLog is a slog.Handler writing to the logger of the request in

@@ -75,3 +75,40 @@ func TestMCPConcurrentCallsKeepTheirOwnSession(t *testing.T) {
 		require.Equal(t, 1, seen[sid], "the call of Session %s reached the origin as its own", sid)
 	}
 }
+
+// TestMCPArgumentsMatchTheSchema: a tools/call whose arguments do not
+// match the tool's registered input schema is the MCP error for invalid
+// params, and nothing reaches the origin.
+func TestMCPArgumentsMatchTheSchema(t *testing.T) {
+	t.Parallel()
+	g := setupMCP(t)
+	origin := g.addTool(t, "harbor", registry.Tool{Name: "harbor_berth", Description: "Book a berth",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"boat":{"type":"string","maxLength":20},
+			"nights":{"type":"integer","minimum":1}},"required":["boat"],"additionalProperties":false}`)})
+	origin.Handle(http.MethodPost, "/", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("booked")) })
+	call := func(args any) map[string]any {
+		resp := g.post(t, "harbor", newSID(), "", toolsCall("harbor_berth", args))
+		require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+		return resp.JSON(t)
+	}
+	for name, args := range map[string]any{
+		"missing required": map[string]any{},
+		"wrong type":       map[string]any{"boat": 7},
+		"too long":         map[string]any{"boat": "a boat with a very long name"},
+		"below minimum":    map[string]any{"boat": "Kestrel", "nights": 0},
+		"unknown member":   map[string]any{"boat": "Kestrel", "crew": 3},
+		"null arguments":   nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := call(args)
+			e, ok := got["error"].(map[string]any)
+			require.True(t, ok, "a JSON-RPC error: %v", got)
+			require.Equal(t, float64(-32602), e["code"], "%v", e)
+			require.Contains(t, e["message"], "input schema of harbor_berth")
+		})
+	}
+	require.Zero(t, origin.Calls("", "/"), "nothing reached the origin")
+	got := call(map[string]any{"boat": "Kestrel", "nights": 2})
+	require.NotContains(t, got, "error")
+	require.Equal(t, 1, origin.Calls("", "/"))
+}

@@ -611,18 +611,7 @@ func (f *regFields) schema(name string, required bool) json.RawMessage {
 // returns "". Nothing is loaded from elsewhere: a $ref outside the schema,
 // or a $schema other than a known draft, is an error.
 func schemaProblem(raw []byte) string {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return err.Error()
-	}
-	const loc = "urn:poppyhost:schema"
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.UseLoader(jsonschema.SchemeURLLoader{})
-	if err := c.AddResource(loc, doc); err != nil {
-		return err.Error()
-	}
-	_, err = c.Compile(loc)
+	_, err := CompileSchema(raw)
 	var (
 		sve *jsonschema.SchemaValidationError
 		lue *jsonschema.LoadURLError
@@ -640,8 +629,28 @@ func schemaProblem(raw []byte) string {
 		return fmt.Sprintf("it needs %s, which the platform does not load: $ref must point inside the schema, "+
 			"and $schema must name a JSON Schema draft", lue.URL)
 	default:
-		return strings.ReplaceAll(strings.ReplaceAll(err.Error(), loc+"#", "#"), loc, "the schema")
+		return strings.ReplaceAll(strings.ReplaceAll(err.Error(), schemaLoc+"#", "#"), schemaLoc, "the schema")
 	}
+}
+
+// schemaLoc is where a compiled schema says it came from.
+const schemaLoc = "urn:poppyhost:schema"
+
+// CompileSchema compiles a JSON Schema as registration checks tools'
+// schemas: draft 2020-12 unless $schema names another draft, nothing
+// loaded from elsewhere.
+func CompileSchema(raw []byte) (*jsonschema.Schema, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(jsonschema.SchemeURLLoader{})
+	if err := c.AddResource(schemaLoc, doc); err != nil {
+		return nil, err
+	}
+	return c.Compile(schemaLoc)
 }
 
 // firstLeaf is the first of the most specific causes of a metaschema
