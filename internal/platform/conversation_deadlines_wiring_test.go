@@ -69,7 +69,7 @@ func TestConversationDeadlinesWiring(t *testing.T) {
 			(SELECT status = 'idle' FROM conversations WHERE id = 'cnv_queued') AND
 			(SELECT status = 'closed' FROM conversations WHERE id = 'cnv_idle')`).Scan(&done))
 		return done
-	}, 30*time.Second, 50*time.Millisecond)
+	}, 60*time.Second, 50*time.Millisecond, "the sweeps run when River elects a leader, which a loaded machine can make wait")
 	// Once each: the nobody-available message and its state event, the
 	// closing state event.
 	var events []string
