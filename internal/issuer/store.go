@@ -530,6 +530,15 @@ func (s *Store) Connections(ctx context.Context, companyID, accountID int64, now
 func (s *Store) Disconnect(ctx context.Context, companyID, accountID int64, clientID string) error {
 	ctx = tenant.WithCompany(ctx, &tenant.Company{ID: companyID})
 	return s.inTx(ctx, func(ctx context.Context) error {
+		// Approved device requests first: a redemption under way holds
+		// its row until it commits, so this waits for it, and the
+		// statements after see the tokens it issued; one not yet begun
+		// finds its request denied.
+		if _, err := s.db(ctx).Exec(ctx, `UPDATE device_grants SET status = 'denied'
+			WHERE company_id = $1 AND account_id = $2 AND client_id = $3 AND status = 'approved'`,
+			companyID, accountID, clientID); err != nil {
+			return err
+		}
 		rows, err := s.db(ctx).Query(ctx, `SELECT DISTINCT request_id FROM oauth_tokens
 			WHERE company_id = $1 AND account_id = $2 AND client_id = $3 AND active ORDER BY 1`,
 			companyID, accountID, clientID)
@@ -545,19 +554,14 @@ func (s *Store) Disconnect(ctx context.Context, companyID, accountID int64, clie
 				return err
 			}
 		}
-		// Codes not yet exchanged and approved device requests go too, so
-		// no sign-in under way reconnects the agent.
+		// Codes not yet exchanged go too, so no sign-in under way
+		// reconnects the agent.
 		if _, err := s.db(ctx).Exec(ctx, `UPDATE oauth_tokens SET active = false
 			WHERE company_id = $1 AND account_id = $2 AND client_id = $3 AND active`,
 			companyID, accountID, clientID); err != nil {
 			return err
 		}
 		s.revokedAccess(ctx, companyID)
-		if _, err = s.db(ctx).Exec(ctx, `UPDATE device_grants SET status = 'denied'
-			WHERE company_id = $1 AND account_id = $2 AND client_id = $3 AND status = 'approved'`,
-			companyID, accountID, clientID); err != nil {
-			return err
-		}
 		return s.checkSignedOut(ctx, accountID, clientID)
 	})
 }
