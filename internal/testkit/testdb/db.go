@@ -103,7 +103,7 @@ func makeTemplate() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	name := "poppyhost_tpl_" + hash
+	name := templatePrefix + hash
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, srv)
@@ -111,6 +111,9 @@ func makeTemplate() (string, error) {
 		return "", err
 	}
 	defer conn.Close(ctx)
+	// What killed runs left behind goes first; failing to is no reason
+	// not to test.
+	_, _ = dropLeftovers(ctx, conn, name, time.Now().Add(-leftoverAge), testPrefix, templatePrefix)
 	// Test binaries run in parallel: one makes the template, the others wait.
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(hashtext($1))`, name); err != nil {
 		return "", err
@@ -185,7 +188,7 @@ func createDatabase(t testing.TB, options string) string {
 	srv := ServerURL(t)
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	name := "poppyhost_test_" + hex.EncodeToString(b[:])
+	name := testPrefix + hex.EncodeToString(b[:])
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, srv)
 	if err != nil {

@@ -2,6 +2,8 @@ package testdb
 
 import (
 	"context"
+	"crypto/rand"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,4 +89,48 @@ func BenchmarkNewDatabase(b *testing.B) {
 	}
 	b.ReportMetric(create.Seconds()*1000/float64(n), "create-ms/op")
 	b.ReportMetric(drop.Seconds()*1000/float64(n), "drop-ms/op")
+}
+
+// TestDropLeftovers: databases a killed run left behind, old enough and
+// named as the kit names them, are dropped; newer ones, the one to keep,
+// one still in use and other names are not.
+func TestDropLeftovers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, ServerURL(t))
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	// A prefix of this test's own, so that databases of tests running
+	// beside it are never candidates.
+	prefix := "poppyhost_leftovercheck_" + strings.ToLower(rand.Text()[:6]) + "_"
+	for _, n := range []string{"old", "keep", "inuse", "young"} {
+		_, err := conn.Exec(ctx, `CREATE DATABASE `+prefix+n)
+		require.NoError(t, err)
+		t.Cleanup(func() { _, _ = conn.Exec(ctx, `DROP DATABASE IF EXISTS `+prefix+n+` WITH (FORCE)`) })
+	}
+	other := "poppyhost_otherprefix_" + strings.ToLower(rand.Text()[:6])
+	_, err = conn.Exec(ctx, `CREATE DATABASE `+other)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = conn.Exec(ctx, `DROP DATABASE IF EXISTS `+other+` WITH (FORCE)`) })
+	inUse, err := pgx.Connect(ctx, withDatabase(ServerURL(t), prefix+"inuse"))
+	require.NoError(t, err)
+	defer inUse.Close(ctx)
+
+	// Everything made so far counts as old; young is made after the
+	// cutoff, a second later.
+	time.Sleep(1100 * time.Millisecond)
+	cutoff := time.Now()
+	time.Sleep(1100 * time.Millisecond)
+	_, err = conn.Exec(ctx, `DROP DATABASE `+prefix+`young`)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `CREATE DATABASE `+prefix+`young`)
+	require.NoError(t, err)
+
+	dropped, err := dropLeftovers(ctx, conn, prefix+"keep", cutoff, prefix)
+	require.NoError(t, err)
+	require.Equal(t, 1, dropped)
+	require.False(t, databaseExists(t, prefix+"old"))
+	for _, n := range []string{prefix + "keep", prefix + "inuse", prefix + "young", other} {
+		require.True(t, databaseExists(t, n), n)
+	}
 }
