@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -127,9 +128,15 @@ type server struct {
 // caDir, killed when the test ends; its stderr is printed if the test fails.
 func startServer(t *testing.T, name, dbURL, caDir string, ca *devca.CA) *server {
 	t.Helper()
+	return startServerEnv(t, name, dbURL, caDir, ca, nil)
+}
+
+// startServerEnv is startServer with more environment variables.
+func startServerEnv(t *testing.T, name, dbURL, caDir string, ca *devca.CA, extra map[string]string) *server {
+	t.Helper()
 	s := &server{name: name, port: freePort(t), stderr: &peers.SyncBuffer{}, done: make(chan struct{})}
 	s.cmd = exec.Command(serverBin)
-	s.cmd.Env = childEnv(map[string]string{
+	env := map[string]string{
 		"POPPYHOST_PUBLIC_URL":          publicURL,
 		"POPPYHOST_LISTEN_ADDR":         "127.0.0.1:" + s.port,
 		"POPPYHOST_DATABASE_URL":        dbURL,
@@ -139,7 +146,9 @@ func startServer(t *testing.T, name, dbURL, caDir string, ca *devca.CA) *server 
 		"POPPYHOST_SHUTDOWN_TIMEOUT":    "15s",
 		// The test Personal Agent's certificate comes from the dev CA,
 		// which a server with POPPYHOST_DEV_CA_DIR trusts for fetches too.
-	})
+	}
+	maps.Copy(env, extra)
+	s.cmd.Env = childEnv(env)
 	s.cmd.Stdout = s.stderr
 	s.cmd.Stderr = s.stderr
 	require.NoError(t, s.cmd.Start())

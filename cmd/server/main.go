@@ -169,8 +169,13 @@ func run(ctx context.Context, env runEnv) error {
 	// ends conversation streams and long-polls, which would otherwise hold
 	// Shutdown for up to their cap: clients reconnect elsewhere with
 	// Last-Event-ID or their cursor (spec 8.5, 8.6).
-	logger.Info("shutting down", slog.Duration("timeout", cfg.ShutdownTimeout))
+	logger.Info("shutting down", slog.Duration("timeout", cfg.ShutdownTimeout), slog.Duration("drain_delay", cfg.DrainDelay))
 	p.Drain()
+	if cfg.DrainDelay > 0 {
+		// /readyz answers 503 from now on; a load balancer that polls it
+		// stops sending before the listener closes.
+		time.Sleep(cfg.DrainDelay)
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {

@@ -44,6 +44,9 @@ type Config struct {
 	LogLevel slog.Level
 	// ShutdownTimeout bounds how long in-flight requests may drain.
 	ShutdownTimeout time.Duration
+	// DrainDelay is how long the server keeps serving on shutdown after
+	// /readyz turns 503, before it stops listening.
+	DrainDelay time.Duration
 	// PasswordHashes is how many Argon2id password hashes (64 MiB each)
 	// run at once; 0 means GOMAXPROCS, at most 2 (accounts.Limits).
 	PasswordHashes int
@@ -77,6 +80,7 @@ var settings = []setting{
 	{env: "POPPYHOST_DATA_DIR", flag: "data-dir", def: ".data", help: "dev mode's folder for the database, CA and admin token"},
 	{env: "POPPYHOST_LOG_LEVEL", flag: "log-level", def: "info", help: "debug, info, warn or error"},
 	{env: "POPPYHOST_SHUTDOWN_TIMEOUT", flag: "shutdown-timeout", def: "20s", help: "how long in-flight requests may drain on shutdown"},
+	{env: "POPPYHOST_DRAIN_DELAY", flag: "drain-delay", def: "0s", help: "how long to keep serving on shutdown after /readyz turns 503, for load balancers that poll it"},
 	{env: "POPPYHOST_PASSWORD_HASHES", flag: "password-hashes", def: "0", help: "Argon2id password hashes at once, 64 MiB each (0: GOMAXPROCS, at most 2)"},
 	{env: "POPPYHOST_PASSWORD_HASH_QUEUE", flag: "password-hash-queue", def: "0", help: "sign-ins that may wait for a password hash (0: twice the hashes)"},
 	{env: "POPPYHOST_LOGIN_RATE_PER_ADDRESS", flag: "login-rate-per-address", def: "30", help: "sign-in attempts a minute at one Company from one address (an IPv6 /64)"},
@@ -220,6 +224,11 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 		bad("POPPYHOST_SHUTDOWN_TIMEOUT", "must be a positive duration, e.g. 20s")
 	}
 	c.ShutdownTimeout = d
+	d, err = time.ParseDuration(get("POPPYHOST_DRAIN_DELAY"))
+	if err != nil || d < 0 || d > 10*time.Minute {
+		bad("POPPYHOST_DRAIN_DELAY", "must be a duration from 0s to 10m, e.g. 15s")
+	}
+	c.DrainDelay = d
 	count := func(env string, least int) int {
 		n, err := strconv.Atoi(get(env))
 		if err != nil || n < least || n > 1<<20 {

@@ -32,6 +32,7 @@ func TestLoadValid(t *testing.T) {
 	require.Equal(t, ":8443", c.ListenAddr)
 	require.Equal(t, slog.LevelInfo, c.LogLevel)
 	require.Equal(t, 20*time.Second, c.ShutdownTimeout)
+	require.Zero(t, c.DrainDelay)
 	require.False(t, c.AllowPrivateFetch)
 	require.False(t, c.Dev)
 	// 0: the hashing limits' defaults (accounts.Limits).
@@ -84,6 +85,9 @@ func TestLoadErrors(t *testing.T) {
 		{"short admin token", map[string]string{"POPPYHOST_ADMIN_TOKEN": "short"}, nil, "at least 16"},
 		{"bad log level", map[string]string{"POPPYHOST_LOG_LEVEL": "loud"}, nil, "POPPYHOST_LOG_LEVEL"},
 		{"bad timeout", map[string]string{"POPPYHOST_SHUTDOWN_TIMEOUT": "-1s"}, nil, "POPPYHOST_SHUTDOWN_TIMEOUT"},
+		{"negative drain delay", map[string]string{"POPPYHOST_DRAIN_DELAY": "-1s"}, nil, "POPPYHOST_DRAIN_DELAY"},
+		{"drain delay over 10m", map[string]string{"POPPYHOST_DRAIN_DELAY": "11m"}, nil, "POPPYHOST_DRAIN_DELAY"},
+		{"drain delay not a duration", map[string]string{"POPPYHOST_DRAIN_DELAY": "15"}, nil, "POPPYHOST_DRAIN_DELAY"},
 		{"negative hashes", map[string]string{"POPPYHOST_PASSWORD_HASHES": "-1"}, nil, "POPPYHOST_PASSWORD_HASHES"},
 		{"bad hash queue", map[string]string{"POPPYHOST_PASSWORD_HASH_QUEUE": "many"}, nil, "POPPYHOST_PASSWORD_HASH_QUEUE"},
 		{"zero login rate", map[string]string{"POPPYHOST_LOGIN_RATE_PER_ADDRESS": "0"}, nil, "POPPYHOST_LOGIN_RATE_PER_ADDRESS"},
