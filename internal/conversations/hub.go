@@ -47,8 +47,8 @@ func NewHub(l *notify.Listener) *Hub {
 	h := &Hub{waiters: map[string]map[*Waiter]struct{}{}, draining: make(chan struct{})}
 	l.Handle(eventsChannel, h.wake)
 	l.Handle(deltasChannel, func(payload string) {
-		var d Delta
-		if json.Unmarshal([]byte(payload), &d) == nil {
+		d := new(Delta)
+		if json.Unmarshal([]byte(payload), d) == nil {
 			h.delta(d)
 		}
 	})
@@ -70,7 +70,7 @@ type Waiter struct {
 	// Deltas receives text deltas (WatchDeltas; nil otherwise, and none
 	// are sent); full means the reader is slow and misses some, which a
 	// Personal Agent tolerates (8.6).
-	Deltas chan Delta
+	Deltas chan *Delta
 	key    string
 	hub    *Hub
 }
@@ -88,10 +88,10 @@ func (h *Hub) Watch(companyID int64, conversationID string) *Waiter {
 // WatchDeltas registers a waiter for a conversation's events and its text
 // deltas, with room for 64 deltas: a stream's.
 func (h *Hub) WatchDeltas(companyID int64, conversationID string) *Waiter {
-	return h.watch(companyID, conversationID, make(chan Delta, 64))
+	return h.watch(companyID, conversationID, make(chan *Delta, 64))
 }
 
-func (h *Hub) watch(companyID int64, conversationID string, deltas chan Delta) *Waiter {
+func (h *Hub) watch(companyID int64, conversationID string, deltas chan *Delta) *Waiter {
 	w := &Waiter{C: make(chan struct{}, 1), Deltas: deltas, key: hubKey(companyID, conversationID), hub: h}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -139,7 +139,9 @@ func (h *Hub) wakeAll() {
 	}
 }
 
-func (h *Hub) delta(d Delta) {
+// delta hands d to the conversation's streams, all of them the same
+// *Delta, which none changes.
+func (h *Hub) delta(d *Delta) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for w := range h.waiters[hubKey(d.CompanyID, d.ConversationID)] {

@@ -56,7 +56,7 @@ func (h *reader) stream(w http.ResponseWriter, r *http.Request, c *Conversation,
 		}
 	}
 	// delta writes a text delta; false when the client is gone.
-	delta := func(d Delta) bool {
+	delta := func(d *Delta) bool {
 		data, _ := json.Marshal(map[string]string{"message_id": d.MessageID, "text": d.Text})
 		_, err := fmt.Fprintf(w, "event: text-delta\ndata: %s\n\n", data)
 		return err == nil && rc.Flush() == nil
