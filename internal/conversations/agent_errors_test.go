@@ -85,6 +85,8 @@ func TestAgentErrors(t *testing.T) {
 			post("message null "+p, p, "", `{"message":null}`, 400, invalid),
 			post("message not an object "+p, p, "", `{"message":"hi"}`, 400, invalid),
 			post("no content "+p, p, "", msg(func(m map[string]any) { delete(m, "text") }), 400, invalid),
+			post("bidi override in text "+p, p, "", msg(func(m map[string]any) { m["text"] = "pay \u202e001$" }), 400, invalid),
+			post("tag characters in text "+p, p, "", msg(func(m map[string]any) { m["text"] = "hi\U000E0049\U000E0047" }), 400, invalid),
 			post("null content "+p, p, "", msg(func(m map[string]any) { m["text"], m["data"] = nil, nil }), 400, invalid),
 			post("no ID "+p, p, "", msg(func(m map[string]any) { delete(m, "id") }), 400, invalid),
 			post("bad ID "+p, p, "", msg(func(m map[string]any) { m["id"] = "msg 1" }), 400, invalid),

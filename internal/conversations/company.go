@@ -88,6 +88,11 @@ func (m *CompanyMessage) check(co *tenant.Company) (*Message, error) {
 	if m.Text != nil && !utf8.ValidString(*m.Text) {
 		return nil, invalid("message.text must be UTF-8 text")
 	}
+	if m.Text != nil {
+		if msg := httpx.DisguiseProblem(*m.Text); msg != "" {
+			return nil, invalid("message.text %s", msg)
+		}
+	}
 	if len(m.Data) > 0 && m.Data[0] != '{' && m.Data[0] != '[' {
 		return nil, invalid("message.data must be a JSON object or array")
 	}

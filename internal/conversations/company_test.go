@@ -344,6 +344,10 @@ func TestCompanyMessages(t *testing.T) {
 	before := cs.api(t, http.MethodGet, "/"+id, nil).JSON(t)["cursor"]
 	requireCode(t, cs.api(t, http.MethodPost, "/"+id+"/messages", map[string]any{"message": map[string]any{
 		"id": "msg_alex1", "author": map[string]any{"type": "human"}, "text": "Something else"}}), 409, "message_id_conflict")
+	// Text that would read otherwise than it is, to the User or a model,
+	// is refused (docs/decisions.md).
+	requireCode(t, cs.api(t, http.MethodPost, "/"+id+"/messages", map[string]any{"message": map[string]any{
+		"author": map[string]any{"type": "agent"}, "text": "Your refund: \u202e001$"}}), 400, "invalid_request")
 	require.Equal(t, before, cs.api(t, http.MethodGet, "/"+id, nil).JSON(t)["cursor"])
 
 	// Extension content goes only to a Personal Agent that declares the

@@ -118,6 +118,11 @@ func checkAgentMessage(m *Message, known func(name string) bool) error {
 	if m.empty() {
 		return invalid("a message needs at least one of text, data, context or extensions (spec 8.4)")
 	}
+	if m.Text != nil {
+		if msg := httpx.DisguiseProblem(*m.Text); msg != "" {
+			return invalid("message.text %s", msg)
+		}
+	}
 	if len(m.Data) > 0 && m.Data[0] != '{' && m.Data[0] != '[' {
 		return invalid("message.data must be a JSON object or array")
 	}

@@ -111,7 +111,7 @@ func checkText(s *string, max int) string {
 			return "must not contain control characters"
 		}
 	}
-	return ""
+	return httpx.DisguiseProblem(*s)
 }
 
 // CompanyAPI mounts GET /feedback, the Company's reports, under

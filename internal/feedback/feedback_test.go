@@ -281,6 +281,8 @@ func TestFeedbackInvalid(t *testing.T) {
 		{name: "escape in description", body: `{"task":"t","description":"a\u001b[31mred"}`, field: "description"},
 		{name: "DEL in description", body: `{"task":"t","description":"a\u007f"}`, field: "description"},
 		{name: "C1 control in task", body: `{"task":"a\u0085b","description":"x"}`, field: "task"},
+		{name: "right-to-left override in description", body: `{"task":"t","description":"refund \u202e001$"}`, field: "description"},
+		{name: "tag characters in task", body: `{"task":"t\udb40\udc49\udb40\udc47","description":"x"}`, field: "task"},
 		{name: "malformed JSON", body: `{"task":"t","description":`},
 		{name: "not JSON", body: `task=t&description=x`},
 		{name: "empty body", body: ``},

@@ -55,7 +55,8 @@ func (f *Fields) Text(field, s string, required bool, max int, multiline bool) {
 
 // TextProblem says what is wrong with s as free text, or returns "": it
 // must be UTF-8 of at most max characters without control characters,
-// bar newlines and tabs where multiline, and not empty where required.
+// bar newlines and tabs where multiline, nor disguising ones (Disguising),
+// and not empty where required.
 func TextProblem(s string, required bool, max int, multiline bool) string {
 	switch {
 	case s == "" && required:
@@ -72,5 +73,5 @@ func TextProblem(s string, required bool, max int, multiline bool) string {
 		}
 		return "must not contain control characters"
 	}
-	return ""
+	return DisguiseProblem(s)
 }

@@ -97,6 +97,8 @@ func TestParseProposal(t *testing.T) {
 		`{"action_key": "k", "terms": {}, "expires_in": 99999999}`,
 		`{"action_key": "k\u0000", "terms": {}}`,
 		`{"action_key": "k", "terms": {"a": "x\u0000y"}}`,
+		`{"action_key": "k", "terms": {}, "summary": "Refund \u202e001$ to your card"}`,
+		`{"action_key": "k", "terms": {}, "summary": "Exchange\u200b"}`,
 		`not json`,
 	} {
 		_, err := ParseProposal([]byte(bad))
