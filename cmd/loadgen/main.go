@@ -44,10 +44,12 @@ func main() {
 func run(ctx context.Context, args []string, stdout io.Writer) (failed bool, err error) {
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
 	rates := fs.String("rate", "50", "requests per second of all kinds together; a comma-separated list runs each in turn, each on a fresh platform")
-	duration := fs.Duration("duration", 10*time.Second, "how long each rate runs")
+	duration := fs.Duration("duration", 10*time.Second, "how long each rate is measured")
+	warmup := fs.Duration("warmup", 5*time.Second, "how long each rate runs before it is measured")
 	replicas := fs.Int("replicas", 1, "server processes on the one database")
 	mix := fs.String("mix", "", "kind=share,... (default: "+mixText(loadgen.DefaultMix)+")")
 	users := fs.Int("users", 0, "signed-in Users (default 20)")
+	chains := fs.Int("chains", 0, "separate sign-ins whose refresh tokens the refreshes rotate (default 32)")
 	sessions := fs.Int("sessions", 0, "signed-out Sessions (default 50)")
 	convs := fs.Int("conversations", 0, "conversations, one reader each (default 10)")
 	jsonOut := fs.String("json", "", "also write the reports as JSON to this file")
@@ -58,7 +60,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) (failed bool, err
 	if err := fs.Parse(args); err != nil {
 		return false, err
 	}
-	o := loadgen.Options{Duration: *duration, Users: *users, Sessions: *sessions, Conversations: *convs}
+	o := loadgen.Options{Duration: *duration, Warmup: *warmup, Users: *users, Chains: *chains, Sessions: *sessions,
+		Conversations: *convs}
 	o.Replicas = *replicas
 	if *mix != "" {
 		if o.Mix, err = parseMix(*mix); err != nil {

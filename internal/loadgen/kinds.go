@@ -135,7 +135,7 @@ func (e *env) makers(p *pools) map[Kind]maker {
 			select {
 			case rt = <-p.refresh:
 			case <-time.After(10 * time.Second):
-				return errors.New("no refresh token came back for 10 s")
+				return errors.New(errNoChain + " for 10 s")
 			}
 			form, err := e.tokenForm(url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}})
 			if err != nil {
@@ -147,6 +147,11 @@ func (e *env) makers(p *pools) map[Kind]maker {
 		},
 	}
 }
+
+// errNoChain starts the error of a refresh that found no refresh token
+// free: every chain was in flight (Options.Chains is too small for the
+// rate and latency), a limit of the generator, not of the server.
+const errNoChain = "no refresh token came back"
 
 // messageHeader carries a message's ID on its request, so the result can
 // be matched with the reader that gets it; the platform ignores it.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"testing"
 	"time"
 
@@ -24,7 +25,7 @@ func TestRunAgainstTheBuiltServer(t *testing.T) {
 	setup.DatabaseURL = testdb.NewEmptyDatabase(t)
 	var logs bytes.Buffer
 	setup.Output = &logs
-	rep, err := Run(ctx, Options{Setup: setup, Rate: 30, Duration: 2 * time.Second,
+	rep, err := Run(ctx, Options{Setup: setup, Rate: 30, Duration: 2 * time.Second, Warmup: 500 * time.Millisecond,
 		Users: 2, Chains: 4, Sessions: 4, Conversations: 2})
 	require.NoError(t, err, "server output:\n%s", logs.String())
 
@@ -56,9 +57,15 @@ func TestRunAgainstTheBuiltServer(t *testing.T) {
 	require.Positive(t, s.RSSStart)
 	require.Positive(t, s.RSSEnd)
 	require.GreaterOrEqual(t, s.RSSMax, s.RSSEnd)
+	require.LessOrEqual(t, s.RSSMin, s.RSSEnd)
+	require.Positive(t, s.RSSMin)
+	require.Positive(t, rep.Generator.CPUSeconds)
+	require.Equal(t, os.Getpid(), rep.Generator.PID)
 	require.GreaterOrEqual(t, len(s.Samples), 2)
 	require.Positive(t, rep.Elapsed)
 	require.Positive(t, rep.LoadBefore[0]+rep.LoadBefore[1]+rep.LoadBefore[2])
+	require.Positive(t, rep.CPUs)
+	require.Positive(t, rep.MachineBusy)
 
 	var text bytes.Buffer
 	require.NoError(t, rep.WriteText(&text))
@@ -66,11 +73,12 @@ func TestRunAgainstTheBuiltServer(t *testing.T) {
 		require.Contains(t, text.String(), string(k))
 	}
 	require.Contains(t, text.String(), "CPU seconds")
+	require.Contains(t, text.String(), "load generator")
 	raw, err := json.Marshal(rep)
 	require.NoError(t, err)
 	var fields map[string]any
 	require.NoError(t, json.Unmarshal(raw, &fields))
-	for _, f := range []string{"rate", "duration_ns", "elapsed_ns", "replicas", "kinds", "readers", "servers", "load_before", "load_after"} {
+	for _, f := range []string{"rate", "duration_ns", "elapsed_ns", "replicas", "kinds", "readers", "servers", "generator", "load_before", "cpus", "machine_busy_cores", "load_after"} {
 		require.Contains(t, fields, f)
 	}
 }
@@ -89,12 +97,13 @@ func TestFailuresAreCounted(t *testing.T) {
 		{Discovery, vegeta.Result{Error: "connection refused"}, "transport"},
 		{MCP, vegeta.Result{Code: 200, Body: []byte(`{"jsonrpc":"2.0","id":1,"result":{"isError":true,"content":[]}}`)}, "tool_error"},
 		{Refresh, vegeta.Result{Code: 200, Body: []byte(`{"access_token":"a"}`)}, "no_tokens"},
+		{Refresh, vegeta.Result{Error: errNoChain + " for 10 s"}, "no_refresh_token"},
 	}
 	for _, c := range cases {
 		kr := newKindReport(c.kind, 1)
 		res := c.res
 		res.Latency = time.Millisecond
-		kr.add(&res, p)
+		kr.add(&res, p, true)
 		kr.close()
 		require.Equal(t, uint64(1), kr.Requests, c.kind)
 		require.Zero(t, kr.Successes, c.kind)
@@ -102,8 +111,17 @@ func TestFailuresAreCounted(t *testing.T) {
 	}
 
 	kr := newKindReport(Refresh, 1)
-	kr.add(&vegeta.Result{Code: 200, Latency: time.Millisecond, Body: []byte(`{"access_token":"a","refresh_token":"r2"}`)}, p)
+	kr.add(&vegeta.Result{Code: 200, Latency: time.Millisecond, Body: []byte(`{"access_token":"a","refresh_token":"r2"}`)}, p, true)
 	kr.close()
 	require.Equal(t, uint64(1), kr.Successes)
 	require.Equal(t, "r2", <-p.refresh, "a refresh's new token goes back to the pool")
+
+	// In the warm-up nothing counts, but the token still goes back.
+	kr = newKindReport(Refresh, 1)
+	kr.add(&vegeta.Result{Code: 429, Latency: time.Millisecond}, p, false)
+	kr.add(&vegeta.Result{Code: 200, Latency: time.Millisecond, Body: []byte(`{"access_token":"a","refresh_token":"r3"}`)}, p, false)
+	kr.close()
+	require.Zero(t, kr.Requests)
+	require.Empty(t, kr.Errors)
+	require.Equal(t, "r3", <-p.refresh)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,10 +26,18 @@ type Report struct {
 	Kinds    []KindReport  `json:"kinds"`
 	Readers  ReaderReport  `json:"readers"`
 	Servers  []ProcReport  `json:"servers"`
+	// Generator is this process, which shares the machine with the
+	// servers.
+	Generator ProcReport `json:"generator"`
 	// LoadBefore and LoadAfter are the machine's 1, 5 and 15-minute load
 	// averages (/proc/loadavg) when the load started and ended.
 	LoadBefore [3]float64 `json:"load_before"`
 	LoadAfter  [3]float64 `json:"load_after"`
+	// CPUs is the machine's, MachineBusy how many of them were busy on
+	// average during the run (/proc/stat), whatever ran: the servers,
+	// PostgreSQL, this generator and anything else.
+	CPUs        int     `json:"cpus"`
+	MachineBusy float64 `json:"machine_busy_cores"`
 }
 
 // KindReport is one kind's figures.
@@ -87,9 +96,12 @@ type ProcReport struct {
 	// that divided by the run's length.
 	CPUSeconds float64 `json:"cpu_seconds"`
 	CPUCores   float64 `json:"cpu_cores"`
-	// RSS in MiB: at the start, the end, and the highest sample.
+	// RSS in MiB: at the start, the end, the lowest and the highest
+	// sample. The start follows the setup, whose password hashing can
+	// leave the heap large until the runtime returns it.
 	RSSStart float64 `json:"rss_start_mib"`
 	RSSEnd   float64 `json:"rss_end_mib"`
+	RSSMin   float64 `json:"rss_min_mib"`
 	RSSMax   float64 `json:"rss_max_mib"`
 	// Samples are (seconds since the start, RSS MiB, CPU seconds so far).
 	Samples [][3]float64 `json:"samples"`
@@ -108,8 +120,8 @@ func (r *Report) Failures() int {
 // WriteText writes the report as tables.
 func (r *Report) WriteText(w io.Writer) error {
 	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 1, 64) }
-	fmt.Fprintf(w, "rate %.1f/s for %s on %d replica(s); load average %.2f %.2f %.2f before, %.2f %.2f %.2f after\n\n",
-		r.Rate, r.Duration, r.Replicas, r.LoadBefore[0], r.LoadBefore[1], r.LoadBefore[2],
+	fmt.Fprintf(w, "rate %.1f/s for %s on %d replica(s); %d CPUs, %.2f busy on average; load average %.2f %.2f %.2f before, %.2f %.2f %.2f after\n\n",
+		r.Rate, r.Duration, r.Replicas, r.CPUs, r.MachineBusy, r.LoadBefore[0], r.LoadBefore[1], r.LoadBefore[2],
 		r.LoadAfter[0], r.LoadAfter[1], r.LoadAfter[2])
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "kind\trate/s\tsent/s\tok/s\trequests\tok\terrors\tp50 ms\tp99 ms\tp99.9 ms\tmax ms\t")
@@ -132,10 +144,15 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "readers: last error: %s\n", rd.LastError)
 	}
 	for _, s := range r.Servers {
-		fmt.Fprintf(w, "server pid %d: %.1f CPU seconds (%.2f cores); RSS %.1f MiB at start, %.1f at end, %.1f max\n",
-			s.PID, s.CPUSeconds, s.CPUCores, s.RSSStart, s.RSSEnd, s.RSSMax)
+		writeProc(w, "server pid "+strconv.Itoa(s.PID), s)
 	}
+	writeProc(w, "load generator", r.Generator)
 	return nil
+}
+
+func writeProc(w io.Writer, name string, s ProcReport) {
+	fmt.Fprintf(w, "%s: %.1f CPU seconds (%.2f cores); RSS MiB %.1f at start, %.1f at end, %.1f min, %.1f max\n",
+		name, s.CPUSeconds, s.CPUCores, s.RSSStart, s.RSSEnd, s.RSSMin, s.RSSMax)
 }
 
 func errorsText(errs map[string]int) string {
@@ -196,6 +213,7 @@ func procSample(pid int) (cpu, rss float64, err error) {
 // sampler reads the servers' /proc figures every interval.
 type sampler struct {
 	pids    []int
+	busy    [2]float64 // the machine's busy and total CPU seconds at the start
 	began   time.Time
 	start   []float64 // CPU seconds at the start
 	done    chan struct{}
@@ -204,14 +222,14 @@ type sampler struct {
 }
 
 func startSampler(pids []int, every time.Duration) *sampler {
-	s := &sampler{pids: pids, began: time.Now(), done: make(chan struct{})}
+	s := &sampler{pids: pids, began: time.Now(), done: make(chan struct{}), busy: machineCPU()}
 	s.reports = make([]ProcReport, len(pids))
 	s.start = make([]float64, len(pids))
 	for i, pid := range pids {
 		s.reports[i].PID = pid
 		cpu, rss, _ := procSample(pid)
 		s.start[i] = cpu
-		s.reports[i].RSSStart, s.reports[i].RSSMax = rss, rss
+		s.reports[i].RSSStart, s.reports[i].RSSMin, s.reports[i].RSSMax = rss, rss, rss
 		s.reports[i].Samples = append(s.reports[i].Samples, [3]float64{0, rss, 0})
 	}
 	s.wg.Go(func() {
@@ -238,7 +256,7 @@ func (s *sampler) sample() {
 		}
 		r := &s.reports[i]
 		r.CPUSeconds, r.RSSEnd = cpu-s.start[i], rss
-		r.RSSMax = max(r.RSSMax, rss)
+		r.RSSMin, r.RSSMax = min(r.RSSMin, rss), max(r.RSSMax, rss)
 		r.Samples = append(r.Samples, [3]float64{at, rss, r.CPUSeconds})
 	}
 }
@@ -253,6 +271,38 @@ func (s *sampler) stop() []ProcReport {
 		s.reports[i].CPUCores = s.reports[i].CPUSeconds / elapsed
 	}
 	return s.reports
+}
+
+// machineBusy is how many CPUs were busy on average since the start.
+func (s *sampler) machineBusy() float64 {
+	now := machineCPU()
+	if now[1] <= s.busy[1] {
+		return 0
+	}
+	return (now[0] - s.busy[0]) / (now[1] - s.busy[1]) * float64(runtime.NumCPU())
+}
+
+// machineCPU reads the busy and total CPU seconds of every CPU together
+// from /proc/stat: busy is all but idle and iowait.
+func machineCPU() [2]float64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return [2]float64{}
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	var busy, total float64
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseFloat(v, 64)
+		if i >= 8 { // guest times are already in user and nice
+			break
+		}
+		total += n
+		if i != 3 && i != 4 {
+			busy += n
+		}
+	}
+	return [2]float64{busy / clockTicks, total / clockTicks}
 }
 
 // loadAverage reads /proc/loadavg; zeros when it cannot.

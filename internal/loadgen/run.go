@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"os"
+	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,6 +40,9 @@ type Options struct {
 	Lead time.Duration
 	// Sample is how often the servers' CPU and RSS are read [1 s].
 	Sample time.Duration
+	// Warmup runs the load this long before Duration, its figures left
+	// out: connections are opened and caches filled then [0].
+	Warmup time.Duration
 }
 
 func (o *Options) defaults() {
@@ -159,13 +165,22 @@ func (e *env) attack(ctx context.Context, o Options, p *pools) (*Report, error) 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	rep := &Report{Rate: o.Rate, Duration: o.Duration, Replicas: len(e.addrs), LoadBefore: loadAverage()}
-	sampler := startSampler(e.pids(), o.Sample)
-	readers := e.startReaders(ctx, p)
+	measureFrom := time.Now().Add(o.Warmup)
+	readers := e.startReaders(ctx, p, measureFrom)
+	var sampler *sampler
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		select {
+		case <-time.After(o.Warmup):
+			sampler = startSampler(append(e.pids(), os.Getpid()), o.Sample)
+		case <-ctx.Done():
+		}
+	}()
 
 	makers := e.makers(p)
 	var wg sync.WaitGroup
 	results := make([]*KindReport, 0, len(Kinds))
-	began := time.Now()
 	for _, k := range Kinds {
 		share := o.Mix[k]
 		if share <= 0 {
@@ -189,16 +204,23 @@ func (e *env) attack(ctx context.Context, o Options, p *pools) (*Report, error) 
 			tr = presign(ctx, makers[k], rate, o.Lead.Seconds())
 		}
 		wg.Go(func() {
-			for r := range atk.Attack(tr, pacer, o.Duration, string(k)) {
-				kr.add(r, p)
+			for r := range atk.Attack(tr, pacer, o.Warmup+o.Duration, string(k)) {
+				kr.add(r, p, !r.Timestamp.Before(measureFrom))
 			}
 		})
 	}
 	wg.Wait()
-	rep.Elapsed = time.Since(began)
+	rep.Elapsed = time.Since(measureFrom)
+	<-sampled
 	cancel()
+	if sampler == nil {
+		return nil, ctx.Err()
+	}
 	rep.Readers = readers.wait()
-	rep.Servers = sampler.stop()
+	procs := sampler.stop()
+	rep.Servers, rep.Generator = procs[:len(procs)-1], procs[len(procs)-1]
+	rep.MachineBusy = sampler.machineBusy()
+	rep.CPUs = runtime.NumCPU()
 	rep.LoadAfter = loadAverage()
 	for _, kr := range results {
 		kr.close()
@@ -265,10 +287,11 @@ type readers struct {
 	mu     sync.Mutex
 	report ReaderReport
 	lat    vegeta.LatencyMetrics
+	from   time.Time // what comes before is the warm-up's
 }
 
-func (e *env) startReaders(ctx context.Context, p *pools) *readers {
-	rs := &readers{}
+func (e *env) startReaders(ctx context.Context, p *pools, measureFrom time.Time) *readers {
+	rs := &readers{from: measureFrom}
 	rs.report.Readers = len(p.convs)
 	for _, c := range p.convs {
 		rs.wg.Go(func() { rs.read(ctx, e, p, c) })
@@ -302,6 +325,13 @@ func (rs *readers) read(ctx context.Context, e *env, p *pools, c *conversation) 
 		rs.mu.Lock()
 		switch {
 		case ctx.Err() != nil:
+		case now.Before(rs.from):
+			for _, ev := range page.Events {
+				p.sent.delivered(ev.Message.ID, now)
+			}
+			if page.Cursor != "" {
+				cursor = page.Cursor
+			}
 		case err != nil:
 			rs.report.Errors++
 			rs.report.LastError = err.Error()
@@ -334,10 +364,13 @@ func (rs *readers) wait() ReaderReport {
 	return rs.report
 }
 
-// add counts one result of the kind.
-func (kr *KindReport) add(r *vegeta.Result, p *pools) {
+// add counts one result of the kind in its figures when measured (after
+// the warm-up); a refresh's new token goes back to the pool either way.
+func (kr *KindReport) add(r *vegeta.Result, p *pools, measured bool) {
 	failure := ""
 	switch {
+	case r.Code == 0 && strings.HasPrefix(r.Error, errNoChain):
+		failure = "no_refresh_token"
 	case r.Code == 0:
 		failure = "transport"
 	case r.Code/100 != 2:
@@ -348,6 +381,9 @@ func (kr *KindReport) add(r *vegeta.Result, p *pools) {
 		if err := refreshed(p, r.Body); err != nil {
 			failure = "no_tokens"
 		}
+	}
+	if !measured {
+		return
 	}
 	if failure != "" {
 		r.Code = 0 // vegeta's Success counts only the requests left as they are
