@@ -65,6 +65,9 @@ func TestRunAgainstTheBuiltServer(t *testing.T) {
 	require.Positive(t, rep.Elapsed)
 	require.Positive(t, rep.LoadBefore[0]+rep.LoadBefore[1]+rep.LoadBefore[2])
 	require.Positive(t, rep.CPUs)
+	require.NotEmpty(t, rep.Database.Name)
+	require.Positive(t, rep.Database.Backends, "no PostgreSQL backend of %s found", rep.Database.Name)
+	require.Positive(t, rep.Database.CPUSeconds)
 	require.Positive(t, rep.MachineBusy)
 
 	var text bytes.Buffer
@@ -78,7 +81,7 @@ func TestRunAgainstTheBuiltServer(t *testing.T) {
 	require.NoError(t, err)
 	var fields map[string]any
 	require.NoError(t, json.Unmarshal(raw, &fields))
-	for _, f := range []string{"rate", "duration_ns", "elapsed_ns", "replicas", "kinds", "readers", "servers", "generator", "load_before", "cpus", "machine_busy_cores", "load_after"} {
+	for _, f := range []string{"rate", "duration_ns", "elapsed_ns", "replicas", "kinds", "readers", "servers", "generator", "load_before", "database", "cpus", "machine_busy_cores", "load_after"} {
 		require.Contains(t, fields, f)
 	}
 }

@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -29,6 +30,8 @@ type Report struct {
 	// Generator is this process, which shares the machine with the
 	// servers.
 	Generator ProcReport `json:"generator"`
+	// Database is the PostgreSQL backends serving the run's database.
+	Database DatabaseReport `json:"database"`
 	// LoadBefore and LoadAfter are the machine's 1, 5 and 15-minute load
 	// averages (/proc/loadavg) when the load started and ended.
 	LoadBefore [3]float64 `json:"load_before"`
@@ -107,6 +110,17 @@ type ProcReport struct {
 	Samples [][3]float64 `json:"samples"`
 }
 
+// DatabaseReport is the CPU time of the PostgreSQL backends connected to
+// the run's database (found by their process titles in /proc), not
+// counting the server's shared processes (WAL writer, checkpointer) nor
+// backends that ended between two samples.
+type DatabaseReport struct {
+	Name       string  `json:"name"`
+	Backends   int     `json:"backends"`
+	CPUSeconds float64 `json:"cpu_seconds"`
+	CPUCores   float64 `json:"cpu_cores"`
+}
+
 // Failures is the number of failed requests of every kind, plus the
 // readers' failed polls.
 func (r *Report) Failures() int {
@@ -147,6 +161,8 @@ func (r *Report) WriteText(w io.Writer) error {
 		writeProc(w, "server pid "+strconv.Itoa(s.PID), s)
 	}
 	writeProc(w, "load generator", r.Generator)
+	fmt.Fprintf(w, "PostgreSQL backends of %s: %d seen, %.1f CPU seconds (%.2f cores)\n",
+		r.Database.Name, r.Database.Backends, r.Database.CPUSeconds, r.Database.CPUCores)
 	return nil
 }
 
@@ -213,7 +229,9 @@ func procSample(pid int) (cpu, rss float64, err error) {
 // sampler reads the servers' /proc figures every interval.
 type sampler struct {
 	pids    []int
-	busy    [2]float64 // the machine's busy and total CPU seconds at the start
+	db      string             // the database whose backends to follow
+	backend map[int][2]float64 // backend PID -> CPU seconds first and last seen
+	busy    [2]float64         // the machine's busy and total CPU seconds at the start
 	began   time.Time
 	start   []float64 // CPU seconds at the start
 	done    chan struct{}
@@ -221,8 +239,8 @@ type sampler struct {
 	reports []ProcReport
 }
 
-func startSampler(pids []int, every time.Duration) *sampler {
-	s := &sampler{pids: pids, began: time.Now(), done: make(chan struct{}), busy: machineCPU()}
+func startSampler(pids []int, db string, every time.Duration) *sampler {
+	s := &sampler{pids: pids, db: db, backend: map[int][2]float64{}, began: time.Now(), done: make(chan struct{}), busy: machineCPU()}
 	s.reports = make([]ProcReport, len(pids))
 	s.start = make([]float64, len(pids))
 	for i, pid := range pids {
@@ -232,6 +250,7 @@ func startSampler(pids []int, every time.Duration) *sampler {
 		s.reports[i].RSSStart, s.reports[i].RSSMin, s.reports[i].RSSMax = rss, rss, rss
 		s.reports[i].Samples = append(s.reports[i].Samples, [3]float64{0, rss, 0})
 	}
+	s.sampleBackends(true)
 	s.wg.Go(func() {
 		t := time.NewTicker(every)
 		defer t.Stop()
@@ -248,6 +267,7 @@ func startSampler(pids []int, every time.Duration) *sampler {
 }
 
 func (s *sampler) sample() {
+	s.sampleBackends(false)
 	at := time.Since(s.began).Seconds()
 	for i, pid := range s.pids {
 		cpu, rss, err := procSample(pid)
@@ -262,7 +282,7 @@ func (s *sampler) sample() {
 }
 
 // stop takes a last sample and returns the figures.
-func (s *sampler) stop() []ProcReport {
+func (s *sampler) stop() ([]ProcReport, DatabaseReport) {
 	close(s.done)
 	s.wg.Wait()
 	s.sample()
@@ -270,7 +290,55 @@ func (s *sampler) stop() []ProcReport {
 	for i := range s.reports {
 		s.reports[i].CPUCores = s.reports[i].CPUSeconds / elapsed
 	}
-	return s.reports
+	return s.reports, s.database(elapsed)
+}
+
+// sampleBackends reads the CPU time of every PostgreSQL backend of the
+// database: at the start as the baseline, later from 0 for a backend
+// that started during the run.
+func (s *sampler) sampleBackends(first bool) {
+	if s.db == "" {
+		return
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		title, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !bytes.HasPrefix(title, []byte("postgres: ")) ||
+			!bytes.Contains(title, []byte(" "+s.db+" ")) {
+			continue
+		}
+		cpu, _, err := procSample(pid)
+		if err != nil {
+			continue
+		}
+		seen, ok := s.backend[pid]
+		switch {
+		case !ok && first:
+			seen = [2]float64{cpu, cpu}
+		case !ok:
+			seen = [2]float64{0, cpu}
+		default:
+			seen[1] = cpu
+		}
+		s.backend[pid] = seen
+	}
+}
+
+// database sums the backends' CPU time.
+func (s *sampler) database(elapsed float64) DatabaseReport {
+	d := DatabaseReport{Name: s.db, Backends: len(s.backend)}
+	for _, seen := range s.backend {
+		d.CPUSeconds += seen[1] - seen[0]
+	}
+	d.CPUCores = d.CPUSeconds / elapsed
+	return d
 }
 
 // machineBusy is how many CPUs were busy on average since the start.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/url"
 	"os"
 	"runtime"
 	"strconv"
@@ -173,7 +174,7 @@ func (e *env) attack(ctx context.Context, o Options, p *pools) (*Report, error) 
 		defer close(sampled)
 		select {
 		case <-time.After(o.Warmup):
-			sampler = startSampler(append(e.pids(), os.Getpid()), o.Sample)
+			sampler = startSampler(append(e.pids(), os.Getpid()), databaseName(o.DatabaseURL), o.Sample)
 		case <-ctx.Done():
 		}
 	}()
@@ -217,7 +218,8 @@ func (e *env) attack(ctx context.Context, o Options, p *pools) (*Report, error) 
 		return nil, ctx.Err()
 	}
 	rep.Readers = readers.wait()
-	procs := sampler.stop()
+	procs, db := sampler.stop()
+	rep.Database = db
 	rep.Servers, rep.Generator = procs[:len(procs)-1], procs[len(procs)-1]
 	rep.MachineBusy = sampler.machineBusy()
 	rep.CPUs = runtime.NumCPU()
@@ -227,6 +229,15 @@ func (e *env) attack(ctx context.Context, o Options, p *pools) (*Report, error) 
 		rep.Kinds = append(rep.Kinds, *kr)
 	}
 	return rep, nil
+}
+
+// databaseName is the database of a postgres:// URL ("" if none).
+func databaseName(u string) string {
+	parsed, err := url.Parse(u)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimPrefix(parsed.Path, "/")
 }
 
 // sentTimes matches messages accepted with messages read, for the time
