@@ -48,6 +48,18 @@ func TestRunAgainstTheBuiltServer(t *testing.T) {
 	require.Positive(t, rep.Readers.Polls)
 	require.Positive(t, rep.Readers.Messages, "the readers got no message")
 	require.Zero(t, rep.Failures())
+	require.GreaterOrEqual(t, len(rep.Timeline), 2)
+	total := 0
+	for i, s := range rep.Timeline {
+		require.Equal(t, i, s.Second)
+		require.Zero(t, s.Failures)
+		total += s.Requests
+	}
+	var sent uint64
+	for _, k := range rep.Kinds {
+		sent += k.Requests
+	}
+	require.Equal(t, int(sent), total, "the timeline counts every measured request once")
 
 	require.Len(t, rep.Servers, 1)
 	s := rep.Servers[0]
@@ -81,7 +93,7 @@ func TestRunAgainstTheBuiltServer(t *testing.T) {
 	require.NoError(t, err)
 	var fields map[string]any
 	require.NoError(t, json.Unmarshal(raw, &fields))
-	for _, f := range []string{"rate", "duration_ns", "elapsed_ns", "replicas", "kinds", "readers", "servers", "generator", "load_before", "database", "cpus", "machine_busy_cores", "load_after"} {
+	for _, f := range []string{"rate", "duration_ns", "elapsed_ns", "replicas", "kinds", "readers", "servers", "timeline", "generator", "load_before", "database", "cpus", "machine_busy_cores", "load_after"} {
 		require.Contains(t, fields, f)
 	}
 }

@@ -26,7 +26,11 @@ type Report struct {
 	Replicas int           `json:"replicas"`
 	Kinds    []KindReport  `json:"kinds"`
 	Readers  ReaderReport  `json:"readers"`
-	Servers  []ProcReport  `json:"servers"`
+	// Timeline is every kind together, second by second, from the end of
+	// the warm-up: it tells a stall of a few seconds from a queue that
+	// keeps growing.
+	Timeline []SecondReport `json:"timeline"`
+	Servers  []ProcReport   `json:"servers"`
 	// Generator is this process, which shares the machine with the
 	// servers.
 	Generator ProcReport `json:"generator"`
@@ -76,6 +80,39 @@ func (kr *KindReport) close() {
 	kr.Successes = uint64(float64(m.Requests)*m.Success + 0.5)
 	kr.P50, kr.P99, kr.Max = m.Latencies.P50, m.Latencies.P99, m.Latencies.Max
 	kr.P999 = m.Latencies.Quantile(0.999)
+}
+
+// SecondReport is the requests sent in one second of the run.
+type SecondReport struct {
+	Second   int           `json:"second"`
+	Requests int           `json:"requests"`
+	Failures int           `json:"failures"`
+	Max      time.Duration `json:"max_ns"`
+}
+
+// timeline collects SecondReports from every kind's results.
+type timeline struct {
+	mu      sync.Mutex
+	from    time.Time
+	seconds []SecondReport
+}
+
+func (tl *timeline) add(r *vegeta.Result, failed bool) {
+	i := int(r.Timestamp.Sub(tl.from) / time.Second)
+	if i < 0 {
+		return
+	}
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	for len(tl.seconds) <= i {
+		tl.seconds = append(tl.seconds, SecondReport{Second: len(tl.seconds)})
+	}
+	s := &tl.seconds[i]
+	s.Requests++
+	if failed {
+		s.Failures++
+	}
+	s.Max = max(s.Max, r.Latency)
 }
 
 // ReaderReport is what the conversations' readers saw: long-polls
@@ -152,6 +189,16 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 	}
 	rd := r.Readers
+	var worst []string
+	for _, s := range r.Timeline {
+		if s.Max > 100*time.Millisecond {
+			worst = append(worst, fmt.Sprintf("%d s: %s ms", s.Second, ms(s.Max)))
+		}
+	}
+	if len(worst) > 0 {
+		fmt.Fprintf(w, "seconds with a request over 100 ms (%d of %d): %s\n", len(worst), len(r.Timeline),
+			strings.Join(worst[:min(len(worst), 20)], ", "))
+	}
 	fmt.Fprintf(w, "\nreaders: %d long-polling, %d polls answered, %d messages read, %d errors; delivery p50 %s ms, p99 %s ms\n",
 		rd.Readers, rd.Polls, rd.Messages, rd.Errors, ms(rd.DeliveryP50), ms(rd.DeliveryP99))
 	if rd.LastError != "" {

@@ -179,6 +179,7 @@ func (e *env) attack(ctx context.Context, o Options, p *pools) (*Report, error) 
 		}
 	}()
 
+	tl := &timeline{from: measureFrom}
 	makers := e.makers(p)
 	var wg sync.WaitGroup
 	results := make([]*KindReport, 0, len(Kinds))
@@ -206,7 +207,9 @@ func (e *env) attack(ctx context.Context, o Options, p *pools) (*Report, error) 
 		}
 		wg.Go(func() {
 			for r := range atk.Attack(tr, pacer, o.Warmup+o.Duration, string(k)) {
-				kr.add(r, p, !r.Timestamp.Before(measureFrom))
+				if kr.add(r, p, !r.Timestamp.Before(measureFrom)) {
+					tl.add(r, r.Code == 0)
+				}
 			}
 		})
 	}
@@ -218,6 +221,7 @@ func (e *env) attack(ctx context.Context, o Options, p *pools) (*Report, error) 
 		return nil, ctx.Err()
 	}
 	rep.Readers = readers.wait()
+	rep.Timeline = tl.seconds
 	procs, db := sampler.stop()
 	rep.Database = db
 	rep.Servers, rep.Generator = procs[:len(procs)-1], procs[len(procs)-1]
@@ -377,7 +381,9 @@ func (rs *readers) wait() ReaderReport {
 
 // add counts one result of the kind in its figures when measured (after
 // the warm-up); a refresh's new token goes back to the pool either way.
-func (kr *KindReport) add(r *vegeta.Result, p *pools, measured bool) {
+// It reports whether it counted the result, whose Code it leaves 0 when
+// the request failed.
+func (kr *KindReport) add(r *vegeta.Result, p *pools, measured bool) bool {
 	failure := ""
 	switch {
 	case r.Code == 0 && strings.HasPrefix(r.Error, errNoChain):
@@ -394,7 +400,7 @@ func (kr *KindReport) add(r *vegeta.Result, p *pools, measured bool) {
 		}
 	}
 	if !measured {
-		return
+		return false
 	}
 	if failure != "" {
 		r.Code = 0 // vegeta's Success counts only the requests left as they are
@@ -407,4 +413,5 @@ func (kr *KindReport) add(r *vegeta.Result, p *pools, measured bool) {
 		}
 	}
 	kr.metrics.Add(r)
+	return true
 }
