@@ -62,6 +62,7 @@ type pools struct {
 	sent      sentTimes
 }
 
+// signedIn is a signed-in User's Session and access token.
 type signedIn struct {
 	user  *user
 	token string
