@@ -27,12 +27,16 @@ func TestConversationDeadlinesWiring(t *testing.T) {
 		"conversations": map[string]any{"handoff_timeout_seconds": 3600, "idle_close_seconds": 7200}})
 	var companyID int64
 	require.NoError(t, env.Pool.QueryRow(ctx, `SELECT id FROM companies WHERE slug = 'deadlines'`).Scan(&companyID))
-	// Ten minutes old, as the conversations store leaves them; how they
-	// got there is the conversations package's to test.
+	// As the conversations store leaves them (how they got there is the
+	// conversations package's to test): one queued ten minutes ago and
+	// active two minutes ago, so that under the new limits its handoff is
+	// due and its idle close is not (both due at once would race, and
+	// real time never makes them so: the handoff limit is the shorter),
+	// and one idle for ten minutes.
 	_, err := env.Pool.Exec(ctx, `INSERT INTO conversations (company_id, id, client_id, user_id, status, responder,
 			created_at, last_activity_at, queued_at)
 		VALUES ($1, 'cnv_queued', 'https://agent.test/', 'usr_1', 'queued', 'agent', now() - interval '10 minutes',
-			now() - interval '10 minutes', now() - interval '10 minutes'),
+			now() - interval '2 minutes', now() - interval '10 minutes'),
 		($1, 'cnv_idle', 'https://agent.test/', 'usr_1', 'idle', 'agent', now() - interval '10 minutes',
 			now() - interval '10 minutes', NULL)`, companyID)
 	require.NoError(t, err)
@@ -63,6 +67,35 @@ func TestConversationDeadlinesWiring(t *testing.T) {
 			_ = p.Jobs.Stop(ctx)
 		})
 	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		crows, err := env.Pool.Query(ctx, `SELECT id, status, last_activity_at::text, coalesce(idle_due_at::text, '-'),
+			coalesce(handoff_due_at::text, '-') FROM conversations ORDER BY id`)
+		if err == nil {
+			for crows.Next() {
+				var id, status, last, idle, handoff string
+				_ = crows.Scan(&id, &status, &last, &idle, &handoff)
+				t.Logf("conversation %s %s last activity %s idle due %s handoff due %s", id, status, last, idle, handoff)
+			}
+			crows.Close()
+		}
+		// What River did, to tell a job not run from one that failed.
+		rows, err := env.Pool.Query(ctx, `SELECT kind, state, attempt, errors::text FROM river_job ORDER BY id`)
+		if err != nil {
+			t.Logf("river_job: %v", err)
+			return
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var kind, state string
+			var attempt int
+			var errs *string
+			_ = rows.Scan(&kind, &state, &attempt, &errs)
+			t.Logf("river_job %s %s attempt %d errors %v", kind, state, attempt, errs)
+		}
+	})
 	require.Eventually(t, func() bool {
 		var done bool
 		require.NoError(t, env.Pool.QueryRow(ctx, `SELECT
