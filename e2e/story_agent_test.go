@@ -39,6 +39,11 @@ func artifactsDir() string {
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
+// compactJWT finds a compact JWS: a JSON header, base64url ("eyJ"), then
+// a dot and a payload. A base64 signature that happens to hold "eyJ" (a
+// Web Bot Auth Signature header) has no dot after it.
+var compactJWT = regexp.MustCompile(`eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.`)
+
 // personalAgent starts the reference Personal Agent for one User of the
 // demo; when the test ends its transcript, secrets redacted, is written to
 // the artifact directory, one file per test.
@@ -69,7 +74,7 @@ func (e *storyEnv) personalAgent(t *testing.T) *agent.Agent {
 		abs, _ := filepath.Abs(path)
 		t.Logf("transcript: %s", abs)
 		b, err := os.ReadFile(path)
-		if err == nil && (strings.Contains(string(b), passwordPrefix) || strings.Contains(string(b), "eyJ")) {
+		if err == nil && (strings.Contains(string(b), passwordPrefix) || compactJWT.Match(b)) {
 			t.Errorf("the transcript %s shows a password or a JWT", abs)
 		}
 	})
