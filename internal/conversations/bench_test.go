@@ -31,6 +31,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/conversations"
@@ -215,10 +216,11 @@ func waitParked(b testing.TB, fn string, n int) {
 	}
 }
 
-// reportLatencies reports the median and 99th percentile of ds.
-func reportLatencies(b *testing.B, name string, ds []time.Duration) {
+// reportLatencies reports the median and 99th percentile of ds, and
+// returns the 99th percentile in µs.
+func reportLatencies(b *testing.B, name string, ds []time.Duration) float64 {
 	if len(ds) == 0 {
-		return
+		return 0
 	}
 	slices.Sort(ds)
 	at := func(q float64) float64 {
@@ -227,6 +229,41 @@ func reportLatencies(b *testing.B, name string, ds []time.Duration) {
 	}
 	b.ReportMetric(at(0.50), name+"-p50-µs")
 	b.ReportMetric(at(0.99), name+"-p99-µs")
+	return at(0.99)
+}
+
+// bareNotify is the floor under a reader's wake-up, measured in the same
+// run: n times, the time from a pg_notify's commit on the pool to a
+// connection of its own that LISTENs receiving it.
+func bareNotify(b *testing.B, pool *pgxpool.Pool, n int) []time.Duration {
+	ctx := context.Background()
+	conn, err := pool.Acquire(ctx)
+	require.NoError(b, err)
+	listener := conn.Hijack()
+	defer listener.Close(ctx)
+	_, err = listener.Exec(ctx, "LISTEN bench_bare_notify")
+	require.NoError(b, err)
+	out := make([]time.Duration, 0, n)
+	for range n {
+		_, err := pool.Exec(ctx, `SELECT pg_notify('bench_bare_notify', 'x')`)
+		require.NoError(b, err)
+		sent := time.Now()
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err = listener.WaitForNotification(wctx)
+		cancel()
+		require.NoError(b, err)
+		out = append(out, time.Since(sent))
+	}
+	return out
+}
+
+// reportAgainstBare reports a wake-up's p99 over a bare NOTIFY's, measured
+// after it in the same process (x-bare-p99).
+func reportAgainstBare(b *testing.B, pool *pgxpool.Pool, wakeP99 float64, n int) {
+	bare := reportLatencies(b, "bare", bareNotify(b, pool, max(n, 100)))
+	if bare > 0 {
+		b.ReportMetric(wakeP99/bare, "x-bare-p99")
+	}
 }
 
 // BenchmarkWakeLongPoll measures how fast a waiting long-poll (GET events
@@ -287,8 +324,10 @@ func BenchmarkWakeLongPoll(b *testing.B) {
 		post = append(post, accepted.Sub(sent))
 		cursor = a.cursor
 	}
-	reportLatencies(b, "wake", wake)
+	n := len(wake)
+	p99 := reportLatencies(b, "wake", wake)
 	reportLatencies(b, "post", post)
+	reportAgainstBare(b, env.Pool, p99, n)
 }
 
 // BenchmarkWakeSSE is BenchmarkWakeLongPoll with one open server-sent
@@ -337,8 +376,10 @@ func BenchmarkWakeSSE(b *testing.B) {
 		wake = append(wake, at.Sub(accepted))
 		post = append(post, accepted.Sub(sent))
 	}
-	reportLatencies(b, "wake", wake)
+	n := len(wake)
+	p99 := reportLatencies(b, "wake", wake)
 	reportLatencies(b, "post", post)
+	reportAgainstBare(b, env.Pool, p99, n)
 }
 
 // BenchmarkSendMessage posts messages through POST .../messages with
