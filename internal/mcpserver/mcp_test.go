@@ -173,7 +173,8 @@ func resultText(t *testing.T, res *mcp.CallToolResult) string {
 	return text.Text
 }
 
-// post sends a raw JSON-RPC POST to slug's /mcp in Session sid.
+// post sends a raw JSON-RPC POST to slug's /mcp in Session sid, or with
+// no Session header when sid is "".
 func (g *mcpRig) post(t *testing.T, slug, sid, token string, body any, headers ...string) *peers.Response {
 	t.Helper()
 	raw, err := json.Marshal(body)
@@ -185,8 +186,10 @@ func (g *mcpRig) post(t *testing.T, slug, sid, token string, body any, headers .
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	g.agent.Sign(t, req, peers.SessionClaims{Aud: g.issuer(slug), SID: sid, Sub: "usr_x", AccessToken: token},
-		peers.SessionOptions{})
+	if sid != "" {
+		g.agent.Sign(t, req, peers.SessionClaims{Aud: g.issuer(slug), SID: sid, Sub: "usr_x", AccessToken: token},
+			peers.SessionOptions{})
+	}
 	resp, err := g.env.Client.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()

@@ -1,10 +1,7 @@
 package mcpserver_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -19,19 +16,7 @@ import (
 // not a Personal Agent: no Session header and no access token.
 func (g *mcpRig) plainPost(t *testing.T, slug string, body any) *peers.Response {
 	t.Helper()
-	raw, err := json.Marshal(body)
-	require.NoError(t, err)
-	req, err := http.NewRequest(http.MethodPost, g.issuer(slug)+"/mcp", bytes.NewReader(raw))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", mcpVersion)
-	resp, err := g.env.Client.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	out, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return &peers.Response{Status: resp.StatusCode, Header: resp.Header, Body: out}
+	return g.post(t, slug, "", "", body, "MCP-Protocol-Version", mcpVersion)
 }
 
 // TestMCPSignedOutClients: with mcp.signed_out_clients, clients without a
