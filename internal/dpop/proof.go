@@ -125,10 +125,6 @@ func FromRequest(r *http.Request) (string, error) {
 	return v[0], nil
 }
 
-type proofHeader struct {
-	JWK map[string]json.RawMessage `json:"jwk"`
-}
-
 type proofClaims struct {
 	Jti   *string         `json:"jti"`
 	Htm   *string         `json:"htm"`
@@ -163,14 +159,13 @@ func (v *Verifier) Verify(ctx context.Context, proof string, req Request) (*Proo
 	if hdr.Alg == nil || !slices.Contains(Algs, *hdr.Alg) {
 		return nil, fail("the DPoP proof's alg must be one of " + strings.Join(Algs, " "))
 	}
-	var ph proofHeader
-	if err := jose.DecodeSegment(parts[0], &ph); err != nil || len(ph.JWK) == 0 {
+	if len(hdr.JWK) == 0 {
 		return nil, fail("the DPoP proof's header must carry the public key as jwk")
 	}
-	if jose.HasPrivateMembers(ph.JWK) {
+	if jose.HasPrivateMembers(hdr.JWK) {
 		return nil, fail("the DPoP proof's jwk must not contain private key members")
 	}
-	jkt, err := verifySignature(proof, parts, *hdr.Alg, ph.JWK)
+	jkt, err := verifySignature(proof, parts, *hdr.Alg, hdr.JWK)
 	if err != nil {
 		return nil, err
 	}

@@ -103,12 +103,14 @@ func HasPrivateMembers(jwk map[string]json.RawMessage) bool {
 
 // Header holds the JWS header members our verifiers read.
 type Header struct {
-	Alg    *string         `json:"alg"`
-	Kid    *string         `json:"kid"`
-	Typ    *string         `json:"typ"`
-	PapDlg *string         `json:"pap_dlg"`
-	Crit   json.RawMessage `json:"crit"`
-	B64    json.RawMessage `json:"b64"`
+	Alg    *string `json:"alg"`
+	Kid    *string `json:"kid"`
+	Typ    *string `json:"typ"`
+	PapDlg *string `json:"pap_dlg"`
+	// JWK is the public key a DPoP proof carries, as its members.
+	JWK  map[string]json.RawMessage `json:"jwk"`
+	Crit json.RawMessage            `json:"crit"`
+	B64  json.RawMessage            `json:"b64"`
 }
 
 // Extended reports whether the header uses crit or b64. We understand no
