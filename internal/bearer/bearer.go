@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/ory/fosite"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/poppyhost/poppyhost/internal/dpop"
 	"github.com/poppyhost/poppyhost/internal/httpx"
@@ -64,9 +63,10 @@ type Validator struct {
 	proofs   *dpop.Verifier
 	urls     tenant.URLs
 	now      func() time.Time
-	// cached and lookups are the verified tokens (CacheTokens), or nil.
-	cached  *notify.Cache[tokenKey, *verifiedToken]
-	lookups *prometheus.CounterVec
+	// cached and count are the verified tokens and their metric
+	// (CacheTokens), or nil.
+	cached *notify.Cache[tokenKey, *verifiedToken]
+	count  func(notify.Result)
 }
 
 // New returns a Validator checking DPoP proofs with proofs.
@@ -282,7 +282,7 @@ func (v *Validator) verify(ctx context.Context, c *tenant.Company, token string,
 	if err != nil {
 		return nil, err
 	}
-	v.lookups.WithLabelValues(string(res)).Inc()
+	v.count(res)
 	if t.hash != tokenHash(token) {
 		// Another token with this one's signature: not what was verified.
 		return nil, invalid("the access token is not valid here or has expired")

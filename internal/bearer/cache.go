@@ -36,15 +36,16 @@ type verifiedToken struct {
 // and before v serves.
 func (v *Validator) CacheTokens(l *notify.Listener, opts notify.CacheOptions, reg prometheus.Registerer) error {
 	v.cached = notify.NewCache[tokenKey, *verifiedToken](l, opts)
-	v.lookups = prometheus.NewCounterVec(prometheus.CounterOpts{
+	lookups := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "poppyhost_access_token_cache_lookups_total",
 		Help: "Access token verifications, by result: hit (verified before and not revoked since), miss (verified and kept), bypass (verified, not kept: the notification listener was not connected).",
 	}, []string{"result"})
 	if reg != nil {
-		if err := reg.Register(v.lookups); err != nil {
+		if err := reg.Register(lookups); err != nil {
 			return err
 		}
 	}
+	v.count = notify.ResultCounter(lookups)
 	l.Handle(issuer.AccessRevokedChannel, v.revoked)
 	return nil
 }

@@ -134,17 +134,28 @@ func invalidArguments(schema *jsonschema.Schema, raw json.RawMessage) string {
 }
 
 // requestLog is a slog.Handler writing to the logger of the request in
-// the context (httpx.Logger).
-type requestLog struct{}
-
-func (requestLog) Enabled(ctx context.Context, l slog.Level) bool {
-	return httpx.Logger(ctx).Handler().Enabled(ctx, l)
+// the context (httpx.Logger), with the attributes and groups the server's
+// logger was given on top.
+type requestLog struct {
+	with []func(slog.Handler) slog.Handler
 }
 
-func (requestLog) Handle(ctx context.Context, r slog.Record) error {
-	return httpx.Logger(ctx).Handler().Handle(ctx, r)
+func (h requestLog) handler(ctx context.Context) slog.Handler {
+	hd := httpx.Logger(ctx).Handler()
+	for _, f := range h.with {
+		hd = f(hd)
+	}
+	return hd
 }
 
-func (h requestLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h requestLog) Enabled(ctx context.Context, l slog.Level) bool { return h.handler(ctx).Enabled(ctx, l) }
 
-func (h requestLog) WithGroup(string) slog.Handler { return h }
+func (h requestLog) Handle(ctx context.Context, r slog.Record) error { return h.handler(ctx).Handle(ctx, r) }
+
+func (h requestLog) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return requestLog{with: append(h.with[:len(h.with):len(h.with)], func(hd slog.Handler) slog.Handler { return hd.WithAttrs(attrs) })}
+}
+
+func (h requestLog) WithGroup(name string) slog.Handler {
+	return requestLog{with: append(h.with[:len(h.with):len(h.with)], func(hd slog.Handler) slog.Handler { return hd.WithGroup(name) })}
+}

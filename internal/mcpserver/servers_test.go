@@ -1,12 +1,17 @@
 package mcpserver
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"log/slog"
+	"regexp"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/registry"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
@@ -62,4 +67,16 @@ func BenchmarkMCPServer(b *testing.B) {
 			s.get(co, tools, warn)
 		}
 	})
+}
+
+// TestRequestLog: the servers' log goes to the request's logger, with the
+// attributes and groups the SDK adds to it.
+func TestRequestLog(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	ctx := httpx.WithLogger(context.Background(), slog.New(slog.NewJSONHandler(&buf, nil)).With("request_id", "r1"))
+	log := slog.New(requestLog{}).With("sdk", "go").WithGroup("g")
+	log.InfoContext(ctx, "hello", "k", "v")
+	require.JSONEq(t, `{"level":"INFO","msg":"hello","request_id":"r1","sdk":"go","g":{"k":"v"}}`,
+		regexp.MustCompile(`"time":"[^"]*",`).ReplaceAllString(buf.String(), ""))
 }

@@ -3,6 +3,8 @@ package notify
 import (
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Result says where a Cache lookup's value came from.
@@ -129,4 +131,14 @@ func (c *Cache[K, V]) Clear() {
 	defer c.mu.Unlock()
 	c.gen++
 	clear(c.m)
+}
+
+// ResultCounter counts Cache results on vec, a counter vector with one
+// label, result; its counters are resolved once, not on every lookup.
+func ResultCounter(vec *prometheus.CounterVec) func(Result) {
+	counters := map[Result]prometheus.Counter{}
+	for _, r := range []Result{Hit, Miss, Bypass} {
+		counters[r] = vec.WithLabelValues(string(r))
+	}
+	return func(r Result) { counters[r].Inc() }
 }

@@ -248,6 +248,7 @@ func ParseProposal(body []byte) (*Proposal, error) {
 		return nil, fmt.Errorf("%w: not a JSON object", ErrProposal)
 	}
 	t := bytes.TrimSpace(p.Terms)
+	disguised := httpx.DisguiseProblem(p.Summary)
 	switch {
 	case p.ActionKey == "" || len(p.ActionKey) > maxActionKey || strings.ContainsRune(p.ActionKey, 0):
 		return nil, fmt.Errorf("%w: action_key must be 1 to %d characters, no NUL", ErrProposal, maxActionKey)
@@ -258,9 +259,9 @@ func ParseProposal(body []byte) (*Proposal, error) {
 		return nil, fmt.Errorf("%w: terms must not contain NUL", ErrProposal)
 	case len(p.Summary) > maxSummary || strings.ContainsRune(p.Summary, 0):
 		return nil, fmt.Errorf("%w: summary must be text of at most %d bytes", ErrProposal, maxSummary)
-	case httpx.DisguiseProblem(p.Summary) != "":
+	case disguised != "":
 		// The User approves what the summary says: it must read as it is.
-		return nil, fmt.Errorf("%w: summary %s", ErrProposal, httpx.DisguiseProblem(p.Summary))
+		return nil, fmt.Errorf("%w: summary %s", ErrProposal, disguised)
 	case p.ExpiresIn < 0 || time.Duration(p.ExpiresIn)*time.Second > MaxExpiry:
 		return nil, fmt.Errorf("%w: expires_in must be 0 to %d seconds", ErrProposal, int(MaxExpiry/time.Second))
 	}

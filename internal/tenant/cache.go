@@ -37,7 +37,7 @@ type Cache struct {
 	store    *Store
 	bySlug   *notify.Cache[string, *Company]
 	byDomain *notify.Cache[string, *Company]
-	lookups  *prometheus.CounterVec
+	count    func(notify.Result)
 }
 
 // NewCache returns a Cache over store, kept fresh by l's notifications.
@@ -47,16 +47,17 @@ func NewCache(store *Store, l *notify.Listener, opts CacheOptions) (*Cache, erro
 	c := &Cache{store: store,
 		bySlug:   notify.NewCache[string, *Company](l, copts),
 		byDomain: notify.NewCache[string, *Company](l, copts),
-		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "poppyhost_company_cache_lookups_total",
-			Help: "Company lookups by slug or domain, by result: hit (from the cache), miss (read and kept), bypass (read, not kept: the notification listener was not connected).",
-		}, []string{"result"}),
 	}
+	lookups := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "poppyhost_company_cache_lookups_total",
+		Help: "Company lookups by slug or domain, by result: hit (from the cache), miss (read and kept), bypass (read, not kept: the notification listener was not connected).",
+	}, []string{"result"})
 	if opts.Metrics != nil {
-		if err := opts.Metrics.Register(c.lookups); err != nil {
+		if err := opts.Metrics.Register(lookups); err != nil {
 			return nil, err
 		}
 	}
+	c.count = notify.ResultCounter(lookups)
 	l.Handle(ChangedChannel, c.changed)
 	store.mu.Lock()
 	store.changed = append(store.changed, c.forget)
@@ -67,20 +68,20 @@ func NewCache(store *Store, l *notify.Listener, opts CacheOptions) (*Cache, erro
 // Get returns the Company with slug.
 func (c *Cache) Get(ctx context.Context, slug string) (*Company, error) {
 	co, res, err := c.bySlug.Get(slug, func() (*Company, error) { return c.store.Get(ctx, slug) })
-	return c.count(co, res, err)
+	return c.counted(co, res, err)
 }
 
 // GetByDomain returns the Company that domain belongs to.
 func (c *Cache) GetByDomain(ctx context.Context, domain string) (*Company, error) {
 	co, res, err := c.byDomain.Get(domain, func() (*Company, error) { return c.store.GetByDomain(ctx, domain) })
-	return c.count(co, res, err)
+	return c.counted(co, res, err)
 }
 
-func (c *Cache) count(co *Company, res notify.Result, err error) (*Company, error) {
+func (c *Cache) counted(co *Company, res notify.Result, err error) (*Company, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.lookups.WithLabelValues(string(res)).Inc()
+	c.count(res)
 	return co, nil
 }
 
