@@ -142,10 +142,13 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 // is stricter than fosite's matcher, which runs after it.
 func matchRedirect(registered []string, requested string) (*url.URL, bool) {
 	u, err := url.Parse(requested)
-	if err != nil || !u.IsAbs() || u.Host == "" || u.User != nil || strings.Contains(requested, "#") {
+	if err != nil || !u.IsAbs() || u.User != nil || strings.Contains(requested, "#") {
 		return nil, false
 	}
 	for _, reg := range registered {
+		// A registered URI was checked when it was registered: a Personal
+		// Agent's is https, a public client's may also be a private-use
+		// scheme with no host (RFC 8252 §7.1).
 		if reg == requested {
 			return u, true
 		}

@@ -2,6 +2,7 @@ package issuer
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
@@ -32,14 +33,23 @@ const (
 func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	c := tenant.FromContext(ctx)
-	if !c.Settings.MCP.DynamicRegistration || s.acceptPublic(ctx) != nil {
+	if !c.Settings.MCP.DynamicRegistration {
 		httpx.NotFound(w, r)
 		return
 	}
+	// Counted before anything is read from the database.
 	id := strconv.FormatInt(c.ID, 10)
 	if s.limiter.Exceeded(w, r, "register address "+id+" "+loginAddr(r), registerPerAddress) ||
 		s.limiter.Exceeded(w, r, "register company "+id, registerPerCompany) {
 		httpx.WriteError(w, r, httpx.Errorf(httpx.CodeRateLimited, "too many registrations; wait for Retry-After seconds"))
+		return
+	}
+	if err := s.acceptPublic(ctx); err != nil {
+		if errors.Is(err, fosite.ErrServerError) {
+			httpx.WriteError(w, r, err)
+			return
+		}
+		httpx.NotFound(w, r)
 		return
 	}
 	if !httpx.IsJSON(r.Header.Get("Content-Type")) {
@@ -55,7 +65,11 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	client, err := agentid.ParseRegistration(body)
-	if re := (*agentid.RegistrationError)(nil); errors.As(err, &re) {
+	if err != nil {
+		re := (*agentid.RegistrationError)(nil)
+		if !errors.As(err, &re) {
+			re = &agentid.RegistrationError{Code: "invalid_client_metadata", Description: err.Error()}
+		}
 		registrationError(w, re)
 		return
 	}
@@ -101,6 +115,10 @@ func (s *Server) registeredClient(ctx context.Context, id string) (*agentid.Clie
 	if !c.Settings.MCP.DynamicRegistration {
 		return nil, fosite.ErrInvalidClient.WithHint("This Company takes no self-registered clients.")
 	}
+	if !validRegisteredID(id) {
+		// Not one createRegistration made: nothing to look up.
+		return nil, fosite.ErrInvalidClient.WithHint("This client registration is unknown or has expired; register again.")
+	}
 	if err := s.acceptPublic(ctx); err != nil {
 		return nil, err
 	}
@@ -118,8 +136,20 @@ func (s *Server) registeredClient(ctx context.Context, id string) (*agentid.Clie
 // client metadata document.
 func isRegistered(id string) bool { return strings.HasPrefix(id, registeredPrefix) }
 
+// validRegisteredID reports whether id has the form createRegistration
+// gives: the prefix and 32 base64url characters.
+func validRegisteredID(id string) bool {
+	rest, ok := strings.CutPrefix(id, registeredPrefix)
+	if !ok || len(rest) != registeredIDLen {
+		return false
+	}
+	_, err := base64.RawURLEncoding.DecodeString(rest)
+	return err == nil
+}
+
 // keepUsed keeps a registered client's registration for as long as a
-// refresh token issued now could last.
+// refresh token issued now could last; the token endpoint calls it once it
+// issued tokens, not when the client merely authenticates.
 func (s *Server) keepUsed(ctx context.Context, id string) error {
 	c := tenant.FromContext(ctx)
 	return s.store.keepRegistration(ctx, c.ID, id, s.now().Add(RefreshTokenLifetime(c)+time.Hour))

@@ -134,6 +134,23 @@ func TestMCPClientRegistrationExpires(t *testing.T) {
 	require.Equal(t, 1, n)
 	exp := rgExpires(t, s, id)
 	require.WithinDuration(t, time.Now().Add(24*time.Hour), exp, time.Minute, "unused, it lasts a day")
+	// A token request that issues nothing does not keep it.
+	resp = mcToken(t, s, url.Values{"grant_type": {"authorization_code"}, "code": {"bogus"},
+		"redirect_uri": {"http://localhost:6274/oauth/callback"}, "client_id": {id}, "code_verifier": {oauth2.GenerateVerifier()}})
+	require.Equal(t, http.StatusBadRequest, resp.Status, "%s", resp.Body)
+	require.Equal(t, exp, rgExpires(t, s, id), "a failed token request leaves the registration as it was")
+	// client_ids with the prefix but not a registration's form are refused
+	// without a lookup: text PostgreSQL would refuse never reaches it.
+	for _, bad := range []string{"mcpc_\x00" + strings.Repeat("A", 31), "mcpc_\xff", "mcpc_", "mcpc_" + strings.Repeat("!", 32)} {
+		resp := mcToken(t, s, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {"x"}, "client_id": {bad}})
+		require.Equal(t, http.StatusUnauthorized, resp.Status, "%q: %s", bad, resp.Body)
+		require.Equal(t, "invalid_client", resp.JSON(t)["error"])
+		q := url.Values{"response_type": {"code"}, "client_id": {bad}, "redirect_uri": {"http://localhost:6274/oauth/callback"},
+			"state": {azState}, "code_challenge": {oauth2.S256ChallengeFromVerifier(oauth2.GenerateVerifier())},
+			"code_challenge_method": {"S256"}, "resource": {s.issuer + "/mcp"}}
+		page := s.env.Browser(t).Get(azURL(s, q))
+		require.Less(t, page.Status, 500, "%q", bad)
+	}
 
 	_, err := s.env.Pool.Exec(context.Background(),
 		`UPDATE mcp_client_registrations SET expires_at = now() - interval '1 second' WHERE client_id = $1`, id)
@@ -148,4 +165,27 @@ func TestMCPClientRegistrationExpires(t *testing.T) {
 	deleted, err := s.env.Issuer.Store().DeleteExpiredRegistrations(context.Background(), time.Now())
 	require.NoError(t, err)
 	require.Equal(t, int64(1), deleted)
+}
+
+// TestMCPClientPrivateUseRedirect: a client registered with a private-use
+// scheme redirect URI (RFC 8252 §7.1), which has no host, signs in with
+// it; another private-use URI is refused.
+func TestMCPClientPrivateUseRedirect(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	azPatch(t, s.env, "stormline", map[string]any{"mcp": map[string]any{"dynamic_registration": true}})
+	resp := rgRegister(t, s, `{"client_name":"Desk","redirect_uris":["com.example.desk:/oauth"],"token_endpoint_auth_method":"none"}`)
+	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
+	id := resp.JSON(t)["client_id"].(string)
+	query := func(redirect string) url.Values {
+		return url.Values{"response_type": {"code"}, "client_id": {id}, "redirect_uri": {redirect}, "scope": {"orders:read"},
+			"state": {azState}, "code_challenge": {oauth2.S256ChallengeFromVerifier(oauth2.GenerateVerifier())},
+			"code_challenge_method": {"S256"}, "resource": {s.issuer + "/mcp"}}
+	}
+	b := s.env.Browser(t)
+	page := b.Get(azURL(s, query("com.example.desk:/oauth")))
+	require.Equal(t, http.StatusOK, page.Status, "%s", page.Body)
+	consent := azLogin(t, b, page)
+	require.Contains(t, consent.Body, "registered itself")
+	azErrorPage(t, s.env.Browser(t).Get(azURL(s, query("com.example.desk:/other"))), http.StatusBadRequest)
 }

@@ -208,11 +208,6 @@ func (s *Server) publicClient(ctx context.Context, r *http.Request, id string) (
 	if _, _, basic := r.BasicAuth(); basic {
 		return nil, true, fosite.ErrInvalidClient.WithHint("A public client sends client_id in the body and no credentials (token_endpoint_auth_method none).")
 	}
-	if isRegistered(id) {
-		if err := s.keepUsed(ctx, id); err != nil {
-			return nil, true, fosite.ErrServerError.WithWrap(err)
-		}
-	}
 	return newClient(agent, tenant.FromContext(ctx)), true, nil
 }
 

@@ -20,6 +20,10 @@ import (
 // URL, so it cannot be taken for a client metadata document's.
 const registeredPrefix = "mcpc_"
 
+// registeredIDLen is the length of a registered client_id after its
+// prefix: 24 random bytes in base64url.
+const registeredIDLen = 32
+
 // Limits of self-registration.
 const (
 	// unusedRegistration is how long a registration lasts before its first
@@ -36,7 +40,7 @@ var errTooManyRegistrations = errors.New("issuer: too many client registrations"
 // returns it with its client_id, unless the Company holds
 // maxRegistrations live ones already.
 func (s *Store) createRegistration(ctx context.Context, companyID int64, c *agentid.Client, now time.Time) (*agentid.Client, error) {
-	raw := make([]byte, 24)
+	raw := make([]byte, base64.RawURLEncoding.DecodedLen(registeredIDLen))
 	if _, err := rand.Read(raw); err != nil {
 		return nil, err
 	}
@@ -84,10 +88,11 @@ func (s *Store) registration(ctx context.Context, companyID int64, clientID stri
 }
 
 // keepRegistration keeps a registration until at least until: a token was
-// issued to it.
+// issued to it. A registration kept within a day of until is left as it
+// is, so that not every refresh writes.
 func (s *Store) keepRegistration(ctx context.Context, companyID int64, clientID string, until time.Time) error {
 	_, err := s.pool.Exec(ctx, `UPDATE mcp_client_registrations SET expires_at = $3
-		WHERE company_id = $1 AND client_id = $2 AND expires_at < $3`, companyID, clientID, until)
+		WHERE company_id = $1 AND client_id = $2 AND expires_at < $3::timestamptz - interval '1 day'`, companyID, clientID, until)
 	return err
 }
 

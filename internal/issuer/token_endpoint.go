@@ -2,6 +2,7 @@ package issuer
 
 import (
 	"errors"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -138,6 +139,14 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.tokenError(w, r, ar, err)
 		return
+	}
+	if id := ar.GetClient().GetID(); isRegistered(id) {
+		// Tokens were issued: the registration lasts as long as they
+		// could. Failing that, the tokens stand; the next refresh tries
+		// again.
+		if err := s.keepUsed(ctx, id); err != nil {
+			httpx.Logger(ctx).WarnContext(ctx, "issuer: keeping a client registration", slog.Any("err", err))
+		}
 	}
 	// scope is left out only when granted equals requested (spec 4.7); a
 	// refresh that narrowed the scopes says so, as this access token has
