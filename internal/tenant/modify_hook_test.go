@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -49,4 +50,35 @@ func TestModifyHooks(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 600, got.Settings.Conversations.IdleCloseSeconds, "the failed change is not written")
 	require.Equal(t, [][2]int{{0, 600}, {600, 900}}, seen)
+}
+
+// TestModifyLeavesTheCompanysTrafficAlone: while a change's hooks run,
+// rows that name the Company (a Session's jti, here) are still written:
+// Modify's lock is not one foreign-key checks wait for.
+func TestModifyLeavesTheCompanysTrafficAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.NewPool(t)
+	store := tenant.NewStore(pool)
+	co, err := store.Create(ctx, "busy", tenant.Settings{Organization: tenant.Organization{Name: "Busy", Domain: "busy.example"}})
+	require.NoError(t, err)
+	inHook, release := make(chan struct{}), make(chan struct{})
+	store.OnModify(func(context.Context, pgx.Tx, *tenant.Company, *tenant.Company) error {
+		close(inHook)
+		<-release
+		return nil
+	})
+	done := make(chan error, 1)
+	go func() {
+		_, err := store.Modify(ctx, co.ID, func(c *tenant.Company) (tenant.Settings, error) { return c.Settings, nil })
+		done <- err
+	}()
+	<-inHook
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err = pool.Exec(wctx, `INSERT INTO session_jtis (company_id, client_id, jti, expires_at)
+		VALUES ($1, 'https://agent.example/', 'j1', now() + interval '1 minute')`, co.ID)
+	close(release)
+	require.NoError(t, err, "the insert waited for the settings change")
+	require.NoError(t, <-done)
 }

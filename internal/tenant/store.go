@@ -154,7 +154,9 @@ func insertDomains(ctx context.Context, tx db.Executor, companyID int64, s Setti
 }
 
 // Modify changes a Company's settings and domains atomically: in one
-// transaction it locks the Company's row (SELECT ... FOR UPDATE), passes
+// transaction it locks the Company's row (SELECT ... FOR NO KEY UPDATE,
+// which the foreign-key checks of rows that name the Company do not wait
+// for, so its traffic goes on while hooks run), passes
 // the Company as stored to change, and writes the settings change returns.
 // Concurrent Modify calls on one Company thus run one after another, each
 // on what the one before wrote, and no change is lost; a change computed
@@ -168,7 +170,7 @@ func (s *Store) Modify(ctx context.Context, companyID int64, change func(c *Comp
 	)
 	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		c, err := scanCompany(tx.QueryRow(ctx,
-			`SELECT `+companyColumns+` FROM companies c WHERE c.id = $1 FOR UPDATE`, companyID))
+			`SELECT `+companyColumns+` FROM companies c WHERE c.id = $1 FOR NO KEY UPDATE`, companyID))
 		if err != nil {
 			return err
 		}
