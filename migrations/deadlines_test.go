@@ -60,3 +60,29 @@ func TestDeadlinesBackfill(t *testing.T) {
 	require.Nil(t, closedIdle)
 	require.Equal(t, at("2030-01-14T00:00:00Z"), closedPrune.UTC(), "no event kept: ten days after its last activity")
 }
+
+// TestRetentionInHours: a conversation's prune deadline is its retention
+// in 24-hour days, as the prune sweep counts it, even across a daylight
+// saving change in the session's time zone.
+func TestRetentionInHours(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, m := setup(t)
+	require.NoError(t, m.Up(ctx))
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, `SET TIME ZONE 'America/New_York'`)
+	require.NoError(t, err)
+	defer func() { _, _ = conn.Exec(ctx, `RESET TIME ZONE`) }()
+	var co int64
+	require.NoError(t, conn.QueryRow(ctx, `INSERT INTO companies (slug, settings)
+		VALUES ('dst', '{"conversations": {"retention_days": 1}}') RETURNING id`).Scan(&co))
+	// Noon before the change of 8 March 2026, when New York skips an hour.
+	var hours float64
+	require.NoError(t, conn.QueryRow(ctx, `INSERT INTO conversations (company_id, id, client_id, user_id, status, responder,
+			created_at, last_activity_at, first_event_at)
+		VALUES ($1, 'cnv_dst', 'https://agent.test/', 'u', 'idle', 'agent', '2026-03-07 12:00-05', '2026-03-07 12:00-05', '2026-03-07 12:00-05')
+		RETURNING extract(epoch FROM prune_due_at - first_event_at) / 3600`, co).Scan(&hours))
+	require.Equal(t, 24.0, hours)
+}
