@@ -340,3 +340,35 @@ func TestCompanyListFilters(t *testing.T) {
 		require.Equal(t, want[status], got, "status %q", status)
 	}
 }
+
+// TestFailuresDoNotHoldBackTheRest: a full batch of conversations whose
+// handoff timeout fails every time (a clash with an event already stored)
+// does not stop the run from handling the conversation due after them;
+// the failures stay due and are reported.
+func TestFailuresDoNotHoldBackTheRest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	j := newSweepSide(t, tenant.Conversations{HandoffTimeoutSeconds: 60})
+	_, err := j.pool.Exec(ctx, `INSERT INTO conversations (company_id, id, client_id, user_id, status, responder,
+			created_at, last_activity_at, queued_at)
+		SELECT $1, 'cnv_broken_' || n, 'https://agent.test/', 'usr_1', 'queued', 'agent',
+			now() - interval '20 minutes', now() - interval '20 minutes', now() - interval '20 minutes' - n * interval '1 second'
+		FROM generate_series(1, 100) n`, j.acme.ID)
+	require.NoError(t, err)
+	_, err = j.pool.Exec(ctx, `INSERT INTO conversation_events (company_id, conversation_id, seq, type, body, created_at)
+		SELECT $1, 'cnv_broken_' || n, 1, 'message', '{}', now() FROM generate_series(1, 100) n`, j.acme.ID)
+	require.NoError(t, err)
+	_, err = j.pool.Exec(ctx, `INSERT INTO conversations (company_id, id, client_id, user_id, status, responder,
+			created_at, last_activity_at, queued_at)
+		VALUES ($1, 'cnv_good', 'https://agent.test/', 'usr_1', 'queued', 'agent',
+			now() - interval '10 minutes', now() - interval '10 minutes', now() - interval '10 minutes')`, j.acme.ID)
+	require.NoError(t, err)
+
+	_, unfinished, err := jobs.RunSweep(ctx, j.sweeps["conversations_handoff_timeout"], j.clock.now())
+	require.Error(t, err, "the failures are reported")
+	require.False(t, unfinished)
+	require.Equal(t, "idle", j.get(t, j.acme, "cnv_good").Status)
+	var stillQueued int
+	require.NoError(t, j.pool.QueryRow(ctx, `SELECT count(*) FROM conversations WHERE status = 'queued'`).Scan(&stillQueued))
+	require.Equal(t, 100, stillQueued)
+}

@@ -3,6 +3,7 @@ package conversations
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -47,15 +48,23 @@ type batch struct {
 	handled int
 	rows    int64
 	errs    []error
+	// failed are the conversations whose work failed, as failedKey.
+	failed []string
 }
+
+// failedKey names a conversation in a run's list of failures.
+func failedKey(companyID int64, id string) string { return strconv.FormatInt(companyID, 10) + " " + id }
 
 // dueBatch claims up to jobBatch conversations whose w is due as of now,
 // oldest deadline first, skipping those another transaction holds (the
 // same sweep on another replica, or a request), and does w on each in a
 // savepoint of its own. The claim re-reads the deadline under the lock,
 // so a conversation changed since is not handled, nor one handled twice.
-func (s *Store) dueBatch(ctx context.Context, w dueWork, now time.Time) (batch, error) {
+func (s *Store) dueBatch(ctx context.Context, w dueWork, now time.Time, skip []string) (batch, error) {
 	var b batch
+	if skip == nil {
+		skip = []string{} // not NULL, which would match nothing
+	}
 	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		b = batch{}
 		if err := asOrigin(ctx, tx, originPlatform); err != nil {
@@ -63,7 +72,8 @@ func (s *Store) dueBatch(ctx context.Context, w dueWork, now time.Time) (batch, 
 		}
 		rows, err := tx.Query(ctx, `SELECT c.company_id, c.id, c.queued_at, c.last_activity_at, co.settings -> 'conversations'
 			FROM conversations c JOIN companies co ON co.id = c.company_id
-			WHERE c.`+w.column()+` <= $1 ORDER BY c.`+w.column()+` LIMIT $2 FOR UPDATE OF c SKIP LOCKED`, now, jobBatch)
+			WHERE c.`+w.column()+` <= $1 AND NOT (c.company_id::text || ' ' || c.id = ANY($3::text[]))
+			ORDER BY c.`+w.column()+` LIMIT $2 FOR UPDATE OF c SKIP LOCKED`, now, jobBatch, skip)
 		if err != nil {
 			return err
 		}
@@ -94,6 +104,7 @@ func (s *Store) dueBatch(ctx context.Context, w dueWork, now time.Time) (batch, 
 					return ctx.Err()
 				}
 				b.errs = append(b.errs, fmt.Errorf("conversations: %s of %s (company %d): %w", w.column(), d.id, d.companyID, err))
+				b.failed = append(b.failed, failedKey(d.companyID, d.id))
 				continue
 			}
 			b.rows += n

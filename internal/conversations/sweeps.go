@@ -54,23 +54,26 @@ func Sweeps(store *Store) []jobs.Sweep {
 }
 
 // dueRun runs batches of the work while some is due and the last batch
-// handled any, until ctx ends; it returns the rows changed or removed. A
-// conversation whose work fails stays due and does not stop the others;
-// the errors are returned at the end.
+// handled or failed any, until ctx ends; it returns the rows changed or
+// removed. A conversation whose work fails stays due for the next run and
+// is not claimed again in this one, so failures, however many, never hold
+// back the work due after them; the errors are returned at the end.
 func (s *Store) dueRun(w dueWork) func(ctx context.Context, now time.Time) (int64, error) {
 	return func(ctx context.Context, now time.Time) (int64, error) {
 		var (
-			total int64
-			errs  []error
+			total  int64
+			errs   []error
+			failed []string
 		)
 		for {
 			if due, err := s.anyDue(ctx, w, now); err != nil || !due {
 				return total, errors.Join(append(errs, err)...)
 			}
-			b, err := s.dueBatch(ctx, w, now)
+			b, err := s.dueBatch(ctx, w, now, failed)
 			total += b.rows
 			errs = append(errs, b.errs...)
-			if err != nil || b.handled == 0 {
+			failed = append(failed, b.failed...)
+			if err != nil || b.handled == 0 && len(b.failed) == 0 {
 				return total, errors.Join(append(errs, err)...)
 			}
 		}
