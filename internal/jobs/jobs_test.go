@@ -2,6 +2,7 @@ package jobs_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -170,4 +171,29 @@ func metric(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("no metric %s", name)
 	return 0
+}
+
+// TestRunSweepKeepsFailuresAtTheBudget: a run stopped by its budget is
+// unfinished, not failed, but what failed in it before is still reported.
+func TestRunSweepKeepsFailuresAtTheBudget(t *testing.T) {
+	t.Parallel()
+	failed := errors.New("conversation cnv_1 failed")
+	s := jobs.Sweep{Name: "partly_failing", Every: time.Minute, Timeout: 200 * time.Millisecond,
+		Run: func(ctx context.Context, _ time.Time) (int64, error) {
+			<-ctx.Done()
+			return 3, errors.Join(failed, ctx.Err())
+		}}
+	n, unfinished, err := jobs.RunSweep(context.Background(), s, time.Now())
+	require.Equal(t, int64(3), n)
+	require.True(t, unfinished)
+	require.ErrorIs(t, err, failed)
+	require.NotErrorIs(t, err, context.DeadlineExceeded)
+
+	s.Run = func(ctx context.Context, _ time.Time) (int64, error) {
+		<-ctx.Done()
+		return 1, ctx.Err()
+	}
+	_, unfinished, err = jobs.RunSweep(context.Background(), s, time.Now())
+	require.True(t, unfinished)
+	require.NoError(t, err, "stopping at the budget alone is no error")
 }

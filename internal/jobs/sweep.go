@@ -127,11 +127,16 @@ func (w *sweepWorker) Work(ctx context.Context, _ *river.Job[sweepArgs]) error {
 		return fmt.Errorf("%s: %w", w.sweep.Name, err)
 	}
 	if w.sweep.Left != nil {
-		due, err := w.sweep.Left(ctx, w.q.now())
+		// The sweep is done: failing to count what is left must not have
+		// River run it again, and the count gets time of its own.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leftTimeout)
+		due, err := w.sweep.Left(lctx, w.q.now())
+		cancel()
 		if err != nil {
-			return fmt.Errorf("%s: count what is left: %w", w.sweep.Name, err)
+			w.q.logger.WarnContext(ctx, "jobs: counting what a sweep left", "sweep", w.sweep.Name, "err", err)
+		} else {
+			w.q.metrics.left.WithLabelValues(w.sweep.Name).Set(float64(due))
 		}
-		w.q.metrics.left.WithLabelValues(w.sweep.Name).Set(float64(due))
 	}
 	// The frequent sweeps mostly find nothing: only work done is worth a
 	// line at the default level.
@@ -143,15 +148,39 @@ func (w *sweepWorker) Work(ctx context.Context, _ *river.Job[sweepArgs]) error {
 	return nil
 }
 
+// leftTimeout bounds counting what a sweep left.
+const leftTimeout = 5 * time.Second
+
 // RunSweep runs s once as of now within its budget, and says how many rows
 // it did and whether it stopped at the budget with work left; stopping
-// there is no error.
+// there is no error, but the other errors of the run are kept.
 func RunSweep(ctx context.Context, s Sweep, now time.Time) (n int64, unfinished bool, err error) {
 	runCtx, cancel := context.WithTimeout(ctx, s.budget())
 	defer cancel()
 	n, err = s.Run(runCtx, now)
 	if err != nil && ctx.Err() == nil && errors.Is(runCtx.Err(), context.DeadlineExceeded) {
-		return n, true, nil
+		return n, true, withoutContextErrors(err)
 	}
 	return n, false, err
+}
+
+// withoutContextErrors is err without the context errors in it (those of
+// an errors.Join too), or nil when nothing else is left.
+func withoutContextErrors(err error) error {
+	isContext := func(e error) bool {
+		return errors.Is(e, context.DeadlineExceeded) || errors.Is(e, context.Canceled)
+	}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		var rest []error
+		for _, e := range joined.Unwrap() {
+			if e != nil && !isContext(e) {
+				rest = append(rest, e)
+			}
+		}
+		return errors.Join(rest...)
+	}
+	if isContext(err) {
+		return nil
+	}
+	return err
 }
