@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/devca"
+	"github.com/poppyhost/poppyhost/internal/subproc"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
@@ -76,26 +76,9 @@ func requireBuilt(t *testing.T) {
 // freePort returns a loopback TCP port that was free a moment ago.
 func freePort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := subproc.FreePort()
 	require.NoError(t, err)
-	defer ln.Close()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	return port
-}
-
-// childEnv is this process's environment without POPPYHOST_* settings,
-// plus extra.
-func childEnv(extra map[string]string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "POPPYHOST_") && !strings.HasPrefix(kv, "SSL_CERT_") {
-			env = append(env, kv)
-		}
-	}
-	for k, v := range extra {
-		env = append(env, k+"="+v)
-	}
-	return env
 }
 
 // migrateUp runs the built `migrate up` on dbURL.
@@ -104,7 +87,7 @@ func migrateUp(t *testing.T, dbURL string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, migrateBin, "up")
-	cmd.Env = childEnv(map[string]string{"POPPYHOST_DATABASE_URL": dbURL})
+	cmd.Env = subproc.Env(map[string]string{"POPPYHOST_DATABASE_URL": dbURL})
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "migrate up: %s", out)
 	require.Contains(t, string(out), "is up to date")
@@ -148,7 +131,7 @@ func startServerEnv(t *testing.T, name, dbURL, caDir string, ca *devca.CA, extra
 		// which a server with POPPYHOST_DEV_CA_DIR trusts for fetches too.
 	}
 	maps.Copy(env, extra)
-	s.cmd.Env = childEnv(env)
+	s.cmd.Env = subproc.Env(env)
 	s.cmd.Stdout = s.stderr
 	s.cmd.Stderr = s.stderr
 	require.NoError(t, s.cmd.Start())

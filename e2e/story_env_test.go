@@ -22,6 +22,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/demoagent"
 	"github.com/poppyhost/poppyhost/internal/devca"
+	"github.com/poppyhost/poppyhost/internal/subproc"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
@@ -140,7 +141,7 @@ func startLocalServer(t *testing.T, dbURL, caDir string, ca *devca.CA) *server {
 	t.Helper()
 	s := &server{name: "server", port: freePort(t), stderr: &peers.SyncBuffer{}, done: make(chan struct{})}
 	s.cmd = exec.Command(serverBin)
-	s.cmd.Env = childEnv(map[string]string{
+	s.cmd.Env = subproc.Env(map[string]string{
 		"POPPYHOST_PUBLIC_URL":          "https://localhost:" + s.port,
 		"POPPYHOST_LISTEN_ADDR":         "127.0.0.1:" + s.port,
 		"POPPYHOST_DATABASE_URL":        dbURL,
@@ -203,7 +204,7 @@ func (e *storyEnv) startOrigin(t *testing.T, caDir string) {
 		"-control-addr", "127.0.0.1:"+controlPort)
 	// The origin fetches the Company's key set from the platform, whose
 	// certificate the dev CA issued.
-	cmd.Env = childEnv(map[string]string{"SSL_CERT_FILE": filepath.Join(dir, "ca.pem")})
+	cmd.Env = subproc.Env(map[string]string{"SSL_CERT_FILE": filepath.Join(dir, "ca.pem")})
 	cmd.Stdout, cmd.Stderr = out, out
 	require.NoError(t, cmd.Start())
 	done := make(chan struct{})

@@ -11,12 +11,12 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/poppyhost/poppyhost/internal/devca"
+	"github.com/poppyhost/poppyhost/internal/subproc"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
@@ -84,19 +84,19 @@ func start(ctx context.Context, s Setup) (_ *env, err error) {
 		return nil, err
 	}
 	mig := exec.CommandContext(ctx, s.MigrateBin, "up")
-	mig.Env = childEnv(map[string]string{"POPPYHOST_DATABASE_URL": s.DatabaseURL})
+	mig.Env = subproc.Env(map[string]string{"POPPYHOST_DATABASE_URL": s.DatabaseURL})
 	if out, err := mig.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("migrate up: %w: %s", err, out)
 	}
 	out := &lockedWriter{w: s.Output}
 	for range s.Replicas {
-		port, err := freePort()
+		port, err := subproc.FreePort()
 		if err != nil {
 			return nil, err
 		}
 		addr := "127.0.0.1:" + port
 		cmd := exec.Command(s.ServerBin)
-		cmd.Env = childEnv(map[string]string{
+		cmd.Env = subproc.Env(map[string]string{
 			"POPPYHOST_PUBLIC_URL":          publicURL,
 			"POPPYHOST_LISTEN_ADDR":         addr,
 			"POPPYHOST_DATABASE_URL":        s.DatabaseURL,
@@ -312,32 +312,6 @@ func (e *env) doJSON(req *http.Request, out any) error {
 		return json.Unmarshal(b, out)
 	}
 	return nil
-}
-
-// childEnv is this process's environment without POPPYHOST_* settings,
-// plus extra.
-func childEnv(extra map[string]string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "POPPYHOST_") {
-			env = append(env, kv)
-		}
-	}
-	for k, v := range extra {
-		env = append(env, k+"="+v)
-	}
-	return env
-}
-
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	return port, nil
 }
 
 // lockedWriter serialises the servers' writes to one output.
