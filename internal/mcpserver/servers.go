@@ -148,9 +148,13 @@ func (h requestLog) handler(ctx context.Context) slog.Handler {
 	return hd
 }
 
-func (h requestLog) Enabled(ctx context.Context, l slog.Level) bool { return h.handler(ctx).Enabled(ctx, l) }
+func (h requestLog) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.handler(ctx).Enabled(ctx, l)
+}
 
-func (h requestLog) Handle(ctx context.Context, r slog.Record) error { return h.handler(ctx).Handle(ctx, r) }
+func (h requestLog) Handle(ctx context.Context, r slog.Record) error {
+	return h.handler(ctx).Handle(ctx, r)
+}
 
 func (h requestLog) WithAttrs(attrs []slog.Attr) slog.Handler {
 	return requestLog{with: append(h.with[:len(h.with):len(h.with)], func(hd slog.Handler) slog.Handler { return hd.WithAttrs(attrs) })}
