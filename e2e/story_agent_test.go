@@ -3,11 +3,13 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,12 +46,46 @@ var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 // Web Bot Auth Signature header) has no dot after it.
 var compactJWT = regexp.MustCompile(`eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.`)
 
+// agentPorts are the ports story agents have listened on in this run.
+var agentPorts = struct {
+	sync.Mutex
+	used map[string]bool
+}{used: map[string]bool{}}
+
+// freshAgentListener listens on a loopback port no story agent of this run
+// had. An agent's client_id is its origin, so an agent on a port reused
+// from an earlier one would be the same client to the platform with other
+// keys, and the platform refetches a key set for an unknown kid at most
+// once a minute (agentid): a reused port is a flaky sign-in.
+func freshAgentListener(t *testing.T) net.Listener {
+	t.Helper()
+	agentPorts.Lock()
+	defer agentPorts.Unlock()
+	var held []net.Listener
+	defer func() {
+		for _, ln := range held {
+			ln.Close()
+		}
+	}()
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		_, port, _ := net.SplitHostPort(ln.Addr().String())
+		if !agentPorts.used[port] {
+			agentPorts.used[port] = true
+			return ln
+		}
+		held = append(held, ln) // kept open so the next Listen gets another
+	}
+}
+
 // personalAgent starts the reference Personal Agent for one User of the
 // demo; when the test ends its transcript, secrets redacted, is written to
 // the artifact directory, one file per test.
 func (e *storyEnv) personalAgent(t *testing.T) *agent.Agent {
 	t.Helper()
 	a, err := agent.New(agent.Options{
+		Listener:     freshAgentListener(t),
 		Name:         "e2e story agent",
 		Host:         "localhost",
 		TLS:          e.ca.ServerTLSConfig(),
