@@ -27,12 +27,18 @@ const (
 	CodeInvalidDPoPProof  = "invalid_dpop_proof"
 	// CodeUseDPoPNonce asks for a proof with the server nonce of the
 	// DPoP-Nonce header (RFC 9449 §9).
-	CodeUseDPoPNonce         = "use_dpop_nonce"
-	CodeUnauthorized         = "unauthorized"
-	CodeForbidden            = "forbidden"
-	CodeNotFound             = "not_found"
-	CodeMethodNotAllowed     = "method_not_allowed"
-	CodeConflict             = "conflict"
+	CodeUseDPoPNonce     = "use_dpop_nonce"
+	CodeUnauthorized     = "unauthorized"
+	CodeForbidden        = "forbidden"
+	CodeNotFound         = "not_found"
+	CodeMethodNotAllowed = "method_not_allowed"
+	CodeConflict         = "conflict"
+	// CodePreconditionFailed: If-Match named a version of the resource
+	// other than the current one (ETag, RFC 9110 13.1.1).
+	CodePreconditionFailed = "precondition_failed"
+	// CodePreconditionRequired: the server requires If-Match on this
+	// write and the request had none (RFC 6585 3).
+	CodePreconditionRequired = "precondition_required"
 	CodeRequestTooLarge      = "request_too_large"
 	CodeUnsupportedMediaType = "unsupported_media_type"
 	CodeRateLimited          = "rate_limited"
@@ -78,6 +84,8 @@ var statusOf = map[string]int{
 	CodeNotFound:             http.StatusNotFound,
 	CodeMethodNotAllowed:     http.StatusMethodNotAllowed,
 	CodeConflict:             http.StatusConflict,
+	CodePreconditionFailed:   http.StatusPreconditionFailed,
+	CodePreconditionRequired: http.StatusPreconditionRequired,
 	CodeRequestTooLarge:      http.StatusRequestEntityTooLarge,
 	CodeUnsupportedMediaType: http.StatusUnsupportedMediaType,
 	CodeRateLimited:          http.StatusTooManyRequests,

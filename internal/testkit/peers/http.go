@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -63,4 +64,36 @@ func Send(t testing.TB, client *http.Client, req *http.Request) *Response {
 	raw, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: raw}
+}
+
+// SendAll sends every request of reqs at once with client (each waits on
+// one gate, then all go) and returns the responses in the order of reqs.
+// The goroutines only record what happened; the test fails, after all
+// are back, if a request could not be sent or its body read.
+func SendAll(t testing.TB, client *http.Client, reqs []*http.Request) []*Response {
+	t.Helper()
+	out := make([]*Response, len(reqs))
+	errs := make([]error, len(reqs))
+	gate := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, req := range reqs {
+		wg.Go(func() {
+			<-gate
+			resp, err := client.Do(req)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer resp.Body.Close()
+			raw, err := io.ReadAll(resp.Body)
+			errs[i] = err
+			out[i] = &Response{Status: resp.StatusCode, Header: resp.Header, Body: raw}
+		})
+	}
+	close(gate)
+	wg.Wait()
+	for i, req := range reqs {
+		require.NoError(t, errs[i], "%s %s", req.Method, req.URL)
+	}
+	return out
 }
