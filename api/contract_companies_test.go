@@ -313,6 +313,15 @@ func contractCompanies(t *testing.T, c *contract, f *fixture) (acme map[string]a
 		c.do(t, call{method: patch, path: path, token: admin, want: 413, body: padded(t, map[string]any{}, 256<<10)})
 		c.do(t, call{method: patch, path: path, token: admin, want: 415, docRejects: true, body: `{}`, ctype: "text/plain"})
 		c.do(t, call{method: patch, path: "/admin/v1/companies/nosuch", token: admin, want: 404, body: `{}`})
+		// If-Match: the ETag of the version read, or 412.
+		tag := c.do(t, call{method: get, path: path, token: admin, want: 200}).Header.Get("ETag")
+		require.NotEmpty(t, tag)
+		r = c.do(t, call{method: patch, path: path, token: admin, want: 200, body: `{"organization":{"name":"Minimal"}}`,
+			header: map[string]string{"If-Match": tag}})
+		assert.Equal(t, r.Header.Get("ETag"), c.do(t, call{method: get, path: path, token: admin, want: 200}).Header.Get("ETag"))
+		c.do(t, call{method: patch, path: path, token: admin, want: 412, body: `{"organization":{"name":"Minimal Two"}}`,
+			header: map[string]string{"If-Match": tag}})
+		c.do(t, call{method: patch, path: path, token: admin, want: 412, body: `{}`, header: map[string]string{"If-Match": "W/" + tag}})
 		c.do(t, call{method: patch, path: path, want: 401, docRejects: true, body: `{}`})
 		c.do(t, call{method: patch, path: path, token: bogus, want: 401, body: `{}`})
 	})

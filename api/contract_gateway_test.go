@@ -176,6 +176,15 @@ paths:
 	assert.Equal(t, descURL, r.JSON(t)["openapi_url"])
 	assert.Equal(t, []any{map[string]any{"url": issuer + "/api/orders"}}, r.JSON(t)["openapi"].(map[string]any)["servers"])
 	c.do(t, call{method: put, path: adminAPIs + "/spare", token: admin, body: spare, want: 200})
+	// Replacing only the version read: a tag that is not the current
+	// one is 412 and changes nothing.
+	stale := map[string]string{"If-Match": `"stale"`}
+	tag := c.do(t, call{method: get, path: adminAPIs + "/spare", token: admin, want: 200}).Header.Get("ETag")
+	require.NotEmpty(t, tag)
+	c.do(t, call{method: put, path: adminAPIs + "/spare", token: admin, body: spare, header: stale, want: 412})
+	c.do(t, call{method: put, path: apis + "/spare", token: acmeKey, body: spare, header: stale, want: 412})
+	r = c.do(t, call{method: put, path: apis + "/spare", token: acmeKey, body: spare, header: map[string]string{"If-Match": tag}, want: 200})
+	assert.Equal(t, r.Header.Get("ETag"), c.do(t, call{method: get, path: apis + "/spare", token: acmeKey, want: 200}).Header.Get("ETag"))
 	c.do(t, call{method: del, path: adminAPIs + "/spare", token: admin, want: 204})
 	c.do(t, call{method: del, path: adminAPIs + "/spare", token: admin, want: 404})
 	c.do(t, call{method: get, path: adminAPIs + "/spare", token: admin, want: 404})

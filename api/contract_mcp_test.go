@@ -46,6 +46,11 @@ func gatewayMCP(t *testing.T, c *contract, f *fixture, acmeKey string, g *gatewa
 	assert.Equal(t, tl[1], c.do(t, call{method: get, path: tools + "/order_status", token: acmeKey, want: 200}).JSON(t))
 	assert.Equal(t, tl[0], c.do(t, call{method: get, path: adminTools + "/cancel_order", token: admin, want: 200}).JSON(t))
 	c.do(t, call{method: put, path: tools + "/spare.tool", token: acmeKey, body: status, want: 201})
+	stale := map[string]string{"If-Match": `"stale"`}
+	c.do(t, call{method: put, path: tools + "/spare.tool", token: acmeKey, body: status, header: stale, want: 412})
+	c.do(t, call{method: put, path: adminTools + "/spare.tool", token: admin, body: status, header: stale, want: 412})
+	tag := c.do(t, call{method: get, path: adminTools + "/spare.tool", token: admin, want: 200}).Header.Get("ETag")
+	c.do(t, call{method: put, path: adminTools + "/spare.tool", token: admin, body: status, header: map[string]string{"If-Match": tag}, want: 200})
 	c.do(t, call{method: del, path: tools + "/spare.tool", token: acmeKey, want: 204})
 	c.do(t, call{method: del, path: tools + "/spare.tool", token: acmeKey, want: 404})
 	c.do(t, call{method: get, path: tools + "/spare.tool", token: acmeKey, want: 404})

@@ -32,6 +32,15 @@ func contractOperatorTokens(t *testing.T, c *contract) {
 		ci := decode[token](t, c.do(t, call{method: post, path: path, token: admin, want: 201, body: `{"name":"ci"}`}))
 		assert.Equal(t, "ci", ci.Name)
 		c.do(t, call{method: post, path: path, token: admin, want: 201})
+		list := decode[struct {
+			OperatorTokens []struct {
+				ID     int64  `json:"id"`
+				Prefix string `json:"prefix"`
+			} `json:"operator_tokens"`
+		}](t, c.do(t, call{method: get, path: path, token: admin, want: 200}))
+		assert.Equal(t, ci.Token[:12], list.OperatorTokens[1].Prefix, "newest first; the prefix, never the secret")
+		c.do(t, call{method: get, path: path, want: 401, docRejects: true})
+		c.do(t, call{method: get, path: path, token: bogus, want: 401})
 
 		// A new token works at once and stops working when revoked.
 		c.do(t, call{method: get, path: "/admin/v1/companies?limit=1", token: ci.Token, want: 200})

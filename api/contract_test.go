@@ -42,6 +42,7 @@ var operations = []string{
 	"POST /admin/v1/companies/{slug}/api-keys",
 	"GET /admin/v1/companies/{slug}/api-keys",
 	"DELETE /admin/v1/companies/{slug}/api-keys/{id}",
+	"GET /admin/v1/companies/{slug}/audit",
 	"GET /admin/v1/companies/{slug}/feedback",
 	"POST /admin/v1/companies/{slug}/sessions/end",
 	"POST /admin/v1/companies/{slug}/keys/rotate",
@@ -57,8 +58,13 @@ var operations = []string{
 	"GET /admin/v1/companies/{slug}/operations",
 	"GET /admin/v1/companies/{slug}/operations/{operation_id}",
 	"POST /admin/v1/operator-tokens",
+	"GET /admin/v1/operator-tokens",
 	"DELETE /admin/v1/operator-tokens/{id}",
+	"GET /admin/v1/audit",
 	"GET /company/v1/company",
+	"GET /company/v1/api-keys",
+	"DELETE /company/v1/api-keys/{id}",
+	"GET /company/v1/audit",
 	"GET /company/v1/feedback",
 	"POST /company/v1/sessions/end",
 	"POST /company/v1/web-sessions/introspect",
@@ -139,6 +145,14 @@ var unexercisedStatuses = map[string]bool{
 	"POST /t/{slug}/account 503":         true,
 	"POST /t/{slug}/oauth/authorize 503": true,
 	"POST /t/{slug}/device 503":          true,
+	// If-Match required: the test server does not require it
+	// (POPPYHOST_REQUIRE_IF_MATCH); internal/tenant's TestIfMatchRequired
+	// and internal/registry's TestPutIfMatchRequired do.
+	"PATCH /admin/v1/companies/{slug} 428":            true,
+	"PUT /admin/v1/companies/{slug}/apis/{name} 428":  true,
+	"PUT /admin/v1/companies/{slug}/tools/{name} 428": true,
+	"PUT /company/v1/apis/{name} 428":                 true,
+	"PUT /company/v1/tools/{name} 428":                true,
 }
 
 func init() {
@@ -195,6 +209,7 @@ func TestContract(t *testing.T) {
 	contractBrowserJoin(t, c, f, acmeKey)
 	contractConversations(t, c, f, acmeKey)
 	contractGateway(t, c, f, acme, acmeKey)
+	contractAudit(t, c, acmeKey)
 	contractRateLimits(t, c, f)
 	contractDeleteCompany(t, c)
 	contractWebsiteOperations(t, c, f)

@@ -98,6 +98,8 @@ func run(ctx context.Context, env runEnv) error {
 		Fetch:          fetch,
 		PasswordHashes: accounts.Limits{Hashes: cfg.PasswordHashes, Queue: cfg.PasswordHashQueue},
 		LoginRates:     issuer.LoginRates{PerAddress: cfg.LoginRatePerAddress, PerCompany: cfg.LoginRatePerCompany},
+		RequireIfMatch: cfg.RequireIfMatch,
+		AuditRetention: cfg.AuditRetention,
 	})
 	if err != nil {
 		return err

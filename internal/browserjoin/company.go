@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/poppyhost/poppyhost/internal/audit"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/verified"
@@ -27,7 +28,8 @@ func (w *WebSession) Facts() *verified.Facts {
 // (docs/website.md) under /company/v1 (httpx.CompanyAPIRoutes): what a
 // Session cookie acts for, and signing a browser out.
 func (h *Handler) CompanyAPI(r chi.Router) {
-	r.Post("/web-sessions/introspect", h.introspect)
+	// Introspection reads, though it is a POST: not audited.
+	r.With(audit.Exempt).Post("/web-sessions/introspect", h.introspect)
 	r.Post("/web-sessions/end", h.end)
 }
 

@@ -57,6 +57,11 @@ type Config struct {
 	// minute per replica at one Company, from one address and from all
 	// (issuer.LoginRates).
 	LoginRatePerAddress, LoginRatePerCompany int
+	// RequireIfMatch makes If-Match required on PATCH and PUT of existing
+	// resources of the admin and Company APIs (428 without it).
+	RequireIfMatch bool
+	// AuditRetention is how long audit log entries are kept.
+	AuditRetention time.Duration
 }
 
 // setting is one configuration value: its env name, flag name and help.
@@ -85,6 +90,8 @@ var settings = []setting{
 	{env: "POPPYHOST_PASSWORD_HASH_QUEUE", flag: "password-hash-queue", def: "0", help: "sign-ins that may wait for a password hash (0: twice the hashes)"},
 	{env: "POPPYHOST_LOGIN_RATE_PER_ADDRESS", flag: "login-rate-per-address", def: "30", help: "sign-in attempts a minute at one Company from one address (an IPv6 /64)"},
 	{env: "POPPYHOST_LOGIN_RATE_PER_COMPANY", flag: "login-rate-per-company", def: "600", help: "sign-in attempts a minute at one Company from all addresses"},
+	{env: "POPPYHOST_REQUIRE_IF_MATCH", flag: "require-if-match", def: "false", help: "refuse PATCH and PUT of existing admin and Company API resources without If-Match (428)"},
+	{env: "POPPYHOST_AUDIT_RETENTION", flag: "audit-retention", def: "2160h", help: "how long audit log entries are kept (at least 1h)"},
 }
 
 // Dev mode defaults, used for settings left empty.
@@ -138,6 +145,7 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 	c.Dev = parseBool("POPPYHOST_DEV")
 	c.PlainHTTP = parseBool("POPPYHOST_PLAIN_HTTP")
 	c.AllowPrivateFetch = parseBool("POPPYHOST_ALLOW_PRIVATE_FETCH")
+	c.RequireIfMatch = parseBool("POPPYHOST_REQUIRE_IF_MATCH")
 	c.DataDir = get("POPPYHOST_DATA_DIR")
 	c.DatabaseURL = get("POPPYHOST_DATABASE_URL")
 	c.TLSCertFile = get("POPPYHOST_TLS_CERT_FILE")
@@ -229,6 +237,11 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 		bad("POPPYHOST_DRAIN_DELAY", "must be a duration from 0s to 10m, e.g. 15s")
 	}
 	c.DrainDelay = d
+	d, err = time.ParseDuration(get("POPPYHOST_AUDIT_RETENTION"))
+	if err != nil || d < time.Hour {
+		bad("POPPYHOST_AUDIT_RETENTION", "must be a duration of at least 1h, e.g. 2160h (90 days)")
+	}
+	c.AuditRetention = d
 	count := func(env string, least int) int {
 		n, err := strconv.Atoi(get(env))
 		if err != nil || n < least || n > 1<<20 {
@@ -326,6 +339,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("password_hash_queue", c.PasswordHashQueue),
 		slog.Int("login_rate_per_address", c.LoginRatePerAddress),
 		slog.Int("login_rate_per_company", c.LoginRatePerCompany),
+		slog.Bool("require_if_match", c.RequireIfMatch),
+		slog.Duration("audit_retention", c.AuditRetention),
 	)
 }
 

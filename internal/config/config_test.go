@@ -40,6 +40,18 @@ func TestLoadValid(t *testing.T) {
 	require.Zero(t, c.PasswordHashQueue)
 	require.Equal(t, 30, c.LoginRatePerAddress)
 	require.Equal(t, 600, c.LoginRatePerCompany)
+	require.False(t, c.RequireIfMatch, "existing tools send no If-Match")
+	require.Equal(t, 90*24*time.Hour, c.AuditRetention)
+}
+
+func TestAdministrationSettings(t *testing.T) {
+	t.Parallel()
+	env := base()
+	env["POPPYHOST_REQUIRE_IF_MATCH"] = "true"
+	c, err := Load([]string{"--audit-retention", "720h"}, envOf(env), io.Discard)
+	require.NoError(t, err)
+	require.True(t, c.RequireIfMatch)
+	require.Equal(t, 720*time.Hour, c.AuditRetention)
 }
 
 func TestLoginLimits(t *testing.T) {
@@ -90,6 +102,9 @@ func TestLoadErrors(t *testing.T) {
 		{"drain delay not a duration", map[string]string{"POPPYHOST_DRAIN_DELAY": "15"}, nil, "POPPYHOST_DRAIN_DELAY"},
 		{"negative hashes", map[string]string{"POPPYHOST_PASSWORD_HASHES": "-1"}, nil, "POPPYHOST_PASSWORD_HASHES"},
 		{"bad hash queue", map[string]string{"POPPYHOST_PASSWORD_HASH_QUEUE": "many"}, nil, "POPPYHOST_PASSWORD_HASH_QUEUE"},
+		{"bad require-if-match", map[string]string{"POPPYHOST_REQUIRE_IF_MATCH": "sometimes"}, nil, "POPPYHOST_REQUIRE_IF_MATCH"},
+		{"audit retention under an hour", map[string]string{"POPPYHOST_AUDIT_RETENTION": "59m"}, nil, "POPPYHOST_AUDIT_RETENTION"},
+		{"audit retention not a duration", map[string]string{"POPPYHOST_AUDIT_RETENTION": "90d"}, nil, "POPPYHOST_AUDIT_RETENTION"},
 		{"zero login rate", map[string]string{"POPPYHOST_LOGIN_RATE_PER_ADDRESS": "0"}, nil, "POPPYHOST_LOGIN_RATE_PER_ADDRESS"},
 		{"stray argument", nil, []string{"serve"}, "unexpected arguments"},
 		{"unknown flag", nil, []string{"--nope"}, "not defined"},

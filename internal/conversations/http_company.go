@@ -6,6 +6,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/poppyhost/poppyhost/internal/audit"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
@@ -43,6 +44,9 @@ func (h *CompanyHandler) CompanyAPI(r chi.Router) {
 			r.Post("/webhook-secret", h.rotateSecret)
 		}
 		r.Route("/{id}", func(r chi.Router) {
+			// A conversation's traffic is kept in the conversation, not
+			// in the audit log; rotating the webhook secret is audited.
+			r.Use(audit.Exempt)
 			r.Get("/", h.get)
 			r.Get("/events", h.events)
 			r.Post("/messages", h.message)

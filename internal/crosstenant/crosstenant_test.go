@@ -8,13 +8,15 @@ package crosstenant_test
 //	tenant.Store             CreateAPIKey                    yes      B's key resolves to B, never to A
 //	                         ListAPIKeys                     yes      A's keys not listed
 //	                         RevokeAPIKey                    yes      ErrNotFound, A's key still valid
-//	                         CompanyForAPIKey                yes      A's secret resolves to A only
+//	                         CompanyForAPIKey, APIKeyFor     yes      A's secret resolves to A (and A's key) only
 //	                         Modify                          yes      B cannot take A's domain (ConflictError)
 //	                         Create, Get, GetByID,           no       the operator's view of all Companies: keyed
 //	                         GetByDomain, List, Delete                by the Company itself, not within one
 //	                         EnsureOperatorToken, Operator-  no       operator tokens belong to no Company
-//	                         TokenValid, Create/Revoke-
-//	                         OperatorToken
+//	                         TokenFor, Create/Revoke/List-
+//	                         OperatorToken(s)
+//	audit.Store              List                            yes      A's entries not listed as B's
+//	                         Sweep                           no       a sweep over every Company
 //	accounts.Store           Create                          yes      the same username as A's is B's own account
 //	                         Lookup                          yes      ErrNotFound
 //	                         Authenticate                    yes      A's password does not sign in at B
@@ -72,6 +74,7 @@ package crosstenant_test
 //	                         GetTool                         yes      ErrNotFound
 //	                         ListTools, HasTools             yes      none
 //	                         PutTool                         yes      B's own tool; A's unchanged
+//	                         PutAPIIf, PutToolIf             yes      the condition sees none of A's; B's own
 //	                         DeleteTool                      yes      ErrNotFound, A's kept
 //	conversations.Store      Get                             yes      nil
 //	                         Events                          yes      none

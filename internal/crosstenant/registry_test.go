@@ -77,6 +77,32 @@ func TestGateway(t *testing.T) {
 			keptA(t)
 		})
 	}
+	// Before B has registrations of its own: the conditional puts see
+	// none, never A's.
+	t.Run("registry.Store/PutAPIIf", func(t *testing.T) {
+		b := *api
+		b.Origin, b.Description = "https://bravo.example", "B's orders"
+		created, err := store.PutAPIIf(w.ctx, w.b.ID, &b, t0.Add(time.Hour), func(cur *registry.API) error {
+			require.Nil(t, cur, "A's API seen as B's")
+			return nil
+		})
+		require.NoError(t, err)
+		require.True(t, created, "B's own API, not a replacement of A's")
+		keptA(t)
+	})
+	t.Run("registry.Store/PutToolIf", func(t *testing.T) {
+		b := *tool
+		b.URL, b.Description = "https://bravo.example/track", "B's tracking"
+		created, err := store.PutToolIf(w.ctx, w.b.ID, &b, t0.Add(time.Hour), func(cur *registry.Tool) error {
+			require.Nil(t, cur, "A's tool seen as B's")
+			return nil
+		})
+		require.NoError(t, err)
+		require.True(t, created, "B's own tool, not a replacement of A's")
+		keptA(t)
+	})
+	require.NoError(t, store.DeleteAPI(w.ctx, w.b.ID, "orders"))
+	require.NoError(t, store.DeleteTool(w.ctx, w.b.ID, "track"))
 	t.Run("registry.Store/PutAPI", func(t *testing.T) {
 		b := *api
 		b.Origin, b.Description = "https://bravo.example", "B's orders"

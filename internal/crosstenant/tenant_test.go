@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/poppyhost/poppyhost/internal/audit"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
@@ -52,6 +53,27 @@ func TestTenant(t *testing.T) {
 		require.NoError(t, err)
 		require.NotEqual(t, w.b.ID, c.ID)
 		keptA(t)
+	})
+	t.Run("tenant.Store/APIKeyFor", func(t *testing.T) {
+		c, k, err := store.APIKeyFor(w.ctx, secret)
+		require.NoError(t, err)
+		require.Equal(t, w.a.ID, c.ID)
+		require.Equal(t, key.ID, k.ID)
+		keptA(t)
+	})
+	t.Run("audit.Store/List", func(t *testing.T) {
+		// A change of A's, recorded as an audited request records it.
+		_, err := w.pool.Exec(w.ctx, `INSERT INTO audit_log (company_id, company_slug, actor_kind, actor_id, action, path)
+			VALUES ($1, $2, 'api_key', $3, 'PATCH /x', '/x')`, w.a.ID, w.a.Slug, key.ID)
+		require.NoError(t, err)
+		log := audit.NewStore(w.pool, 0)
+		entries, err := log.List(w.ctx, w.b.ID, 0, 100)
+		require.NoError(t, err)
+		require.Empty(t, entries, "A's entries listed as B's")
+		entries, err = log.List(w.ctx, w.a.ID, 0, 100)
+		require.NoError(t, err)
+		require.Len(t, entries, 1)
+		require.Equal(t, w.a.Slug, entries[0].Company)
 	})
 	t.Run("tenant.Store/Modify", func(t *testing.T) {
 		_, err := store.Modify(w.ctx, w.b.ID, func(c *tenant.Company) (tenant.Settings, error) {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/accounts"
 	"github.com/poppyhost/poppyhost/internal/agentid"
+	"github.com/poppyhost/poppyhost/internal/audit"
 	"github.com/poppyhost/poppyhost/internal/bearer"
 	"github.com/poppyhost/poppyhost/internal/botauth"
 	"github.com/poppyhost/poppyhost/internal/browserjoin"
@@ -66,6 +67,11 @@ type Options struct {
 	// Bodies bounds how slowly request bodies may arrive; zero values
 	// mean httpx's defaults (10 s, then 1 KiB/s on average).
 	Bodies httpx.BodyTimeouts
+	// RequireIfMatch refuses PATCH and PUT of existing admin and Company
+	// API resources without If-Match (httpx.RequireIfMatch).
+	RequireIfMatch bool
+	// AuditRetention is how long audit log entries are kept [90 days].
+	AuditRetention time.Duration
 }
 
 // Platform is the assembled server.
@@ -217,7 +223,8 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		Session: session, Operations: opStore, Engine: engine, Logger: logger, Now: now})
 	queue.AddSweeps(slices.Concat(sessions.Sweeps(p.Sessions), clientauth.Sweeps(replays), accounts.Sweeps(p.Accounts),
 		signing.Sweeps(keys), issuer.Sweeps(oauth.Store()), browserjoin.Sweeps(joins),
-		conversations.Sweeps(convStore), engine.Sweeps(), dpop.Sweeps(dpopJTIs))...)
+		conversations.Sweeps(convStore), engine.Sweeps(), dpop.Sweeps(dpopJTIs),
+		audit.Sweeps(audit.NewStore(opts.Pool, opts.AuditRetention)))...)
 	reports := feedback.NewHandler(feedback.NewStore(opts.Pool))
 	convs := conversations.NewAgentHandler(convStore, p.Hub, conversations.AgentOptions{Tokens: tokens,
 		Middleware: []func(http.Handler) http.Handler{
@@ -247,10 +254,11 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	// The operator and Company APIs take no path or query text that
 	// PostgreSQL would refuse.
 	keyRoutes := signing.NewHandler(keys)
-	tenant.AdminAPI(platform.With(httpx.RequireText), p.Tenants, admin,
+	ifMatch := httpx.RequireIfMatch(opts.RequireIfMatch)
+	tenant.AdminAPI(platform.With(httpx.RequireText, ifMatch), p.Tenants, admin,
 		admin, reports, sess, keyRoutes, registrations, opHandler)
 	platform.Route("/company/v1", func(r chi.Router) {
-		r.Use(httpx.RequireText, tenant.RequireAPIKey(p.Tenants))
+		r.Use(httpx.RequireText, ifMatch, tenant.RequireAPIKey(p.Tenants))
 		for _, h := range []httpx.CompanyAPIRoutes{admin, reports, sess, companyConvs, registrations, join, opHandler} {
 			h.CompanyAPI(r)
 		}

@@ -48,7 +48,11 @@ type env struct {
 	Listings registry.Listings
 }
 
-func newEnv(t testing.TB) *env {
+func newEnv(t testing.TB) *env { return newEnvWith(t, false) }
+
+// newEnvWith is newEnv requiring If-Match on writes to existing resources
+// when requireIfMatch (POPPYHOST_REQUIRE_IF_MATCH).
+func newEnvWith(t testing.TB, requireIfMatch bool) *env {
 	t.Helper()
 	pool := testdb.NewPool(t)
 	ca, err := devca.New()
@@ -71,9 +75,10 @@ func newEnv(t testing.TB) *env {
 	r := chi.NewRouter()
 	r.NotFound(httpx.NotFound)
 	admin := tenant.NewAdmin(e.Tenants, accounts.NewStore(pool), urls, true)
-	tenant.AdminAPI(r.With(httpx.RequireText), e.Tenants, admin, admin, e.Handler)
+	ifMatch := httpx.RequireIfMatch(requireIfMatch)
+	tenant.AdminAPI(r.With(httpx.RequireText, ifMatch), e.Tenants, admin, admin, e.Handler)
 	r.Route("/company/v1", func(r chi.Router) {
-		r.Use(httpx.RequireText, tenant.RequireAPIKey(e.Tenants))
+		r.Use(httpx.RequireText, ifMatch, tenant.RequireAPIKey(e.Tenants))
 		e.Handler.CompanyAPI(r)
 	})
 	e.Site = peers.ServeSite(t, ca, ln, r)

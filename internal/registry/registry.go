@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/poppyhost/poppyhost/internal/audit"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/tenant"
@@ -138,7 +139,7 @@ func (reg *Handler) getAPI(w http.ResponseWriter, r *http.Request) {
 		writeRegError(w, r, err, "API")
 		return
 	}
-	httpx.WriteJSON(w, http.StatusOK, a)
+	httpx.WriteJSONTagged(w, http.StatusOK, a)
 }
 
 func (reg *Handler) putAPI(w http.ResponseWriter, r *http.Request) {
@@ -147,12 +148,14 @@ func (reg *Handler) putAPI(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, r, err)
 		return
 	}
-	a, created, err := reg.registerAPI(r.Context(), tenant.FromContext(r.Context()), chi.URLParam(r, "name"), body)
+	noteMembers(r.Context(), body)
+	a, created, err := reg.registerAPI(r.Context(), tenant.FromContext(r.Context()), chi.URLParam(r, "name"), body,
+		httpx.IfMatch(r))
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return
 	}
-	httpx.WriteJSON(w, putStatus(created), a)
+	httpx.WriteJSONTagged(w, putStatus(created), a)
 }
 
 func (reg *Handler) deleteAPI(w http.ResponseWriter, r *http.Request) {
@@ -182,7 +185,7 @@ func (reg *Handler) getTool(w http.ResponseWriter, r *http.Request) {
 		writeRegError(w, r, err, "tool")
 		return
 	}
-	httpx.WriteJSON(w, http.StatusOK, t)
+	httpx.WriteJSONTagged(w, http.StatusOK, t)
 }
 
 func (reg *Handler) putTool(w http.ResponseWriter, r *http.Request) {
@@ -191,12 +194,14 @@ func (reg *Handler) putTool(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, r, err)
 		return
 	}
-	t, created, err := reg.registerTool(r.Context(), tenant.FromContext(r.Context()), chi.URLParam(r, "name"), body)
+	noteMembers(r.Context(), body)
+	t, created, err := reg.registerTool(r.Context(), tenant.FromContext(r.Context()), chi.URLParam(r, "name"), body,
+		httpx.IfMatch(r))
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return
 	}
-	httpx.WriteJSON(w, putStatus(created), t)
+	httpx.WriteJSONTagged(w, putStatus(created), t)
 }
 
 func (reg *Handler) deleteTool(w http.ResponseWriter, r *http.Request) {
@@ -206,6 +211,31 @@ func (reg *Handler) deleteTool(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// noteMembers names a PUT body's members in the request's audit entry.
+func noteMembers(ctx context.Context, body map[string]json.RawMessage) {
+	names := make([]string, 0, len(body))
+	for k := range body {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	audit.Note(ctx, names...)
+}
+
+// matches returns the check of cond against a registration as stored (nil
+// when there is none), by the ETag GET answers it with.
+func matches[T any](cond httpx.Precondition) func(cur *T) error {
+	return func(cur *T) error {
+		tag := ""
+		if cur != nil {
+			var err error
+			if tag, err = httpx.ETag(cur); err != nil {
+				return err
+			}
+		}
+		return cond.Check(tag)
+	}
 }
 
 func putStatus(created bool) int {
@@ -225,8 +255,10 @@ func writeRegError(w http.ResponseWriter, r *http.Request, err error, what strin
 
 // registerAPI validates a PUT /apis/{name} body, fetches the description
 // when it is given by URL, and stores the API. Nothing is stored unless
-// every field is valid.
-func (reg *Handler) registerAPI(ctx context.Context, co *tenant.Company, name string, body map[string]json.RawMessage) (*API, bool, error) {
+// every field is valid, and cond, If-Match, is checked against the API as
+// stored where it is written.
+func (reg *Handler) registerAPI(ctx context.Context, co *tenant.Company, name string, body map[string]json.RawMessage,
+	cond httpx.Precondition) (*API, bool, error) {
 	f := regFields{body: body}
 	if !apiNameRe.MatchString(name) {
 		f.Add("name", "must be 1 to %d letters, digits, hyphens or underscores", maxRegName)
@@ -287,7 +319,7 @@ func (reg *Handler) registerAPI(ctx context.Context, co *tenant.Company, name st
 	// again on every load.
 	a.OpenAPI = normalized
 
-	created, err := reg.opts.Store.PutAPI(ctx, co.ID, a, reg.opts.Now())
+	created, err := reg.opts.Store.PutAPIIf(ctx, co.ID, a, reg.opts.Now(), matches[API](cond))
 	if err != nil {
 		return nil, false, err
 	}
@@ -302,8 +334,10 @@ func (reg *Handler) registerAPI(ctx context.Context, co *tenant.Company, name st
 }
 
 // registerTool validates a PUT /tools/{name} body and stores the tool.
-// Nothing is stored unless every field is valid.
-func (reg *Handler) registerTool(ctx context.Context, co *tenant.Company, name string, body map[string]json.RawMessage) (*Tool, bool, error) {
+// Nothing is stored unless every field is valid, and cond as for
+// registerAPI.
+func (reg *Handler) registerTool(ctx context.Context, co *tenant.Company, name string, body map[string]json.RawMessage,
+	cond httpx.Precondition) (*Tool, bool, error) {
 	f := regFields{body: body}
 	if !toolNameRe.MatchString(name) {
 		f.Add("name", "must be 1 to %d letters, digits, hyphens, underscores or dots (MCP tool names)", maxRegName)
@@ -336,7 +370,7 @@ func (reg *Handler) registerTool(ctx context.Context, co *tenant.Company, name s
 	if err := reg.checkRoom(ctx, "gateway_tools", co.ID, name, MaxTools, "tools"); err != nil {
 		return nil, false, err
 	}
-	created, err := reg.opts.Store.PutTool(ctx, co.ID, t, reg.opts.Now())
+	created, err := reg.opts.Store.PutToolIf(ctx, co.ID, t, reg.opts.Now(), matches[Tool](cond))
 	if err != nil {
 		return nil, false, err
 	}

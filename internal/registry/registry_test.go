@@ -217,14 +217,14 @@ func mgBody(t *testing.T, body any) map[string]json.RawMessage {
 // holds the rules, as PUT /apis/{name} does with body.
 func (c mgCompany) registerAPI(t *testing.T, name string, body any) (*registry.API, bool, error) {
 	t.Helper()
-	return registry.RegisterAPI(c.env.Handler, context.Background(), c.company(t), name, mgBody(t, body))
+	return registry.RegisterAPI(c.env.Handler, context.Background(), c.company(t), name, mgBody(t, body), httpx.Precondition{})
 }
 
 // registerTool registers a tool for the Company through the function that
 // holds the rules, as PUT /tools/{name} does with body.
 func (c mgCompany) registerTool(t *testing.T, name string, body any) (*registry.Tool, bool, error) {
 	t.Helper()
-	return registry.RegisterTool(c.env.Handler, context.Background(), c.company(t), name, mgBody(t, body))
+	return registry.RegisterTool(c.env.Handler, context.Background(), c.company(t), name, mgBody(t, body), httpx.Precondition{})
 }
 
 // apiRule is registerAPI's error.
@@ -811,12 +811,12 @@ func TestManageRefusesPrivateAddresses(t *testing.T) {
 	}
 	public, dev := handler(false), handler(true)
 	api := func(h *registry.Handler, body map[string]any) error {
-		_, _, err := registry.RegisterAPI(h, ctx, co, "orders", mgBody(t, body))
+		_, _, err := registry.RegisterAPI(h, ctx, co, "orders", mgBody(t, body), httpx.Precondition{})
 		return err
 	}
 	tool := func(h *registry.Handler, url string) error {
 		_, _, err := registry.RegisterTool(h, ctx, co, "lookup", mgBody(t, map[string]any{
-			"description": "Lookup", "input_schema": map[string]any{"type": "object"}, "url": url}))
+			"description": "Lookup", "input_schema": map[string]any{"type": "object"}, "url": url}), httpx.Precondition{})
 		return err
 	}
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/poppyhost/poppyhost/internal/audit"
 	"github.com/poppyhost/poppyhost/internal/db"
 )
 
@@ -184,4 +185,45 @@ func (s *Store) registrations(ctx context.Context, table string, companyID int64
 	err := s.db.QueryRow(ctx, `SELECT count(*), coalesce(bool_or(name = $2), false) FROM `+table+`
 		WHERE company_id = $1`, companyID, name).Scan(&n, &exists)
 	return n, exists, err
+}
+
+// PutAPIIf stores a as PutAPI does, in a transaction that first locks the
+// API as stored and passes it to cond (nil when there is none): cond's
+// error aborts with nothing written, so a version check in cond and the
+// write are one step. The change is audited in the transaction.
+func (s *Store) PutAPIIf(ctx context.Context, companyID int64, a *API, now time.Time, cond func(current *API) error) (bool, error) {
+	return lockedPut(ctx, s, `SELECT `+apiColumns+` FROM gateway_apis`, scanAPI, companyID, a.Name, cond,
+		func(ts *Store) (bool, error) { return ts.PutAPI(ctx, companyID, a, now) })
+}
+
+// PutToolIf stores t as PutTool does, after cond, as PutAPIIf.
+func (s *Store) PutToolIf(ctx context.Context, companyID int64, t *Tool, now time.Time, cond func(current *Tool) error) (bool, error) {
+	return lockedPut(ctx, s, `SELECT `+toolColumns+` FROM gateway_tools`, scanTool, companyID, t.Name, cond,
+		func(ts *Store) (bool, error) { return ts.PutTool(ctx, companyID, t, now) })
+}
+
+// lockedPut runs put on a Store in a transaction after locking, with
+// selectFrom, the company's registration named name and passing it to
+// cond; then it records the audit entry in the transaction.
+func lockedPut[T any](ctx context.Context, s *Store, selectFrom string, scan func(pgx.Row) (*T, error),
+	companyID int64, name string, cond func(*T) error, put func(ts *Store) (bool, error)) (bool, error) {
+	b, ok := s.db.(db.Beginner)
+	if !ok {
+		return false, errors.New("registry: the store cannot begin a transaction")
+	}
+	var created bool
+	err := db.InTx(ctx, b, func(tx pgx.Tx) error {
+		cur, err := scan(tx.QueryRow(ctx, selectFrom+` WHERE company_id = $1 AND name = $2 FOR UPDATE`, companyID, name))
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		if err := cond(cur); err != nil {
+			return err
+		}
+		if created, err = put(&Store{db: tx}); err != nil {
+			return err
+		}
+		return audit.Record(ctx, tx)
+	})
+	return created, err
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/poppyhost/poppyhost/internal/accounts"
+	"github.com/poppyhost/poppyhost/internal/audit"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 )
 
@@ -25,6 +26,7 @@ type AccountCreator interface {
 // own-settings route under /company/v1.
 type Admin struct {
 	store        *Store
+	audit        *audit.Store
 	accounts     AccountCreator
 	urls         URLs
 	allowPrivate bool
@@ -33,7 +35,7 @@ type Admin struct {
 // NewAdmin returns the admin API handler. allowPrivate is the platform's
 // safehttp.Options.AllowPrivate, which Validate needs.
 func NewAdmin(store *Store, accts AccountCreator, urls URLs, allowPrivate bool) *Admin {
-	return &Admin{store: store, accounts: accts, urls: urls, allowPrivate: allowPrivate}
+	return &Admin{store: store, audit: audit.NewStore(store.pool, 0), accounts: accts, urls: urls, allowPrivate: allowPrivate}
 }
 
 // maxAdminBody bounds admin request bodies; a Company's settings with
@@ -43,13 +45,13 @@ const maxAdminBody = 256 << 10
 // AdminAPI serves /admin/v1 on r behind RequireOperator: the operator's
 // own routes (admin.Operator) and, under /companies/{slug} with the
 // Company in the context, every Admin route of routes (admin's own among
-// them when it is listed).
+// them when it is listed). Every change is audited (audit.Middleware).
 func AdminAPI(r chi.Router, store *Store, admin *Admin, routes ...httpx.AdminRoutes) {
 	r.Route("/admin/v1", func(r chi.Router) {
-		r.Use(RequireOperator(store))
+		r.Use(audit.Middleware(store.pool), RequireOperator(store))
 		admin.Operator(r)
 		r.Route("/companies/{slug}", func(r chi.Router) {
-			r.Use(BySlug(store))
+			r.Use(BySlug(store), auditCompany)
 			for _, h := range routes {
 				h.Admin(r)
 			}
@@ -64,11 +66,13 @@ func (a *Admin) Operator(r chi.Router) {
 	r.Post("/companies", a.createCompany)
 	r.Get("/companies", a.listCompanies)
 	r.Post("/operator-tokens", a.createOperatorToken)
+	r.Get("/operator-tokens", a.listOperatorTokens)
 	r.Delete("/operator-tokens/{id}", a.revokeOperatorToken)
+	r.Get("/audit", a.listAudit)
 }
 
 // Admin mounts a Company's own routes under /admin/v1/companies/{slug}
-// (httpx.AdminRoutes): its settings, accounts and API keys.
+// (httpx.AdminRoutes): its settings, accounts, API keys and audit log.
 func (a *Admin) Admin(r chi.Router) {
 	r.Get("/", a.getCompany)
 	r.Patch("/", a.patchCompany)
@@ -77,12 +81,27 @@ func (a *Admin) Admin(r chi.Router) {
 	r.Post("/api-keys", a.createAPIKey)
 	r.Get("/api-keys", a.listAPIKeys)
 	r.Delete("/api-keys/{id}", a.revokeAPIKey)
+	r.Get("/audit", a.listCompanyAudit)
 }
 
-// CompanyAPI mounts GET /company, the Company's own settings, under
-// /company/v1 (httpx.CompanyAPIRoutes).
+// CompanyAPI mounts the Company's own routes under /company/v1
+// (httpx.CompanyAPIRoutes): GET /company, its settings; its API keys,
+// which it can list and revoke but not create; and its audit log.
 func (a *Admin) CompanyAPI(r chi.Router) {
 	r.Get("/company", a.getCompany)
+	r.Get("/api-keys", a.listAPIKeys)
+	r.Delete("/api-keys/{id}", a.revokeAPIKey)
+	r.Get("/audit", a.listCompanyAudit)
+}
+
+// auditCompany names the request's Company in its audit entry.
+func auditCompany(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c := FromContext(r.Context()); c != nil {
+			audit.SetCompany(r.Context(), c.ID, c.Slug)
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func bearer(r *http.Request) string {
@@ -108,31 +127,34 @@ func RequireOperator(store *Store) func(http.Handler) http.Handler {
 				unauthorized(w, r, "poppyhost-admin", "an operator token is required (Authorization: Bearer ...)")
 				return
 			}
-			ok, err := store.OperatorTokenValid(r.Context(), tok)
+			t, err := store.OperatorTokenFor(r.Context(), tok)
+			if errors.Is(err, ErrNotFound) {
+				unauthorized(w, r, "poppyhost-admin", "the operator token is not valid")
+				return
+			}
 			if err != nil {
 				httpx.WriteError(w, r, err)
 				return
 			}
-			if !ok {
-				unauthorized(w, r, "poppyhost-admin", "the operator token is not valid")
-				return
-			}
+			audit.SetActor(r.Context(), t.Actor())
 			next.ServeHTTP(w, r)
 		})
 	}
 }
 
 // RequireAPIKey authenticates a Company API key and puts its Company in
-// the request context.
+// the request context. Every change behind it is audited
+// (audit.Middleware), in the key's name.
 func RequireAPIKey(store *Store) func(http.Handler) http.Handler {
+	audited := audit.Middleware(store.pool)
 	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		return audited(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			tok := bearer(r)
 			if tok == "" {
 				unauthorized(w, r, "poppyhost-company", "a Company API key is required (Authorization: Bearer ...)")
 				return
 			}
-			c, err := store.CompanyForAPIKey(r.Context(), tok)
+			c, k, err := store.APIKeyFor(r.Context(), tok)
 			if errors.Is(err, ErrNotFound) {
 				unauthorized(w, r, "poppyhost-company", "the API key is not valid")
 				return
@@ -141,8 +163,10 @@ func RequireAPIKey(store *Store) func(http.Handler) http.Handler {
 				httpx.WriteError(w, r, err)
 				return
 			}
+			audit.SetActor(r.Context(), k.Actor())
+			audit.SetCompany(r.Context(), c.ID, c.Slug)
 			next.ServeHTTP(w, r.WithContext(WithCompany(r.Context(), c)))
-		})
+		}))
 	}
 }
 
@@ -296,8 +320,10 @@ func (a *Admin) listCompanies(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, http.StatusOK, out)
 }
 
+// getCompany answers the Company with its ETag, which a PATCH sends back
+// in If-Match.
 func (a *Admin) getCompany(w http.ResponseWriter, r *http.Request) {
-	httpx.WriteJSON(w, http.StatusOK, a.view(FromContext(r.Context())))
+	httpx.WriteJSONTagged(w, http.StatusOK, a.view(FromContext(r.Context())))
 }
 
 // patchCompany applies a JSON merge patch (RFC 7396) to the Company's
@@ -305,7 +331,10 @@ func (a *Admin) getCompany(w http.ResponseWriter, r *http.Request) {
 // the Company as stored when the write happens, with its row locked
 // (Store.Modify), not into the copy read when the request came in:
 // concurrent patches each see the one before, so none undoes another.
+// If-Match is checked there too, against the Company as stored, so of two
+// patches sent with the same ETag only the first is applied.
 func (a *Admin) patchCompany(w http.ResponseWriter, r *http.Request) {
+	cond := httpx.IfMatch(r)
 	var patch json.RawMessage
 	if err := httpx.DecodeJSON(w, r, &patch, httpx.DecodeOptions{MaxBytes: maxAdminBody}); err != nil {
 		httpx.WriteError(w, r, err)
@@ -316,13 +345,20 @@ func (a *Admin) patchCompany(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out, err := a.store.Modify(r.Context(), FromContext(r.Context()).ID, func(c *Company) (Settings, error) {
+		tag, err := httpx.ETag(a.view(c))
+		if err != nil {
+			return Settings{}, err
+		}
+		if err := cond.Check(tag); err != nil {
+			return Settings{}, err
+		}
 		return a.mergePatch(c, patch)
 	})
 	if err != nil {
 		a.writeStoreError(w, r, err)
 		return
 	}
-	httpx.WriteJSON(w, http.StatusOK, a.view(out))
+	httpx.WriteJSONTagged(w, http.StatusOK, a.view(out))
 }
 
 // mergePatch returns c's settings with patch merged in, validated.
@@ -376,6 +412,7 @@ func (a *Admin) createAccount(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, r, err)
 		return
 	}
+	audit.Note(r.Context(), "username", "password")
 	acct, err := a.accounts.Create(r.Context(), FromContext(r.Context()).ID, body.Username, body.Password)
 	if errors.Is(err, accounts.ErrTaken) {
 		httpx.WriteError(w, r, &httpx.Error{Code: httpx.CodeConflict, Description: "username: is taken",
@@ -467,6 +504,26 @@ func (a *Admin) createOperatorToken(w http.ResponseWriter, r *http.Request) {
 		OperatorToken
 		Token string `json:"token"`
 	}{t, secret})
+}
+
+func (a *Admin) listOperatorTokens(w http.ResponseWriter, r *http.Request) {
+	tokens, err := a.store.ListOperatorTokens(r.Context())
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, struct {
+		OperatorTokens []OperatorToken `json:"operator_tokens"`
+	}{tokens})
+}
+
+// listAudit answers the whole audit log: every Company's changes, those
+// of deleted Companies and the operator's own.
+func (a *Admin) listAudit(w http.ResponseWriter, r *http.Request) { a.audit.ServeList(w, r, 0) }
+
+// listCompanyAudit answers the audit log of the request's Company.
+func (a *Admin) listCompanyAudit(w http.ResponseWriter, r *http.Request) {
+	a.audit.ServeList(w, r, FromContext(r.Context()).ID)
 }
 
 func (a *Admin) revokeOperatorToken(w http.ResponseWriter, r *http.Request) {

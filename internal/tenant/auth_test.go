@@ -31,6 +31,9 @@ var adminRoutes = []struct {
 	{http.MethodDelete, "/admin/v1/companies/acme/api-keys/1", nil},
 	{http.MethodPost, "/admin/v1/operator-tokens", nil},
 	{http.MethodDelete, "/admin/v1/operator-tokens/1", nil},
+	{http.MethodGet, "/admin/v1/operator-tokens", nil},
+	{http.MethodGet, "/admin/v1/audit", nil},
+	{http.MethodGet, "/admin/v1/companies/acme/audit", nil},
 	{http.MethodGet, "/admin/v1/companies/nosuch", nil},
 	{http.MethodGet, "/admin/v1/nosuch", nil},
 }

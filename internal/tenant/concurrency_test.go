@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -13,42 +12,31 @@ import (
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
-// patchAll sends every patch to slug at once (all wait on one gate, then
-// go) and returns the responses in the order of patches, failing unless
-// each is 200. The goroutines only record what happened; the checks run
-// after all are back.
+// patchAll sends every patch to slug at once (sendAll) and returns the
+// responses in the order of patches, failing unless each is 200.
 func patchAll(t *testing.T, env *kit, slug string, patches []string) []*peers.Response {
 	t.Helper()
-	out := make([]*peers.Response, len(patches))
-	errs := make([]error, len(patches))
-	gate := make(chan struct{})
-	var wg sync.WaitGroup
+	reqs := make([]*http.Request, len(patches))
 	for i, p := range patches {
-		req := peers.NewRequest(t, http.MethodPatch, env.PublicURL("/admin/v1/companies/"+slug), p)
-		req.Header.Set("Authorization", "Bearer "+adminToken)
-		req.Header.Set("Content-Type", "application/merge-patch+json")
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-gate
-			resp, err := env.Client.Do(req)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			defer resp.Body.Close()
-			var body json.RawMessage
-			errs[i] = json.NewDecoder(resp.Body).Decode(&body)
-			out[i] = &peers.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}
-		}()
+		reqs[i] = patchRequest(t, env, slug, p)
 	}
-	close(gate)
-	wg.Wait()
+	out := peers.SendAll(t, env.Client, reqs)
 	for i := range patches {
-		require.NoError(t, errs[i], "patch %s", patches[i])
 		require.Equal(t, http.StatusOK, out[i].Status, "patch %s: %s", patches[i], out[i].Body)
 	}
 	return out
+}
+
+// patchRequest is an operator's merge patch of slug.
+func patchRequest(t *testing.T, env *kit, slug, patch string, headers ...string) *http.Request {
+	t.Helper()
+	req := peers.NewRequest(t, http.MethodPatch, env.PublicURL("/admin/v1/companies/"+slug), patch)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	req.Header.Set("Content-Type", "application/merge-patch+json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	return req
 }
 
 // companyDoc is the part of a Company body these tests look at.

@@ -51,7 +51,11 @@ type kit struct {
 
 // setup starts the kit with the bootstrap operator token stored, as the
 // platform stores it.
-func setup(t testing.TB) *kit {
+func setup(t testing.TB) *kit { return setupWith(t, false) }
+
+// setupWith starts the kit as setup does, requiring If-Match on writes to
+// existing resources when requireIfMatch (POPPYHOST_REQUIRE_IF_MATCH).
+func setupWith(t testing.TB, requireIfMatch bool) *kit {
 	t.Helper()
 	pool := testdb.NewPool(t)
 	ca, err := devca.New()
@@ -63,7 +67,7 @@ func setup(t testing.TB) *kit {
 		URLs: tenant.URLs{Public: &url.URL{Scheme: "https", Host: publicHost + ":" + port}},
 	}
 	require.NoError(t, k.Tenants.EnsureOperatorToken(context.Background(), "bootstrap", adminToken))
-	peers.StartOn(t, ca, ln, k.handler())
+	peers.StartOn(t, ca, ln, k.handler(requireIfMatch))
 	k.Client = peers.Client(t, ca, ln.Addr().String())
 	return k
 }
@@ -78,12 +82,13 @@ func newRouter() *chi.Mux {
 	return r
 }
 
-func (k *kit) handler() http.Handler {
+func (k *kit) handler(requireIfMatch bool) http.Handler {
 	admin := tenant.NewAdmin(k.Tenants, k.Accounts, k.URLs, true)
 	platform := newRouter()
-	tenant.AdminAPI(platform.With(httpx.RequireText), k.Tenants, admin, admin)
+	ifMatch := httpx.RequireIfMatch(requireIfMatch)
+	tenant.AdminAPI(platform.With(httpx.RequireText, ifMatch), k.Tenants, admin, admin)
 	platform.Route("/company/v1", func(r chi.Router) {
-		r.Use(httpx.RequireText, tenant.RequireAPIKey(k.Tenants))
+		r.Use(httpx.RequireText, ifMatch, tenant.RequireAPIKey(k.Tenants))
 		admin.CompanyAPI(r)
 	})
 	platform.With(tenant.BySlug(k.Tenants)).Get("/t/{slug}/*", serveOrganization)
