@@ -126,6 +126,9 @@ var operations = []string{
 var companyDomainPaths = []string{"/.well-known/poppy.json", "/.well-known/oauth-protected-resource",
 	"/poppy/browser-session", "/poppy/browser-session/authorize"}
 
+// opsPaths are served on the operations listener only.
+var opsPaths = []string{"/healthz", "/readyz", "/metrics"}
+
 // unexercisedStatuses are documented statuses the test cannot provoke
 // against a healthy server: a status of every operation, or "METHOD /path
 // status" for one operation.
@@ -232,11 +235,14 @@ func newContract(t *testing.T, env *testkit.Env) *contract {
 type call struct {
 	method string
 	host   string // default: the platform host
-	path   string // path and query
-	body   any    // nil, string or []byte sent as is, or a value sent as JSON
-	ctype  string // Content-Type; application/json when there is a body
-	token  string // bearer token, if any
-	want   int
+	// ops sends the request to the operations listener instead of the
+	// public one.
+	ops   bool
+	path  string // path and query
+	body  any    // nil, string or []byte sent as is, or a value sent as JSON
+	ctype string // Content-Type; application/json when there is a body
+	token string // bearer token, if any
+	want  int
 	// docRejects marks a request that breaks the document itself (a missing
 	// token, a body or parameter its schemas forbid). The document must
 	// reject it as the server does, so it is never looser than the server
@@ -311,6 +317,10 @@ func (c *contract) send(t testing.TB, k call) (*peers.Response, []byte) {
 	raw := k.rawBody(t)
 	req := k.newRequest(t, c.env.URL(k.hostOrDefault(), k.path), raw)
 	client := c.env.Client
+	if k.ops {
+		req = k.newRequest(t, c.env.Ops+k.path, raw)
+		client = http.DefaultClient
+	}
 	if k.client != nil {
 		client = k.client
 	}

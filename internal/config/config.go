@@ -20,6 +20,10 @@ type Config struct {
 	PublicURL *url.URL
 	// ListenAddr is the TCP address to listen on.
 	ListenAddr string
+	// OpsAddr is the TCP address of the operations listener: /healthz,
+	// /readyz and /metrics over plain HTTP, for probes and scrapers on a
+	// private network; the public listener does not serve them.
+	OpsAddr string
 	// DatabaseURL is a pgx connection string. Empty only in dev mode, which
 	// then starts a private PostgreSQL under DataDir.
 	DatabaseURL string
@@ -68,6 +72,7 @@ type setting struct {
 var settings = []setting{
 	{env: "POPPYHOST_PUBLIC_URL", flag: "public-url", help: "the platform's public origin, e.g. https://poppyhost.example"},
 	{env: "POPPYHOST_LISTEN_ADDR", flag: "listen-addr", def: ":8443", help: "address to listen on"},
+	{env: "POPPYHOST_OPS_ADDR", flag: "ops-addr", def: ":9090", help: "private address of /healthz, /readyz and /metrics (plain HTTP; not on the public listener)"},
 	{env: "POPPYHOST_DATABASE_URL", flag: "database-url", help: "PostgreSQL URL (pgx syntax)", secret: true},
 	{env: "POPPYHOST_TLS_CERT_FILE", flag: "tls-cert-file", help: "serve HTTPS with this certificate (PEM)"},
 	{env: "POPPYHOST_TLS_KEY_FILE", flag: "tls-key-file", help: "private key of --tls-cert-file (PEM)"},
@@ -91,6 +96,7 @@ var settings = []setting{
 const (
 	DevPublicURL  = "https://poppyhost.localhost:8443"
 	DevListenAddr = "127.0.0.1:8443"
+	DevOpsAddr    = "127.0.0.1:9090"
 )
 
 // Load reads the configuration from args (without the program name) and
@@ -145,6 +151,7 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 	c.DevCADir = get("POPPYHOST_DEV_CA_DIR")
 	c.AdminToken = get("POPPYHOST_ADMIN_TOKEN")
 	c.ListenAddr = get("POPPYHOST_LISTEN_ADDR")
+	c.OpsAddr = get("POPPYHOST_OPS_ADDR")
 	public := get("POPPYHOST_PUBLIC_URL")
 
 	if c.Dev {
@@ -155,6 +162,9 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 		}
 		if *vals["POPPYHOST_LISTEN_ADDR"] == ":8443" && getenv("POPPYHOST_LISTEN_ADDR") == "" {
 			c.ListenAddr = DevListenAddr
+		}
+		if *vals["POPPYHOST_OPS_ADDR"] == ":9090" && getenv("POPPYHOST_OPS_ADDR") == "" {
+			c.OpsAddr = DevOpsAddr
 		}
 		if c.DevCADir == "" && c.TLSCertFile == "" && !c.PlainHTTP {
 			c.DevCADir = c.DataDir
@@ -170,6 +180,11 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 	}
 	if _, _, err := net.SplitHostPort(c.ListenAddr); err != nil {
 		bad("POPPYHOST_LISTEN_ADDR", "must be host:port, e.g. :8443")
+	}
+	if _, port, err := net.SplitHostPort(c.OpsAddr); err != nil {
+		bad("POPPYHOST_OPS_ADDR", "must be host:port, e.g. :9090")
+	} else if c.OpsAddr == c.ListenAddr && port != "0" {
+		bad("POPPYHOST_OPS_ADDR", "must differ from POPPYHOST_LISTEN_ADDR: metrics and probes are not served publicly")
 	}
 	if c.DatabaseURL == "" && !c.Dev {
 		bad("POPPYHOST_DATABASE_URL", "is required (or use dev mode, which starts a private PostgreSQL)")
@@ -313,6 +328,7 @@ func (c Config) LogValue() slog.Value {
 	return slog.GroupValue(
 		slog.String("public_url", public),
 		slog.String("listen_addr", c.ListenAddr),
+		slog.String("ops_addr", c.OpsAddr),
 		slog.String("database_url", MaskDatabaseURL(c.DatabaseURL)),
 		slog.String("tls", tls),
 		slog.String("dev_ca_dir", c.DevCADir),

@@ -30,6 +30,7 @@ func TestLoadValid(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "https://poppyhost.example", c.PublicURL.String())
 	require.Equal(t, ":8443", c.ListenAddr)
+	require.Equal(t, ":9090", c.OpsAddr)
 	require.Equal(t, slog.LevelInfo, c.LogLevel)
 	require.Equal(t, 20*time.Second, c.ShutdownTimeout)
 	require.Zero(t, c.DrainDelay)
@@ -77,6 +78,8 @@ func TestLoadErrors(t *testing.T) {
 		{"public URL with path", map[string]string{"POPPYHOST_PUBLIC_URL": "https://poppyhost.example/x"}, nil, "origin"},
 		{"no database", map[string]string{"POPPYHOST_DATABASE_URL": ""}, nil, "POPPYHOST_DATABASE_URL"},
 		{"bad listen addr", map[string]string{"POPPYHOST_LISTEN_ADDR": "8443"}, nil, "POPPYHOST_LISTEN_ADDR"},
+		{"bad ops addr", map[string]string{"POPPYHOST_OPS_ADDR": "9090"}, nil, "POPPYHOST_OPS_ADDR"},
+		{"ops on the public listener", map[string]string{"POPPYHOST_OPS_ADDR": ":8443"}, nil, "must differ"},
 		{"cert without key", map[string]string{"POPPYHOST_TLS_KEY_FILE": ""}, nil, "set together"},
 		{"no way to serve", map[string]string{"POPPYHOST_TLS_KEY_FILE": "", "POPPYHOST_TLS_CERT_FILE": ""}, nil, "choose how to serve"},
 		{"two ways to serve", map[string]string{"POPPYHOST_PLAIN_HTTP": "true"}, nil, "choose one way"},
@@ -123,14 +126,17 @@ func TestDevDefaults(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, DevPublicURL, c.PublicURL.String())
 	require.Equal(t, DevListenAddr, c.ListenAddr)
+	require.Equal(t, DevOpsAddr, c.OpsAddr)
 	require.Equal(t, ".data", c.DevCADir)
 	require.True(t, c.AllowPrivateFetch)
 	require.Empty(t, c.DatabaseURL, "dev mode starts its own database")
 
 	// Explicit settings still win in dev mode.
-	c, err = Load([]string{"--dev", "--listen-addr", ":9999"}, envOf(map[string]string{"POPPYHOST_PUBLIC_URL": "https://dev.example"}), io.Discard)
+	c, err = Load([]string{"--dev", "--listen-addr", ":9999"}, envOf(map[string]string{"POPPYHOST_PUBLIC_URL": "https://dev.example",
+		"POPPYHOST_OPS_ADDR": "127.0.0.1:9191"}), io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, ":9999", c.ListenAddr)
+	require.Equal(t, "127.0.0.1:9191", c.OpsAddr)
 	require.Equal(t, "https://dev.example", c.PublicURL.String())
 }
 

@@ -84,6 +84,7 @@ type Platform struct {
 	// Jobs runs background work; the server starts and stops it.
 	Jobs *jobs.Client
 
+	ops      http.Handler
 	draining atomic.Bool
 	ready    readiness
 }
@@ -233,17 +234,16 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	disc := discovery.NewHandler(opts.URLs, registry.Listings{Store: apis, URLs: opts.URLs})
 	admin := tenant.NewAdmin(p.Tenants, p.Accounts, opts.URLs, opts.Fetch.AllowPrivate)
 
-	mountOps := func(r chi.Router) {
-		r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
-			httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-		})
-		r.Get("/readyz", p.readyz)
-		r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	}
+	// Health, readiness and metrics are served on the operations
+	// listener only, never on a public host (docs/operations.md).
 	ops := newRouter()
-	mountOps(ops)
+	ops.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	ops.Get("/readyz", p.readyz)
+	ops.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	p.ops = httpx.Instrument(logger, metrics, ops)
 	platform := newRouter()
-	mountOps(platform)
 	// The operator and Company APIs take no path or query text that
 	// PostgreSQL would refuse.
 	keyRoutes := signing.NewHandler(keys)
@@ -294,7 +294,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	// another method stays ours: 405.
 	web.Domain(company)
 
-	host := tenant.HostRouter(companies, opts.URLs.Public.Hostname(), platform, company, ops)
+	host := tenant.HostRouter(companies, opts.URLs.Public.Hostname(), platform, company)
 	p.handler = httpx.Instrument(logger, metrics, httpx.PaceBodies(opts.Bodies)(opts.Proxies.Middleware(host)))
 	return p, nil
 }
@@ -326,8 +326,13 @@ func offered(on func(*tenant.Settings) bool) func(http.Handler) http.Handler {
 	}
 }
 
-// Handler is the platform's HTTP handler.
+// Handler is the platform's HTTP handler: the public listener's.
 func (p *Platform) Handler() http.Handler { return p.handler }
+
+// OpsHandler serves /healthz, /readyz and /metrics, whatever the host, for
+// the operations listener: a private address that probes and scrapers
+// reach and the public does not.
+func (p *Platform) OpsHandler() http.Handler { return p.ops }
 
 // Drain marks the platform as shutting down: /readyz answers 503 so load
 // balancers stop sending new requests while in-flight ones finish, and

@@ -89,7 +89,7 @@ func (k *kit) handler() http.Handler {
 	platform.With(tenant.BySlug(k.Tenants)).Get("/t/{slug}/*", serveOrganization)
 	company := newRouter()
 	company.Get("/.well-known/poppy.json", serveOrganization)
-	return tenant.HostRouter(k.Tenants, publicHost, platform, company, newRouter())
+	return tenant.HostRouter(k.Tenants, publicHost, platform, company)
 }
 
 // serveOrganization answers the request's Company's organization name.
