@@ -99,6 +99,7 @@ func run(ctx context.Context, env runEnv) error {
 		Fetch:          fetch,
 		PasswordHashes: accounts.Limits{Hashes: cfg.PasswordHashes, Queue: cfg.PasswordHashQueue},
 		LoginRates:     issuer.LoginRates{PerAddress: cfg.LoginRatePerAddress, PerCompany: cfg.LoginRatePerCompany},
+		APIRates:       tenant.APIRates{PerOperatorToken: cfg.AdminRatePerToken, PerAPIKey: cfg.CompanyAPIRatePerKey},
 	})
 	if err != nil {
 		return err
@@ -123,6 +124,10 @@ func run(ctx context.Context, env runEnv) error {
 
 	stopListener := p.Listener.Start(context.WithoutCancel(ctx))
 	defer stopListener()
+	// The heartbeat by which replicas share every rate limit; stopping it
+	// on shutdown lets the others count one fewer at their next beat.
+	stopBeat := p.Replicas.Start(context.WithoutCancel(ctx))
+	defer stopBeat()
 
 	tlsConfig, err := serverTLS(cfg)
 	if err != nil {

@@ -58,9 +58,13 @@ type Config struct {
 	// twice PasswordHashes.
 	PasswordHashQueue int
 	// LoginRatePerAddress and LoginRatePerCompany are sign-in attempts a
-	// minute per replica at one Company, from one address and from all
+	// minute across all replicas at one Company, from one address and from all
 	// (issuer.LoginRates).
 	LoginRatePerAddress, LoginRatePerCompany int
+	// AdminRatePerToken and CompanyAPIRatePerKey are requests a minute to
+	// the admin API per operator token and to the Company API per API key,
+	// across all replicas (tenant.APIRates).
+	AdminRatePerToken, CompanyAPIRatePerKey int
 }
 
 // setting is one configuration value: its env name, flag name and help.
@@ -90,6 +94,8 @@ var settings = []setting{
 	{env: "POPPYHOST_PASSWORD_HASH_QUEUE", flag: "password-hash-queue", def: "0", help: "sign-ins that may wait for a password hash (0: twice the hashes)"},
 	{env: "POPPYHOST_LOGIN_RATE_PER_ADDRESS", flag: "login-rate-per-address", def: "30", help: "sign-in attempts a minute at one Company from one address (an IPv6 /64)"},
 	{env: "POPPYHOST_LOGIN_RATE_PER_COMPANY", flag: "login-rate-per-company", def: "600", help: "sign-in attempts a minute at one Company from all addresses"},
+	{env: "POPPYHOST_ADMIN_RATE_PER_TOKEN", flag: "admin-rate-per-token", def: "1200", help: "admin API requests a minute per operator token"},
+	{env: "POPPYHOST_COMPANY_API_RATE_PER_KEY", flag: "company-api-rate-per-key", def: "1200", help: "Company API requests a minute per API key"},
 }
 
 // Dev mode defaults, used for settings left empty.
@@ -255,6 +261,8 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 	c.PasswordHashQueue = count("POPPYHOST_PASSWORD_HASH_QUEUE", 0)
 	c.LoginRatePerAddress = count("POPPYHOST_LOGIN_RATE_PER_ADDRESS", 1)
 	c.LoginRatePerCompany = count("POPPYHOST_LOGIN_RATE_PER_COMPANY", 1)
+	c.AdminRatePerToken = count("POPPYHOST_ADMIN_RATE_PER_TOKEN", 1)
+	c.CompanyAPIRatePerKey = count("POPPYHOST_COMPANY_API_RATE_PER_KEY", 1)
 	if len(errs) > 0 {
 		return Config{}, fmt.Errorf("invalid configuration:\n  %w", joinLines(errs))
 	}
@@ -342,6 +350,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("password_hash_queue", c.PasswordHashQueue),
 		slog.Int("login_rate_per_address", c.LoginRatePerAddress),
 		slog.Int("login_rate_per_company", c.LoginRatePerCompany),
+		slog.Int("admin_rate_per_token", c.AdminRatePerToken),
+		slog.Int("company_api_rate_per_key", c.CompanyAPIRatePerKey),
 	)
 }
 

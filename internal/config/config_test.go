@@ -41,6 +41,8 @@ func TestLoadValid(t *testing.T) {
 	require.Zero(t, c.PasswordHashQueue)
 	require.Equal(t, 30, c.LoginRatePerAddress)
 	require.Equal(t, 600, c.LoginRatePerCompany)
+	require.Equal(t, 1200, c.AdminRatePerToken)
+	require.Equal(t, 1200, c.CompanyAPIRatePerKey)
 }
 
 func TestLoginLimits(t *testing.T) {
@@ -48,12 +50,15 @@ func TestLoginLimits(t *testing.T) {
 	env := base()
 	env["POPPYHOST_PASSWORD_HASHES"] = "3"
 	env["POPPYHOST_LOGIN_RATE_PER_COMPANY"] = "120"
-	c, err := Load([]string{"--password-hash-queue", "5", "--login-rate-per-address", "10"}, envOf(env), io.Discard)
+	env["POPPYHOST_ADMIN_RATE_PER_TOKEN"] = "50"
+	c, err := Load([]string{"--password-hash-queue", "5", "--login-rate-per-address", "10", "--company-api-rate-per-key", "70"}, envOf(env), io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, 3, c.PasswordHashes)
 	require.Equal(t, 5, c.PasswordHashQueue)
 	require.Equal(t, 10, c.LoginRatePerAddress)
 	require.Equal(t, 120, c.LoginRatePerCompany)
+	require.Equal(t, 50, c.AdminRatePerToken)
+	require.Equal(t, 70, c.CompanyAPIRatePerKey)
 }
 
 func TestFlagsWinOverEnv(t *testing.T) {
@@ -93,6 +98,8 @@ func TestLoadErrors(t *testing.T) {
 		{"drain delay not a duration", map[string]string{"POPPYHOST_DRAIN_DELAY": "15"}, nil, "POPPYHOST_DRAIN_DELAY"},
 		{"negative hashes", map[string]string{"POPPYHOST_PASSWORD_HASHES": "-1"}, nil, "POPPYHOST_PASSWORD_HASHES"},
 		{"bad hash queue", map[string]string{"POPPYHOST_PASSWORD_HASH_QUEUE": "many"}, nil, "POPPYHOST_PASSWORD_HASH_QUEUE"},
+		{"zero admin rate", map[string]string{"POPPYHOST_ADMIN_RATE_PER_TOKEN": "0"}, nil, "POPPYHOST_ADMIN_RATE_PER_TOKEN"},
+		{"bad Company API rate", map[string]string{"POPPYHOST_COMPANY_API_RATE_PER_KEY": "lots"}, nil, "POPPYHOST_COMPANY_API_RATE_PER_KEY"},
 		{"zero login rate", map[string]string{"POPPYHOST_LOGIN_RATE_PER_ADDRESS": "0"}, nil, "POPPYHOST_LOGIN_RATE_PER_ADDRESS"},
 		{"stray argument", nil, []string{"serve"}, "unexpected arguments"},
 		{"unknown flag", nil, []string{"--nope"}, "not defined"},

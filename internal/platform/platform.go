@@ -37,6 +37,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/operations"
 	"github.com/poppyhost/poppyhost/internal/origin"
 	"github.com/poppyhost/poppyhost/internal/registry"
+	"github.com/poppyhost/poppyhost/internal/replicas"
 	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/sessions"
 	"github.com/poppyhost/poppyhost/internal/signing"
@@ -61,6 +62,12 @@ type Options struct {
 	// LoginRates bound sign-in attempts per address and per Company
 	// (zero fields: defaults, see issuer.LoginRates).
 	LoginRates issuer.LoginRates
+	// APIRates bound the admin and Company APIs per operator token and
+	// per API key (zero fields: defaults, see tenant.APIRates).
+	APIRates tenant.APIRates
+	// Replicas times the heartbeat by which replicas count each other to
+	// share every rate limit (zero fields: replicas' defaults).
+	Replicas replicas.Options
 	// Now is the clock [time.Now].
 	Now func() time.Time
 	// Bodies bounds how slowly request bodies may arrive; zero values
@@ -83,6 +90,9 @@ type Platform struct {
 	Hub *conversations.Hub
 	// Jobs runs background work; the server starts and stops it.
 	Jobs *jobs.Client
+	// Replicas counts the live replicas, among which every rate limit is
+	// divided; the server starts its heartbeat (Replicas.Start).
+	Replicas *replicas.Counter
 
 	ops      http.Handler
 	draining atomic.Bool
@@ -130,7 +140,15 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	p.Accounts = accounts.NewStore(opts.Pool, accounts.WithLimits(opts.PasswordHashes),
 		accounts.WithMetrics(reg), accounts.WithSecrets(keys.Secret))
 	joins := browserjoin.NewStore(opts.Pool)
-	limits := httpx.NewLimiter()
+	replicaOpts := opts.Replicas
+	replicaOpts.Logger, replicaOpts.Metrics = logger, reg
+	p.Replicas, err = replicas.New(opts.Pool, replicaOpts)
+	if err != nil {
+		return nil, err
+	}
+	// Every rate limit is divided between the live replicas, so it holds
+	// across them (docs/operations.md, "Rate limits across replicas").
+	limits := httpx.NewSharedLimiter(p.Replicas.Live)
 	dpopJTIs := dpop.NewStore(opts.Pool)
 	proofs := dpop.New(dpopJTIs, dpop.Options{Now: now, Nonces: dpop.NewNonces(keys.Secret, 0, now)})
 	// Web Bot Auth (spec 5.3): a signed request's operator, recognised
@@ -233,6 +251,8 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		Operations: opStore, Engine: engine, Now: now})
 	disc := discovery.NewHandler(opts.URLs, registry.Listings{Store: apis, URLs: opts.URLs})
 	admin := tenant.NewAdmin(p.Tenants, p.Accounts, opts.URLs, opts.Fetch.AllowPrivate)
+	apiRates := opts.APIRates.WithDefaults()
+	admin.LimitOperators(limits, apiRates.PerOperatorToken)
 
 	// Health, readiness and metrics are served on the operations
 	// listener only, never on a public host (docs/operations.md).
@@ -250,7 +270,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	tenant.AdminAPI(platform.With(httpx.RequireText), p.Tenants, admin,
 		admin, reports, sess, keyRoutes, registrations, opHandler)
 	platform.Route("/company/v1", func(r chi.Router) {
-		r.Use(httpx.RequireText, tenant.RequireAPIKey(p.Tenants))
+		r.Use(httpx.RequireText, tenant.RequireAPIKey(p.Tenants), tenant.LimitByCredential(limits, apiRates.PerAPIKey))
 		for _, h := range []httpx.CompanyAPIRoutes{admin, reports, sess, companyConvs, registrations, join, opHandler} {
 			h.CompanyAPI(r)
 		}

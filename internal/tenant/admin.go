@@ -28,6 +28,10 @@ type Admin struct {
 	accounts     AccountCreator
 	urls         URLs
 	allowPrivate bool
+	// limiter and perToken limit requests per operator token
+	// (LimitOperators).
+	limiter  *httpx.Limiter
+	perToken int
 }
 
 // NewAdmin returns the admin API handler. allowPrivate is the platform's
@@ -46,7 +50,7 @@ const maxAdminBody = 256 << 10
 // them when it is listed).
 func AdminAPI(r chi.Router, store *Store, admin *Admin, routes ...httpx.AdminRoutes) {
 	r.Route("/admin/v1", func(r chi.Router) {
-		r.Use(RequireOperator(store))
+		r.Use(RequireOperator(store), admin.limitOperators)
 		admin.Operator(r)
 		r.Route("/companies/{slug}", func(r chi.Router) {
 			r.Use(BySlug(store))
@@ -117,7 +121,7 @@ func RequireOperator(store *Store) func(http.Handler) http.Handler {
 				unauthorized(w, r, "poppyhost-admin", "the operator token is not valid")
 				return
 			}
-			next.ServeHTTP(w, r)
+			next.ServeHTTP(w, r.WithContext(withCredential(r.Context(), "operator", tok)))
 		})
 	}
 }
@@ -141,7 +145,8 @@ func RequireAPIKey(store *Store) func(http.Handler) http.Handler {
 				httpx.WriteError(w, r, err)
 				return
 			}
-			next.ServeHTTP(w, r.WithContext(WithCompany(r.Context(), c)))
+			ctx := withCredential(WithCompany(r.Context(), c), "api-key", tok)
+			next.ServeHTTP(w, r.WithContext(ctx))
 		})
 	}
 }

@@ -120,6 +120,7 @@ func SetupWith(t testing.TB, o Options) *Env {
 	require.NoError(t, err)
 
 	t.Cleanup(p.Listener.Start(context.Background()))
+	t.Cleanup(p.Replicas.Start(context.Background()))
 	ops := httptest.NewServer(p.OpsHandler())
 	t.Cleanup(ops.Close)
 
