@@ -20,5 +20,6 @@ FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/server /out/migrate /
 # nonroot (65532), given as numbers so Kubernetes' runAsNonRoot can check it.
 USER 65532:65532
-EXPOSE 8443
+# 8443: the public listener; 9090: health, readiness and metrics (POPPYHOST_OPS_ADDR).
+EXPOSE 8443 9090
 ENTRYPOINT ["/server"]

@@ -383,6 +383,14 @@ paths:
 			body: map[string]any{"performed": true, "by": "ops"}})
 		c.do(t, call{method: post, path: base.path + "/" + performedID + "/resolve", token: base.token, want: 409,
 			body: map[string]any{"performed": true, "by": "ops"}})
+		// Who resolved it and why are read by the Company's people: text
+		// that could read otherwise than it is is refused.
+		r = c.do(t, call{method: post, path: resolve, token: base.token, want: 400,
+			body: map[string]any{"performed": true, "by": "ops\u202e"}})
+		assert.Equal(t, "by", firstField(r))
+		r = c.do(t, call{method: post, path: resolve, token: base.token, want: 400,
+			body: map[string]any{"performed": true, "by": "ops", "note": "checked\u200b"}})
+		assert.Equal(t, "note", firstField(r))
 		r = c.do(t, call{method: post, path: resolve, token: base.token, want: 200,
 			body: map[string]any{"performed": i == 0, "by": "ops@acme", "note": "checked the order system"}})
 		res := r.JSON(t)["resolution"].(map[string]any)

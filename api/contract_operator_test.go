@@ -8,15 +8,18 @@ import (
 )
 
 // contractOperations checks what an operator watches: health, readiness
-// and metrics.
+// and metrics, on the operations listener and on no public host.
 func contractOperations(t *testing.T, c *contract) {
 	t.Run("operations", func(t *testing.T) {
-		r := c.do(t, call{method: get, path: "/healthz", want: 200})
+		r := c.do(t, call{method: get, path: "/healthz", ops: true, want: 200})
 		assert.JSONEq(t, `{"status":"ok"}`, string(r.Body))
-		r = c.do(t, call{method: get, path: "/readyz", want: 200})
+		r = c.do(t, call{method: get, path: "/readyz", ops: true, want: 200})
 		assert.JSONEq(t, `{"status":"ok"}`, string(r.Body))
-		r = c.do(t, call{method: get, path: "/metrics", want: 200})
+		r = c.do(t, call{method: get, path: "/metrics", ops: true, want: 200})
 		assert.Contains(t, string(r.Body), "poppyhost_http_requests_total")
+		for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+			c.undocumented(t, call{method: get, path: path, want: 404}, "not_found")
+		}
 	})
 }
 
@@ -66,7 +69,7 @@ func contractDraining(t *testing.T, c *contract, f *fixture) {
 
 	t.Run("draining", func(t *testing.T) {
 		env.Platform.Drain()
-		r := c.do(t, call{method: get, path: "/readyz", want: 503})
+		r := c.do(t, call{method: get, path: "/readyz", ops: true, want: 503})
 		assert.Equal(t, "draining", r.JSON(t)["status"])
 	})
 }

@@ -51,10 +51,16 @@ func TestDocument(t *testing.T) {
 	ids := map[string]string{}
 	for path, item := range doc.Paths.Map() {
 		onCompanyDomain := slices.Contains(companyDomainPaths, path)
-		if onCompanyDomain {
+		switch {
+		case onCompanyDomain:
 			require.Len(t, item.Servers, 1, "%s is served on Company domains", path)
 			assert.Equal(t, "https://{domain}", item.Servers[0].URL)
-		} else {
+		case slices.Contains(opsPaths, path):
+			// Health, readiness and metrics are on the private operations
+			// listener, never on a public host.
+			require.Len(t, item.Servers, 1, "%s is served on the operations listener", path)
+			assert.Equal(t, "http://{ops_addr}", item.Servers[0].URL)
+		default:
 			assert.Empty(t, item.Servers, "%s is served on the platform host", path)
 		}
 		for method, op := range item.Operations() {

@@ -12,7 +12,8 @@ import (
 )
 
 // TestDrainDelay: with POPPYHOST_DRAIN_DELAY, a server told to stop
-// answers /readyz 503 at once and keeps serving requests for the delay,
+// answers /readyz 503 at once on its operations listener and keeps serving
+// requests on its public listener for the delay,
 // for load balancers that poll readiness, then stops listening and exits
 // cleanly (docs/operations.md, "Graceful shutdown").
 func TestDrainDelay(t *testing.T) {
@@ -26,6 +27,9 @@ func TestDrainDelay(t *testing.T) {
 	s.waitReady(t, 30*time.Second)
 	resp := s.admin(t, http.MethodPost, "/admin/v1/companies", companyBody("shop"))
 	require.Equal(t, http.StatusCreated, resp.status, "%s", resp.body)
+	// Readiness is the operations listener's, not the public one's.
+	public := s.do(t, mustRequest(t, http.MethodGet, publicURL+"/readyz", nil))
+	require.Equal(t, http.StatusNotFound, public.status, "%s", public.body)
 
 	stopped := time.Now()
 	s.terminate(t)

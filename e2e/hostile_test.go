@@ -124,13 +124,19 @@ func TestHostileSweep(t *testing.T) {
 		}
 		t.Errorf("ERROR in the server's log: %s", clip(line))
 	}
-	metrics := s.do(t, mustRequest(t, http.MethodGet, publicURL+"/metrics", nil))
-	for line := range strings.Lines(string(metrics.body)) {
+	metricsResp, err := s.probeGet("/metrics")
+	require.NoError(t, err)
+	body, err := io.ReadAll(metricsResp.Body)
+	metricsResp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, metricsResp.StatusCode)
+	metrics := string(body)
+	for line := range strings.Lines(metrics) {
 		if strings.HasPrefix(line, "poppyhost_http_requests_total") && strings.Contains(line, `status="499"`) {
 			t.Logf("metrics: %s", strings.TrimSpace(line))
 		}
 	}
-	require.Contains(t, string(metrics.body), `status="499"`, "cancelled requests are counted as 499")
+	require.Contains(t, metrics, `status="499"`, "cancelled requests are counted as 499")
 }
 
 // sweep is the server under attack and what the probes need.

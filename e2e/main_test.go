@@ -95,12 +95,15 @@ func migrateUp(t *testing.T, dbURL string) {
 
 // server is one running process of the built server binary.
 type server struct {
-	name   string
-	port   string
-	cmd    *exec.Cmd
-	stderr *peers.SyncBuffer
-	done   chan struct{} // closed when the process has exited
-	err    error         // Wait's result, set before done closes
+	name string
+	port string
+	// opsPort is the operations listener's: /healthz, /readyz and
+	// /metrics over plain HTTP.
+	opsPort string
+	cmd     *exec.Cmd
+	stderr  *peers.SyncBuffer
+	done    chan struct{} // closed when the process has exited
+	err     error         // Wait's result, set before done closes
 
 	// client dials this replica whatever the URL's host, and trusts the
 	// dev CA for poppyhost.test.
@@ -117,11 +120,12 @@ func startServer(t *testing.T, name, dbURL, caDir string, ca *devca.CA) *server 
 // startServerEnv is startServer with more environment variables.
 func startServerEnv(t *testing.T, name, dbURL, caDir string, ca *devca.CA, extra map[string]string) *server {
 	t.Helper()
-	s := &server{name: name, port: freePort(t), stderr: &peers.SyncBuffer{}, done: make(chan struct{})}
+	s := &server{name: name, port: freePort(t), opsPort: freePort(t), stderr: &peers.SyncBuffer{}, done: make(chan struct{})}
 	s.cmd = exec.Command(serverBin)
 	env := map[string]string{
 		"POPPYHOST_PUBLIC_URL":          publicURL,
 		"POPPYHOST_LISTEN_ADDR":         "127.0.0.1:" + s.port,
+		"POPPYHOST_OPS_ADDR":            "127.0.0.1:" + s.opsPort,
 		"POPPYHOST_DATABASE_URL":        dbURL,
 		"POPPYHOST_DEV_CA_DIR":          caDir,
 		"POPPYHOST_ADMIN_TOKEN":         adminToken,
@@ -173,20 +177,23 @@ func (s *server) running() bool {
 	}
 }
 
-// probe sends GET path on a new connection (as a load balancer's health
-// check does) and returns the status, or 0 when no connection was made.
+// probe sends GET path to the operations listener on a new connection (as
+// a load balancer's health check does) and returns the status, or 0 when
+// no connection was made.
 func (s *server) probe(path string) int {
-	tr := s.client.Transport.(*http.Transport).Clone()
-	tr.DisableKeepAlives = true
-	defer tr.CloseIdleConnections()
-	c := &http.Client{Transport: tr, Timeout: 5 * time.Second}
-	resp, err := c.Get("https://" + net.JoinHostPort("127.0.0.1", s.port) + path)
+	resp, err := s.probeGet(path)
 	if err != nil {
 		return 0
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, resp.Body)
 	return resp.StatusCode
+}
+
+// probeGet sends GET path to the operations listener on a new connection.
+func (s *server) probeGet(path string) (*http.Response, error) {
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	return c.Get("http://" + net.JoinHostPort("127.0.0.1", s.opsPort) + path)
 }
 
 // waitReady polls /readyz until it answers 200.

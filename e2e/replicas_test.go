@@ -184,14 +184,21 @@ type replicas struct {
 // startReplicas migrates a new database and starts two replicas on it.
 func startReplicas(t *testing.T) *replicas {
 	t.Helper()
+	return startReplicasEnv(t, nil)
+}
+
+// startReplicasEnv is startReplicas with more environment variables for
+// both servers.
+func startReplicasEnv(t *testing.T, extra map[string]string) *replicas {
+	t.Helper()
 	requireBuilt(t)
 	rs := &replicas{dbURL: testdb.NewEmptyDatabase(t), caDir: t.TempDir()}
 	migrateUp(t, rs.dbURL)
 	var err error
 	rs.ca, err = devca.Load(rs.caDir)
 	require.NoError(t, err)
-	rs.a = startServer(t, "replica A", rs.dbURL, rs.caDir, rs.ca)
-	rs.b = startServer(t, "replica B", rs.dbURL, rs.caDir, rs.ca)
+	rs.a = startServerEnv(t, "replica A", rs.dbURL, rs.caDir, rs.ca, extra)
+	rs.b = startServerEnv(t, "replica B", rs.dbURL, rs.caDir, rs.ca, extra)
 	var wg sync.WaitGroup
 	for _, s := range []*server{rs.a, rs.b} {
 		wg.Go(func() { s.waitReadyErr(t, 30*time.Second) })

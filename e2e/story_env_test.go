@@ -139,11 +139,12 @@ func storySettings(t *testing.T) json.RawMessage {
 // as its public URL, killed when the test ends.
 func startLocalServer(t *testing.T, dbURL, caDir string, ca *devca.CA) *server {
 	t.Helper()
-	s := &server{name: "server", port: freePort(t), stderr: &peers.SyncBuffer{}, done: make(chan struct{})}
+	s := &server{name: "server", port: freePort(t), opsPort: freePort(t), stderr: &peers.SyncBuffer{}, done: make(chan struct{})}
 	s.cmd = exec.Command(serverBin)
 	s.cmd.Env = subproc.Env(map[string]string{
 		"POPPYHOST_PUBLIC_URL":          "https://localhost:" + s.port,
 		"POPPYHOST_LISTEN_ADDR":         "127.0.0.1:" + s.port,
+		"POPPYHOST_OPS_ADDR":            "127.0.0.1:" + s.opsPort,
 		"POPPYHOST_DATABASE_URL":        dbURL,
 		"POPPYHOST_DEV_CA_DIR":          caDir,
 		"POPPYHOST_ADMIN_TOKEN":         adminToken,

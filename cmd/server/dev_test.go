@@ -45,9 +45,9 @@ func TestDevMode(t *testing.T) {
 		var out strings.Builder
 		go func() {
 			done <- run(ctx, runEnv{
-				args:   []string{"--dev", "--listen-addr", "127.0.0.1:0", "--data-dir", dir, "--public-url", "https://poppyhost.localhost"},
+				args:   []string{"--dev", "--listen-addr", "127.0.0.1:0", "--ops-addr", "127.0.0.1:0", "--data-dir", dir, "--public-url", "https://poppyhost.localhost"},
 				getenv: func(string) string { return "" }, stdout: &out, stderr: io.Discard,
-				onListen: func(a net.Addr) { listening <- a },
+				onListen: func(a, _ net.Addr) { listening <- a },
 			})
 		}()
 		var addr string

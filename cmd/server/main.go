@@ -55,8 +55,9 @@ type runEnv struct {
 	args           []string
 	getenv         func(string) string
 	stdout, stderr io.Writer
-	// onListen, when set, is told the address the server listens on.
-	onListen func(addr net.Addr)
+	// onListen, when set, is told the addresses the server listens on:
+	// the public listener's and the operations listener's.
+	onListen func(public, ops net.Addr)
 }
 
 // run starts the server and serves until ctx ends, then drains.
@@ -100,6 +101,7 @@ func run(ctx context.Context, env runEnv) error {
 		LoginRates:     issuer.LoginRates{PerAddress: cfg.LoginRatePerAddress, PerCompany: cfg.LoginRatePerCompany},
 		RequireIfMatch: cfg.RequireIfMatch,
 		AuditRetention: cfg.AuditRetention,
+		APIRates:       tenant.APIRates{PerOperatorToken: cfg.AdminRatePerToken, PerAPIKey: cfg.CompanyAPIRatePerKey},
 	})
 	if err != nil {
 		return err
@@ -124,6 +126,10 @@ func run(ctx context.Context, env runEnv) error {
 
 	stopListener := p.Listener.Start(context.WithoutCancel(ctx))
 	defer stopListener()
+	// The heartbeat by which replicas share every rate limit; stopping it
+	// on shutdown lets the others count one fewer at their next beat.
+	stopBeat := p.Replicas.Start(context.WithoutCancel(ctx))
+	defer stopBeat()
 
 	tlsConfig, err := serverTLS(cfg)
 	if err != nil {
@@ -136,17 +142,28 @@ func run(ctx context.Context, env runEnv) error {
 	if tlsConfig != nil {
 		ln = tls.NewListener(ln, tlsConfig)
 	}
-	srv := &http.Server{
-		Handler:           p.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          log.New(serverErrorLog{logger}, "", 0),
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	srv := httpServer(p.Handler(), 64<<10, logger)
+	srv.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }
+	// The operations listener: health, readiness and metrics, plain HTTP
+	// on a private address, never on the public one.
+	opsLn, err := net.Listen("tcp", cfg.OpsAddr)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("listen (operations): %w", err)
 	}
-	logger.Info("listening", slog.String("addr", ln.Addr().String()), slog.String("public_url", cfg.PublicURL.String()))
-	served := make(chan error, 1)
+	opsSrv := httpServer(p.OpsHandler(), 16<<10, logger)
+	// The operations listener closes last, so /readyz answers 503 for as
+	// long as the public listener still serves.
+	defer opsSrv.Close()
+	logger.Info("listening", slog.String("addr", ln.Addr().String()), slog.String("ops_addr", opsLn.Addr().String()),
+		slog.String("public_url", cfg.PublicURL.String()))
+	served := make(chan error, 2)
 	go func() { served <- srv.Serve(ln) }()
+	go func() {
+		if err := opsSrv.Serve(opsLn); !errors.Is(err, http.ErrServerClosed) {
+			served <- fmt.Errorf("operations listener: %w", err)
+		}
+	}()
 	if dev != nil {
 		// The demo Company Agent uses the Company API, so it starts once
 		// the server serves.
@@ -158,7 +175,7 @@ func run(ctx context.Context, env runEnv) error {
 		defer stopAgent()
 	}
 	if env.onListen != nil {
-		env.onListen(ln.Addr())
+		env.onListen(ln.Addr(), opsLn.Addr())
 	}
 
 	select {
@@ -174,8 +191,9 @@ func run(ctx context.Context, env runEnv) error {
 	logger.Info("shutting down", slog.Duration("timeout", cfg.ShutdownTimeout), slog.Duration("drain_delay", cfg.DrainDelay))
 	p.Drain()
 	if cfg.DrainDelay > 0 {
-		// /readyz answers 503 from now on; a load balancer that polls it
-		// stops sending before the listener closes.
+		// /readyz on the operations listener answers 503 from now on; a
+		// load balancer that polls it stops sending before the public
+		// listener closes.
 		time.Sleep(cfg.DrainDelay)
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
@@ -251,6 +269,18 @@ func serverTLS(cfg config.Config) (*tls.Config, error) {
 		}
 		return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12,
 			NextProtos: []string{"h2", "http/1.1"}}, nil
+	}
+}
+
+// httpServer returns a server of h with the timeouts and header bound
+// both listeners share.
+func httpServer(h http.Handler, maxHeaderBytes int, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          log.New(serverErrorLog{logger}, "", 0),
 	}
 }
 

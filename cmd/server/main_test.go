@@ -26,6 +26,7 @@ const testToken = "server-test-admin-token"
 
 type server struct {
 	addr   string
+	ops    string
 	client *http.Client
 	logs   *peers.SyncBuffer
 	stop   context.CancelFunc
@@ -37,17 +38,17 @@ func start(t *testing.T, settings map[string]string) *server {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &server{logs: &peers.SyncBuffer{}, stop: cancel, done: make(chan error, 1)}
-	listening := make(chan net.Addr, 1)
+	listening := make(chan [2]net.Addr, 1)
 	go func() {
 		s.done <- run(ctx, runEnv{
-			args: []string{"--listen-addr", "127.0.0.1:0"}, getenv: func(k string) string { return settings[k] },
+			args: []string{"--listen-addr", "127.0.0.1:0", "--ops-addr", "127.0.0.1:0"}, getenv: func(k string) string { return settings[k] },
 			stdout: io.Discard, stderr: s.logs,
-			onListen: func(a net.Addr) { listening <- a },
+			onListen: func(a, ops net.Addr) { listening <- [2]net.Addr{a, ops} },
 		})
 	}()
 	select {
 	case a := <-listening:
-		s.addr = a.String()
+		s.addr, s.ops = a[0].String(), a[1].String()
 	case err := <-s.done:
 		t.Fatalf("server did not start: %v\n%s", err, s.logs)
 	case <-time.After(60 * time.Second):
@@ -95,6 +96,17 @@ func (s *server) do(t *testing.T, method, url, body string, headers ...string) (
 	return resp.StatusCode, resp.Header, string(b)
 }
 
+// probe sends GET path to the operations listener.
+func (s *server) probe(t *testing.T, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + s.ops + path)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
 func tlsSettings(t *testing.T, dbURL string) map[string]string {
 	return map[string]string{
 		"POPPYHOST_PUBLIC_URL":   "https://poppyhost.test",
@@ -108,10 +120,16 @@ func TestServes(t *testing.T) {
 	t.Parallel()
 	s := start(t, tlsSettings(t, testdb.NewDatabase(t)))
 
-	code, _, body := s.do(t, "GET", "https://poppyhost.test/healthz", "")
+	code, body := s.probe(t, "/healthz")
 	require.Equal(t, 200, code, body)
-	code, _, body = s.do(t, "GET", "https://poppyhost.test/readyz", "")
+	code, body = s.probe(t, "/readyz")
 	require.Equal(t, 200, code, body)
+	// Not on the public listener, under any host.
+	for _, u := range []string{"https://poppyhost.test/healthz", "https://poppyhost.test/readyz", "https://poppyhost.test/metrics",
+		"https://127.0.0.1/metrics"} {
+		code, _, body = s.do(t, "GET", u, "")
+		require.Equal(t, 404, code, "%s: %s", u, body)
+	}
 
 	code, _, body = s.do(t, "POST", "https://poppyhost.test/admin/v1/companies",
 		`{"slug":"shop","organization":{"name":"Shop","domain":"shop.example"}}`, "Authorization", "Bearer "+testToken)
@@ -121,7 +139,7 @@ func TestServes(t *testing.T) {
 	require.Contains(t, body, `"domain":"shop.example"`)
 	require.NotEmpty(t, hdr.Get("X-Request-ID"))
 
-	code, _, body = s.do(t, "GET", "https://poppyhost.test/metrics", "")
+	code, body = s.probe(t, "/metrics")
 	require.Equal(t, 200, code)
 	require.Contains(t, body, `poppyhost_http_requests_total{method="GET",route="/.well-known/poppy.json",status="200"} 1`)
 	require.Contains(t, body, `poppyhost_http_request_duration_seconds_bucket`)

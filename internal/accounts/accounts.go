@@ -19,6 +19,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/argon2"
+
+	"github.com/poppyhost/poppyhost/internal/httpx"
 )
 
 // Errors at the store boundary.
@@ -146,7 +148,8 @@ func CheckUsername(u string) string {
 	case strings.IndexFunc(u, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
 		return "must not contain spaces or control characters"
 	}
-	return ""
+	// The Company's people read usernames (account lists, conversations).
+	return httpx.DisguiseProblem(u)
 }
 
 // CheckPassword says what is wrong with a password, or "".

@@ -82,7 +82,9 @@ func TestCheckUsernameAndPassword(t *testing.T) {
 	for _, u := range []string{"alice", "alice@example.com", "ünïcödé", strings.Repeat("u", accounts.MaxUsername)} {
 		require.Empty(t, accounts.CheckUsername(u), "%q", u)
 	}
-	for _, u := range []string{"", "a b", "a\tb", "a\nb", "a\x00b", "a\u00a0b", "a\u2003b", strings.Repeat("u", accounts.MaxUsername+1)} {
+	for _, u := range []string{"", "a b", "a\tb", "a\nb", "a\x00b", "a\u00a0b", "a\u2003b",
+		// The Company's people read usernames: none may read otherwise than it is.
+		"admin\u202e", "pay\u200bpal", "a\u2066b", strings.Repeat("u", accounts.MaxUsername+1)} {
 		require.NotEmpty(t, accounts.CheckUsername(u), "%q", u)
 	}
 	for _, p := range []string{"12345678", "ééééééééé", "with spaces ok", strings.Repeat("p", accounts.MaxPassword)} {

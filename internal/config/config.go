@@ -20,6 +20,10 @@ type Config struct {
 	PublicURL *url.URL
 	// ListenAddr is the TCP address to listen on.
 	ListenAddr string
+	// OpsAddr is the TCP address of the operations listener: /healthz,
+	// /readyz and /metrics over plain HTTP, for probes and scrapers on a
+	// private network; the public listener does not serve them.
+	OpsAddr string
 	// DatabaseURL is a pgx connection string. Empty only in dev mode, which
 	// then starts a private PostgreSQL under DataDir.
 	DatabaseURL string
@@ -54,7 +58,7 @@ type Config struct {
 	// twice PasswordHashes.
 	PasswordHashQueue int
 	// LoginRatePerAddress and LoginRatePerCompany are sign-in attempts a
-	// minute per replica at one Company, from one address and from all
+	// minute across all replicas at one Company, from one address and from all
 	// (issuer.LoginRates).
 	LoginRatePerAddress, LoginRatePerCompany int
 	// RequireIfMatch makes If-Match required on PATCH and PUT of existing
@@ -62,6 +66,10 @@ type Config struct {
 	RequireIfMatch bool
 	// AuditRetention is how long audit log entries are kept.
 	AuditRetention time.Duration
+	// AdminRatePerToken and CompanyAPIRatePerKey are requests a minute to
+	// the admin API per operator token and to the Company API per API key,
+	// across all replicas (tenant.APIRates).
+	AdminRatePerToken, CompanyAPIRatePerKey int
 }
 
 // setting is one configuration value: its env name, flag name and help.
@@ -73,6 +81,7 @@ type setting struct {
 var settings = []setting{
 	{env: "POPPYHOST_PUBLIC_URL", flag: "public-url", help: "the platform's public origin, e.g. https://poppyhost.example"},
 	{env: "POPPYHOST_LISTEN_ADDR", flag: "listen-addr", def: ":8443", help: "address to listen on"},
+	{env: "POPPYHOST_OPS_ADDR", flag: "ops-addr", def: ":9090", help: "private address of /healthz, /readyz and /metrics (plain HTTP; not on the public listener)"},
 	{env: "POPPYHOST_DATABASE_URL", flag: "database-url", help: "PostgreSQL URL (pgx syntax)", secret: true},
 	{env: "POPPYHOST_TLS_CERT_FILE", flag: "tls-cert-file", help: "serve HTTPS with this certificate (PEM)"},
 	{env: "POPPYHOST_TLS_KEY_FILE", flag: "tls-key-file", help: "private key of --tls-cert-file (PEM)"},
@@ -92,12 +101,15 @@ var settings = []setting{
 	{env: "POPPYHOST_LOGIN_RATE_PER_COMPANY", flag: "login-rate-per-company", def: "600", help: "sign-in attempts a minute at one Company from all addresses"},
 	{env: "POPPYHOST_REQUIRE_IF_MATCH", flag: "require-if-match", def: "false", help: "refuse PATCH and PUT of existing admin and Company API resources without If-Match (428)"},
 	{env: "POPPYHOST_AUDIT_RETENTION", flag: "audit-retention", def: "2160h", help: "how long audit log entries are kept (at least 1h)"},
+	{env: "POPPYHOST_ADMIN_RATE_PER_TOKEN", flag: "admin-rate-per-token", def: "1200", help: "admin API requests a minute per operator token"},
+	{env: "POPPYHOST_COMPANY_API_RATE_PER_KEY", flag: "company-api-rate-per-key", def: "1200", help: "Company API requests a minute per API key"},
 }
 
 // Dev mode defaults, used for settings left empty.
 const (
 	DevPublicURL  = "https://poppyhost.localhost:8443"
 	DevListenAddr = "127.0.0.1:8443"
+	DevOpsAddr    = "127.0.0.1:9090"
 )
 
 // Load reads the configuration from args (without the program name) and
@@ -153,6 +165,7 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 	c.DevCADir = get("POPPYHOST_DEV_CA_DIR")
 	c.AdminToken = get("POPPYHOST_ADMIN_TOKEN")
 	c.ListenAddr = get("POPPYHOST_LISTEN_ADDR")
+	c.OpsAddr = get("POPPYHOST_OPS_ADDR")
 	public := get("POPPYHOST_PUBLIC_URL")
 
 	if c.Dev {
@@ -163,6 +176,9 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 		}
 		if *vals["POPPYHOST_LISTEN_ADDR"] == ":8443" && getenv("POPPYHOST_LISTEN_ADDR") == "" {
 			c.ListenAddr = DevListenAddr
+		}
+		if *vals["POPPYHOST_OPS_ADDR"] == ":9090" && getenv("POPPYHOST_OPS_ADDR") == "" {
+			c.OpsAddr = DevOpsAddr
 		}
 		if c.DevCADir == "" && c.TLSCertFile == "" && !c.PlainHTTP {
 			c.DevCADir = c.DataDir
@@ -178,6 +194,11 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 	}
 	if _, _, err := net.SplitHostPort(c.ListenAddr); err != nil {
 		bad("POPPYHOST_LISTEN_ADDR", "must be host:port, e.g. :8443")
+	}
+	if _, port, err := net.SplitHostPort(c.OpsAddr); err != nil {
+		bad("POPPYHOST_OPS_ADDR", "must be host:port, e.g. :9090")
+	} else if c.OpsAddr == c.ListenAddr && port != "0" {
+		bad("POPPYHOST_OPS_ADDR", "must differ from POPPYHOST_LISTEN_ADDR: metrics and probes are not served publicly")
 	}
 	if c.DatabaseURL == "" && !c.Dev {
 		bad("POPPYHOST_DATABASE_URL", "is required (or use dev mode, which starts a private PostgreSQL)")
@@ -253,6 +274,8 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 	c.PasswordHashQueue = count("POPPYHOST_PASSWORD_HASH_QUEUE", 0)
 	c.LoginRatePerAddress = count("POPPYHOST_LOGIN_RATE_PER_ADDRESS", 1)
 	c.LoginRatePerCompany = count("POPPYHOST_LOGIN_RATE_PER_COMPANY", 1)
+	c.AdminRatePerToken = count("POPPYHOST_ADMIN_RATE_PER_TOKEN", 1)
+	c.CompanyAPIRatePerKey = count("POPPYHOST_COMPANY_API_RATE_PER_KEY", 1)
 	if len(errs) > 0 {
 		return Config{}, fmt.Errorf("invalid configuration:\n  %w", joinLines(errs))
 	}
@@ -326,6 +349,7 @@ func (c Config) LogValue() slog.Value {
 	return slog.GroupValue(
 		slog.String("public_url", public),
 		slog.String("listen_addr", c.ListenAddr),
+		slog.String("ops_addr", c.OpsAddr),
 		slog.String("database_url", MaskDatabaseURL(c.DatabaseURL)),
 		slog.String("tls", tls),
 		slog.String("dev_ca_dir", c.DevCADir),
@@ -341,6 +365,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("login_rate_per_company", c.LoginRatePerCompany),
 		slog.Bool("require_if_match", c.RequireIfMatch),
 		slog.Duration("audit_retention", c.AuditRetention),
+		slog.Int("admin_rate_per_token", c.AdminRatePerToken),
+		slog.Int("company_api_rate_per_key", c.CompanyAPIRatePerKey),
 	)
 }
 

@@ -30,6 +30,7 @@ func TestLoadValid(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "https://poppyhost.example", c.PublicURL.String())
 	require.Equal(t, ":8443", c.ListenAddr)
+	require.Equal(t, ":9090", c.OpsAddr)
 	require.Equal(t, slog.LevelInfo, c.LogLevel)
 	require.Equal(t, 20*time.Second, c.ShutdownTimeout)
 	require.Zero(t, c.DrainDelay)
@@ -42,6 +43,8 @@ func TestLoadValid(t *testing.T) {
 	require.Equal(t, 600, c.LoginRatePerCompany)
 	require.False(t, c.RequireIfMatch, "existing tools send no If-Match")
 	require.Equal(t, 90*24*time.Hour, c.AuditRetention)
+	require.Equal(t, 1200, c.AdminRatePerToken)
+	require.Equal(t, 1200, c.CompanyAPIRatePerKey)
 }
 
 func TestAdministrationSettings(t *testing.T) {
@@ -59,12 +62,15 @@ func TestLoginLimits(t *testing.T) {
 	env := base()
 	env["POPPYHOST_PASSWORD_HASHES"] = "3"
 	env["POPPYHOST_LOGIN_RATE_PER_COMPANY"] = "120"
-	c, err := Load([]string{"--password-hash-queue", "5", "--login-rate-per-address", "10"}, envOf(env), io.Discard)
+	env["POPPYHOST_ADMIN_RATE_PER_TOKEN"] = "50"
+	c, err := Load([]string{"--password-hash-queue", "5", "--login-rate-per-address", "10", "--company-api-rate-per-key", "70"}, envOf(env), io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, 3, c.PasswordHashes)
 	require.Equal(t, 5, c.PasswordHashQueue)
 	require.Equal(t, 10, c.LoginRatePerAddress)
 	require.Equal(t, 120, c.LoginRatePerCompany)
+	require.Equal(t, 50, c.AdminRatePerToken)
+	require.Equal(t, 70, c.CompanyAPIRatePerKey)
 }
 
 func TestFlagsWinOverEnv(t *testing.T) {
@@ -89,6 +95,8 @@ func TestLoadErrors(t *testing.T) {
 		{"public URL with path", map[string]string{"POPPYHOST_PUBLIC_URL": "https://poppyhost.example/x"}, nil, "origin"},
 		{"no database", map[string]string{"POPPYHOST_DATABASE_URL": ""}, nil, "POPPYHOST_DATABASE_URL"},
 		{"bad listen addr", map[string]string{"POPPYHOST_LISTEN_ADDR": "8443"}, nil, "POPPYHOST_LISTEN_ADDR"},
+		{"bad ops addr", map[string]string{"POPPYHOST_OPS_ADDR": "9090"}, nil, "POPPYHOST_OPS_ADDR"},
+		{"ops on the public listener", map[string]string{"POPPYHOST_OPS_ADDR": ":8443"}, nil, "must differ"},
 		{"cert without key", map[string]string{"POPPYHOST_TLS_KEY_FILE": ""}, nil, "set together"},
 		{"no way to serve", map[string]string{"POPPYHOST_TLS_KEY_FILE": "", "POPPYHOST_TLS_CERT_FILE": ""}, nil, "choose how to serve"},
 		{"two ways to serve", map[string]string{"POPPYHOST_PLAIN_HTTP": "true"}, nil, "choose one way"},
@@ -105,6 +113,8 @@ func TestLoadErrors(t *testing.T) {
 		{"bad require-if-match", map[string]string{"POPPYHOST_REQUIRE_IF_MATCH": "sometimes"}, nil, "POPPYHOST_REQUIRE_IF_MATCH"},
 		{"audit retention under an hour", map[string]string{"POPPYHOST_AUDIT_RETENTION": "59m"}, nil, "POPPYHOST_AUDIT_RETENTION"},
 		{"audit retention not a duration", map[string]string{"POPPYHOST_AUDIT_RETENTION": "90d"}, nil, "POPPYHOST_AUDIT_RETENTION"},
+		{"zero admin rate", map[string]string{"POPPYHOST_ADMIN_RATE_PER_TOKEN": "0"}, nil, "POPPYHOST_ADMIN_RATE_PER_TOKEN"},
+		{"bad Company API rate", map[string]string{"POPPYHOST_COMPANY_API_RATE_PER_KEY": "lots"}, nil, "POPPYHOST_COMPANY_API_RATE_PER_KEY"},
 		{"zero login rate", map[string]string{"POPPYHOST_LOGIN_RATE_PER_ADDRESS": "0"}, nil, "POPPYHOST_LOGIN_RATE_PER_ADDRESS"},
 		{"stray argument", nil, []string{"serve"}, "unexpected arguments"},
 		{"unknown flag", nil, []string{"--nope"}, "not defined"},
@@ -138,14 +148,17 @@ func TestDevDefaults(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, DevPublicURL, c.PublicURL.String())
 	require.Equal(t, DevListenAddr, c.ListenAddr)
+	require.Equal(t, DevOpsAddr, c.OpsAddr)
 	require.Equal(t, ".data", c.DevCADir)
 	require.True(t, c.AllowPrivateFetch)
 	require.Empty(t, c.DatabaseURL, "dev mode starts its own database")
 
 	// Explicit settings still win in dev mode.
-	c, err = Load([]string{"--dev", "--listen-addr", ":9999"}, envOf(map[string]string{"POPPYHOST_PUBLIC_URL": "https://dev.example"}), io.Discard)
+	c, err = Load([]string{"--dev", "--listen-addr", ":9999"}, envOf(map[string]string{"POPPYHOST_PUBLIC_URL": "https://dev.example",
+		"POPPYHOST_OPS_ADDR": "127.0.0.1:9191"}), io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, ":9999", c.ListenAddr)
+	require.Equal(t, "127.0.0.1:9191", c.OpsAddr)
 	require.Equal(t, "https://dev.example", c.PublicURL.String())
 }
 

@@ -136,7 +136,7 @@ func (r *rig) replica(t testing.TB) (http.Handler, *conversations.Hub, *jobs.Que
 		oauth.Public(tr)
 		agents.Public(tr)
 	})
-	host := tenant.HostRouter(tenants, publicHost, site, newRouter(), newRouter())
+	host := tenant.HostRouter(tenants, publicHost, site, newRouter())
 	h := httpx.Instrument(logger, httpx.NewMetrics(prometheus.NewRegistry()), httpx.PaceBodies(httpx.BodyTimeouts{})(host))
 	return h, hub, queue
 }

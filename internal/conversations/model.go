@@ -173,8 +173,18 @@ func emptyAfterDrop(m *Message, dropped []string) error {
 
 // checkContext applies the formats spec 8.4 defines for locale, time_zone
 // and user_available.
+//
+// Every string in the context, under any member, is free text the
+// Company's people and its Company Agent read: one that can read otherwise
+// than it is (httpx.Disguising) is refused.
 func checkContext(ctx map[string]json.RawMessage) error {
 	for key, v := range ctx {
+		if r, ok := httpx.Disguising(key); ok {
+			return invalid("message.context member names must not contain U+%04X", r)
+		}
+		if r, ok := httpx.DisguisingJSON(v); ok {
+			return invalid("message.context.%s %s", key, httpx.DisguiseProblem(string(r)))
+		}
 		switch key {
 		case "locale", "time_zone":
 			var s string

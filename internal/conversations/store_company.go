@@ -292,6 +292,9 @@ func (s *Store) CompanyJoin(ctx context.Context, companyID int64, id string, aut
 		if *text == "" || !utf8.ValidString(*text) || len(*text) > maxMessageBytes {
 			return nil, invalid("text must be UTF-8 text of 1 to %d bytes", maxMessageBytes)
 		}
+		if msg := httpx.DisguiseProblem(*text); msg != "" {
+			return nil, invalid("text %s", msg)
+		}
 		m = &Message{ID: newID(companyMessagePrefix), Role: "company", Author: a, Text: text}
 	}
 	return s.companyTx(ctx, companyID, id, func(tx pgx.Tx, c *Conversation) (*Posted, error) {
@@ -419,6 +422,9 @@ func (s *Store) CompanyDelta(ctx context.Context, companyID int64, id, messageID
 	}
 	if text == "" || !utf8.ValidString(text) || len(text) > maxDeltaBytes {
 		return invalid("text must be UTF-8 text of 1 to %d bytes; send longer text in several deltas", maxDeltaBytes)
+	}
+	if msg := httpx.DisguiseProblem(text); msg != "" {
+		return invalid("text %s", msg)
 	}
 	c, err := s.Get(ctx, companyID, id)
 	switch {

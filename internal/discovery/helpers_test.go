@@ -60,7 +60,7 @@ func setup(t testing.TB) *env {
 	})
 	company := newRouter()
 	disc.Domain(company)
-	h := tenant.HostRouter(tenants, publicHost, platform, company, http.HandlerFunc(httpx.NotFound))
+	h := tenant.HostRouter(tenants, publicHost, platform, company)
 	return &env{Site: peers.ServeSite(t, ca, ln, h), Tenants: tenants, URLs: urls}
 }
 

@@ -1,6 +1,9 @@
 package httpx
 
-import "fmt"
+import (
+	"encoding/json"
+	"fmt"
+)
 
 // Disguising returns the first code point of s that can make text read
 // otherwise than it is, and true; or false when there is none. These are
@@ -32,6 +35,40 @@ func Disguising(s string) (rune, bool) {
 			r == 0x115F, r == 0x1160, r == 0x3164, r == 0xFFA0,
 			r >= 0xE0000 && r <= 0xE007F:
 			return r, true
+		}
+	}
+	return 0, false
+}
+
+// DisguisingJSON is Disguising for every string of a JSON value, member
+// names included: the first disguising code point and true, or false when
+// there is none or raw is not JSON (which its caller refuses anyway).
+func DisguisingJSON(raw []byte) (rune, bool) {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return 0, false
+	}
+	return disguisingValue(v)
+}
+
+func disguisingValue(v any) (rune, bool) {
+	switch v := v.(type) {
+	case string:
+		return Disguising(v)
+	case []any:
+		for _, e := range v {
+			if r, ok := disguisingValue(e); ok {
+				return r, true
+			}
+		}
+	case map[string]any:
+		for k, e := range v {
+			if r, ok := Disguising(k); ok {
+				return r, true
+			}
+			if r, ok := disguisingValue(e); ok {
+				return r, true
+			}
 		}
 	}
 	return 0, false

@@ -6,6 +6,18 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+func TestDisguisingJSON(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{`"a\u202eb"`, `{"k": "x\u200b"}`, `{"a\u2066": 1}`, `[1, {"n": ["ok", "\u202a"]}]`} {
+		_, bad := DisguisingJSON([]byte(raw))
+		require.True(t, bad, raw)
+	}
+	for _, raw := range []string{`"ok"`, `{"k": "می\u200cخواهم"}`, `[1, true, null]`, `not json`} {
+		_, bad := DisguisingJSON([]byte(raw))
+		require.False(t, bad, raw)
+	}
+}
+
 func TestDisguising(t *testing.T) {
 	t.Parallel()
 	for name, s := range map[string]string{

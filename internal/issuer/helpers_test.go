@@ -132,7 +132,7 @@ func (e *issuerEnv) Handler(t testing.TB, o options) http.Handler {
 	})
 	company := newRouter()
 	discovery.NewHandler(e.URLs, nil).Domain(company)
-	host := tenant.HostRouter(e.Tenants, publicHost, site, company, http.HandlerFunc(httpx.NotFound))
+	host := tenant.HostRouter(e.Tenants, publicHost, site, company)
 	return httpx.Instrument(logger, httpx.NewMetrics(prometheus.NewRegistry()), o.Proxies.Middleware(host))
 }
 

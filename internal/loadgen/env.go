@@ -52,8 +52,10 @@ type env struct {
 	ca      *devca.CA
 	servers []*exec.Cmd
 	addrs   []string // each replica's 127.0.0.1:port
-	client  *http.Client
-	origin  *http.Server
+	// opsAddrs are the replicas' operations listeners, in the same order.
+	opsAddrs []string
+	client   *http.Client
+	origin   *http.Server
 	// originURL is the origin's base URL, https://localhost:{port}.
 	originURL string
 	agent     *agent
@@ -94,11 +96,16 @@ func start(ctx context.Context, s Setup) (_ *env, err error) {
 		if err != nil {
 			return nil, err
 		}
-		addr := "127.0.0.1:" + port
+		opsPort, err := subproc.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		addr, opsAddr := "127.0.0.1:"+port, "127.0.0.1:"+opsPort
 		cmd := exec.Command(s.ServerBin)
 		cmd.Env = subproc.Env(map[string]string{
 			"POPPYHOST_PUBLIC_URL":          publicURL,
 			"POPPYHOST_LISTEN_ADDR":         addr,
+			"POPPYHOST_OPS_ADDR":            opsAddr,
 			"POPPYHOST_DATABASE_URL":        s.DatabaseURL,
 			"POPPYHOST_DEV_CA_DIR":          caDir,
 			"POPPYHOST_ADMIN_TOKEN":         adminToken,
@@ -113,9 +120,10 @@ func start(ctx context.Context, s Setup) (_ *env, err error) {
 		}
 		e.servers = append(e.servers, cmd)
 		e.addrs = append(e.addrs, addr)
+		e.opsAddrs = append(e.opsAddrs, opsAddr)
 	}
 	e.client = e.newClient()
-	for _, addr := range e.addrs {
+	for _, addr := range e.opsAddrs {
 		if err := e.waitReady(ctx, addr, time.Minute); err != nil {
 			return nil, err
 		}
@@ -189,14 +197,13 @@ func (e *env) newClient() *http.Client {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
-// waitReady polls one replica's /readyz until it answers 200.
-func (e *env) waitReady(ctx context.Context, addr string, within time.Duration) error {
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: e.ca.Pool(), ServerName: "poppyhost.test",
-		MinVersion: tls.VersionTLS12}, DisableKeepAlives: true}
-	c := &http.Client{Transport: tr, Timeout: 2 * time.Second}
+// waitReady polls /readyz on one replica's operations listener (plain
+// HTTP) until it answers 200.
+func (e *env) waitReady(ctx context.Context, opsAddr string, within time.Duration) error {
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 2 * time.Second}
 	deadline := time.Now().Add(within)
 	for {
-		resp, err := c.Get("https://" + addr + "/readyz")
+		resp, err := c.Get("http://" + opsAddr + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -204,7 +211,7 @@ func (e *env) waitReady(ctx context.Context, addr string, within time.Duration) 
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the server at %s is not ready after %s (%v)", addr, within, err)
+			return fmt.Errorf("the server with operations listener %s is not ready after %s (%v)", opsAddr, within, err)
 		}
 		select {
 		case <-ctx.Done():

@@ -290,10 +290,13 @@ func ParseDecline(body []byte) *Decline {
 	if httpx.Unmarshal(body, &d, httpx.DecodeOptions{}) != nil {
 		return &Decline{}
 	}
-	if len(d.Reason) > maxSummary || strings.ContainsRune(d.Reason, 0) {
+	// A reason or alternative that is unusable, or that could read
+	// otherwise than it is (httpx.Disguising), is left out: the decline
+	// stands without it (extension 6 makes both optional).
+	if _, disguised := httpx.Disguising(d.Reason); disguised || len(d.Reason) > maxSummary || strings.ContainsRune(d.Reason, 0) {
 		d.Reason = ""
 	}
-	if !validAlternative(d.Alternative) {
+	if _, disguised := httpx.DisguisingJSON(d.Alternative); disguised || !validAlternative(d.Alternative) {
 		d.Alternative = nil
 	}
 	return &d

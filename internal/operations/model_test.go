@@ -147,6 +147,22 @@ func TestParseDeclineKeepsOnlyValidAlternatives(t *testing.T) {
 	require.Equal(t, &Decline{}, ParseDecline([]byte(`not json`)))
 }
 
+// TestParseDeclineLeavesOutDisguisedText: a reason or an alternative that
+// could read otherwise than it is (httpx.Disguising) is left out, and the
+// decline stands without it: the User and the Company's people read both.
+func TestParseDeclineLeavesOutDisguisedText(t *testing.T) {
+	for _, bad := range []string{`\u202e`, `\u200b`, `\u2066`, `\udb40\udc49`} {
+		d := ParseDecline([]byte(`{"reason": "Only the holder ` + bad + `can.", "alternative": {"instructions": "Use the app.",
+			"references": [{"type": "web", "url": "https://example.com/close"}]}}`))
+		require.Empty(t, d.Reason, bad)
+		require.NotNil(t, d.Alternative, bad)
+		d = ParseDecline([]byte(`{"reason": "No.", "alternative": {"instructions": "Call ` + bad + `us.",
+			"references": [{"type": "web", "url": "https://example.com/close"}]}}`))
+		require.Equal(t, "No.", d.Reason, bad)
+		require.Nil(t, d.Alternative, bad)
+	}
+}
+
 func TestApprovalOptionalMembersAreKeptStorable(t *testing.T) {
 	a, err := ParseApprovalJSON(json.RawMessage(`{"operation_id": "o", "revision": "r", "approver": "user",
 		"input_type": "t\u0000ap", "reference": "` + strings.Repeat("é", 200) + `"}`))

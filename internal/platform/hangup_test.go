@@ -61,7 +61,7 @@ func TestClientHangUpIsNotAServerError(t *testing.T) {
 	for _, line := range strings.Split(logs.String(), "\n") {
 		require.NotContains(t, line, `"level":"ERROR"`, "a hang-up logged as an error")
 	}
-	metrics := env.Do(t, http.MethodGet, env.PublicURL("/metrics"), nil)
+	metrics := env.Probe(t, "/metrics")
 	require.Contains(t, string(metrics.Body),
 		`poppyhost_http_requests_total{method="GET",route="/admin/v1/companies/{slug}/feedback",status="499"} 1`)
 	require.NotContains(t, string(metrics.Body), `status="500"`)
@@ -76,16 +76,16 @@ func TestReadyzCancelledIsNotDatabaseDown(t *testing.T) {
 	env := testkit.SetupWith(t, testkit.Options{Logs: logs, LogLevel: slog.LevelDebug})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	req := httptest.NewRequest(http.MethodGet, env.PublicURL("/readyz"), nil).WithContext(ctx)
+	req := httptest.NewRequest(http.MethodGet, env.Ops+"/readyz", nil).WithContext(ctx)
 	rec := httptest.NewRecorder()
-	env.Platform.Handler().ServeHTTP(rec, req)
+	env.Platform.OpsHandler().ServeHTTP(rec, req)
 	require.Equal(t, 499, rec.Code, "%s", rec.Body)
 	require.NotContains(t, logs.String(), "database unreachable")
 	require.NotContains(t, logs.String(), `"level":"ERROR"`)
 	require.NotContains(t, logs.String(), `"level":"WARN"`)
 
 	// The same check with the client still there is ready.
-	resp := env.Do(t, http.MethodGet, env.PublicURL("/readyz"), nil)
+	resp := env.Probe(t, "/readyz")
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 }
 

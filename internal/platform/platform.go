@@ -38,6 +38,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/operations"
 	"github.com/poppyhost/poppyhost/internal/origin"
 	"github.com/poppyhost/poppyhost/internal/registry"
+	"github.com/poppyhost/poppyhost/internal/replicas"
 	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/sessions"
 	"github.com/poppyhost/poppyhost/internal/signing"
@@ -62,6 +63,12 @@ type Options struct {
 	// LoginRates bound sign-in attempts per address and per Company
 	// (zero fields: defaults, see issuer.LoginRates).
 	LoginRates issuer.LoginRates
+	// APIRates bound the admin and Company APIs per operator token and
+	// per API key (zero fields: defaults, see tenant.APIRates).
+	APIRates tenant.APIRates
+	// Replicas times the heartbeat by which replicas count each other to
+	// share every rate limit (zero fields: replicas' defaults).
+	Replicas replicas.Options
 	// Now is the clock [time.Now].
 	Now func() time.Time
 	// Bodies bounds how slowly request bodies may arrive; zero values
@@ -89,7 +96,11 @@ type Platform struct {
 	Hub *conversations.Hub
 	// Jobs runs background work; the server starts and stops it.
 	Jobs *jobs.Client
+	// Replicas counts the live replicas, among which every rate limit is
+	// divided; the server starts its heartbeat (Replicas.Start).
+	Replicas *replicas.Counter
 
+	ops      http.Handler
 	draining atomic.Bool
 	ready    readiness
 }
@@ -135,7 +146,15 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	p.Accounts = accounts.NewStore(opts.Pool, accounts.WithLimits(opts.PasswordHashes),
 		accounts.WithMetrics(reg), accounts.WithSecrets(keys.Secret))
 	joins := browserjoin.NewStore(opts.Pool)
-	limits := httpx.NewLimiter()
+	replicaOpts := opts.Replicas
+	replicaOpts.Logger, replicaOpts.Metrics = logger, reg
+	p.Replicas, err = replicas.New(opts.Pool, replicaOpts)
+	if err != nil {
+		return nil, err
+	}
+	// Every rate limit is divided between the live replicas, so it holds
+	// across them (docs/operations.md, "Rate limits across replicas").
+	limits := httpx.NewSharedLimiter(p.Replicas.Live)
 	dpopJTIs := dpop.NewStore(opts.Pool)
 	proofs := dpop.New(dpopJTIs, dpop.Options{Now: now, Nonces: dpop.NewNonces(keys.Secret, 0, now)})
 	// Web Bot Auth (spec 5.3): a signed request's operator, recognised
@@ -239,18 +258,19 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		Operations: opStore, Engine: engine, Now: now})
 	disc := discovery.NewHandler(opts.URLs, registry.Listings{Store: apis, URLs: opts.URLs})
 	admin := tenant.NewAdmin(p.Tenants, p.Accounts, opts.URLs, opts.Fetch.AllowPrivate)
+	apiRates := opts.APIRates.WithDefaults()
+	admin.LimitOperators(limits, apiRates.PerOperatorToken)
 
-	mountOps := func(r chi.Router) {
-		r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
-			httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-		})
-		r.Get("/readyz", p.readyz)
-		r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	}
+	// Health, readiness and metrics are served on the operations
+	// listener only, never on a public host (docs/operations.md).
 	ops := newRouter()
-	mountOps(ops)
+	ops.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	ops.Get("/readyz", p.readyz)
+	ops.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	p.ops = httpx.Instrument(logger, metrics, ops)
 	platform := newRouter()
-	mountOps(platform)
 	// The operator and Company APIs take no path or query text that
 	// PostgreSQL would refuse.
 	keyRoutes := signing.NewHandler(keys)
@@ -258,7 +278,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	tenant.AdminAPI(platform.With(httpx.RequireText, ifMatch), p.Tenants, admin,
 		admin, reports, sess, keyRoutes, registrations, opHandler)
 	platform.Route("/company/v1", func(r chi.Router) {
-		r.Use(httpx.RequireText, ifMatch, tenant.RequireAPIKey(p.Tenants))
+		r.Use(httpx.RequireText, ifMatch, tenant.RequireAPIKey(p.Tenants), tenant.LimitByCredential(limits, apiRates.PerAPIKey))
 		for _, h := range []httpx.CompanyAPIRoutes{admin, reports, sess, companyConvs, registrations, join, opHandler} {
 			h.CompanyAPI(r)
 		}
@@ -302,7 +322,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	// another method stays ours: 405.
 	web.Domain(company)
 
-	host := tenant.HostRouter(companies, opts.URLs.Public.Hostname(), platform, company, ops)
+	host := tenant.HostRouter(companies, opts.URLs.Public.Hostname(), platform, company)
 	p.handler = httpx.Instrument(logger, metrics, httpx.PaceBodies(opts.Bodies)(opts.Proxies.Middleware(host)))
 	return p, nil
 }
@@ -334,8 +354,13 @@ func offered(on func(*tenant.Settings) bool) func(http.Handler) http.Handler {
 	}
 }
 
-// Handler is the platform's HTTP handler.
+// Handler is the platform's HTTP handler: the public listener's.
 func (p *Platform) Handler() http.Handler { return p.handler }
+
+// OpsHandler serves /healthz, /readyz and /metrics, whatever the host, for
+// the operations listener: a private address that probes and scrapers
+// reach and the public does not.
+func (p *Platform) OpsHandler() http.Handler { return p.ops }
 
 // Drain marks the platform as shutting down: /readyz answers 503 so load
 // balancers stop sending new requests while in-flight ones finish, and

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 	"github.com/poppyhost/poppyhost/migrations"
 )
 
@@ -21,21 +22,21 @@ func TestReadyzReportsSchemaBehind(t *testing.T) {
 	defer m.Close()
 	require.NoError(t, m.Down(context.Background(), 1, false))
 
-	resp := env.Do(t, http.MethodGet, env.PublicURL("/readyz"), nil)
+	resp := env.Probe(t, "/readyz")
 	require.Equal(t, http.StatusServiceUnavailable, resp.Status, "%s", resp.Body)
 	require.Contains(t, resp.JSON(t)["reason"], "not applied")
 
-	resp = env.Do(t, http.MethodGet, env.PublicURL("/healthz"), nil)
+	resp = env.Probe(t, "/healthz")
 	require.Equal(t, http.StatusOK, resp.Status, "liveness does not depend on the database")
 }
 
 func TestReadyzAndDrain(t *testing.T) {
 	t.Parallel()
 	env := testkit.Setup(t)
-	resp := env.Do(t, http.MethodGet, env.PublicURL("/readyz"), nil)
+	resp := env.Probe(t, "/readyz")
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 	env.Platform.Drain()
-	resp = env.Do(t, http.MethodGet, env.PublicURL("/readyz"), nil)
+	resp = env.Probe(t, "/readyz")
 	require.Equal(t, http.StatusServiceUnavailable, resp.Status)
 	require.Equal(t, "draining", resp.JSON(t)["status"])
 }
@@ -78,17 +79,28 @@ func TestFeatureRoutes(t *testing.T) {
 	require.Equal(t, "invalid_client", resp.JSON(t)["error"])
 }
 
-// TestOpsByAddress: probes and scrapers address a pod by IP, so health,
-// readiness and metrics answer there, and nothing else does.
-func TestOpsByAddress(t *testing.T) {
+// TestOpsOnlyOnOpsListener: health, readiness and metrics answer on the
+// operations listener, whatever the Host, and on no public host: not the
+// platform's, not a Company's, not an IP literal as probes inside a cluster
+// send. Nothing else answers on the operations listener.
+func TestOpsOnlyOnOpsListener(t *testing.T) {
 	t.Parallel()
 	env := testkit.Setup(t)
+	env.CreateCompany(t, map[string]any{"slug": "shop", "organization": map[string]any{"name": "Shop", "domain": "shop.example"}})
 	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+		require.Equal(t, http.StatusOK, env.Probe(t, path).Status, path)
+		for _, u := range []string{env.PublicURL(path), env.URL("shop.example", path)} {
+			resp := env.Do(t, http.MethodGet, u, nil)
+			require.Equal(t, http.StatusNotFound, resp.Status, u)
+			require.Equal(t, "not_found", resp.JSON(t)["error"], u)
+		}
 		resp := env.Do(t, http.MethodGet, env.URL("poppyhost.test", path), nil, "Host", "10.1.2.3:8443")
-		require.Equal(t, http.StatusOK, resp.Status, path)
-	}
-	for _, path := range []string{"/admin/v1/companies", "/.well-known/poppy.json", "/t/x/poppy/excluded-tasks.json"} {
-		resp := env.Do(t, http.MethodGet, env.URL("poppyhost.test", path), nil, "Host", "10.1.2.3", "Authorization", "Bearer "+testkit.AdminToken)
 		require.Equal(t, http.StatusNotFound, resp.Status, path)
+	}
+	for _, path := range []string{"/admin/v1/companies", "/.well-known/poppy.json", "/t/shop/poppy/excluded-tasks.json"} {
+		req := peers.NewRequest(t, http.MethodGet, env.Ops+path, nil)
+		req.Header.Set("Authorization", "Bearer "+testkit.AdminToken)
+		req.Host = testkit.PublicHost
+		require.Equal(t, http.StatusNotFound, peers.Send(t, http.DefaultClient, req).Status, path)
 	}
 }

@@ -129,6 +129,6 @@ func TestSlowBodiesTimeOut(t *testing.T) {
 		require.Equal(t, 1, count("feedback"))
 	})
 
-	metrics := env.Do(t, http.MethodGet, env.PublicURL("/metrics"), nil)
+	metrics := env.Probe(t, "/metrics")
 	require.Contains(t, string(metrics.Body), `route="/t/{slug}/poppy/feedback",status="408"} 1`)
 }

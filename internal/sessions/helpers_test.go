@@ -101,7 +101,7 @@ func (k *kit) handler() http.Handler {
 			httpx.WriteJSON(w, http.StatusOK, map[string]any{"sid": s.SID, "new": s.New, "operator": s.Operator})
 		})
 	})
-	return tenant.HostRouter(tenants, publicHost, platform, newRouter(), newRouter())
+	return tenant.HostRouter(tenants, publicHost, platform, newRouter())
 }
 
 // newRouter is a router with the platform's common middleware and error

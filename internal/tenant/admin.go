@@ -30,6 +30,10 @@ type Admin struct {
 	accounts     AccountCreator
 	urls         URLs
 	allowPrivate bool
+	// limiter and perToken limit requests per operator token
+	// (LimitOperators).
+	limiter  *httpx.Limiter
+	perToken int
 }
 
 // NewAdmin returns the admin API handler. allowPrivate is the platform's
@@ -48,7 +52,7 @@ const maxAdminBody = 256 << 10
 // them when it is listed). Every change is audited (audit.Middleware).
 func AdminAPI(r chi.Router, store *Store, admin *Admin, routes ...httpx.AdminRoutes) {
 	r.Route("/admin/v1", func(r chi.Router) {
-		r.Use(audit.Middleware(store.pool), RequireOperator(store))
+		r.Use(audit.Middleware(store.pool), RequireOperator(store), admin.limitOperators)
 		admin.Operator(r)
 		r.Route("/companies/{slug}", func(r chi.Router) {
 			r.Use(BySlug(store), auditCompany)
@@ -137,7 +141,7 @@ func RequireOperator(store *Store) func(http.Handler) http.Handler {
 				return
 			}
 			audit.SetActor(r.Context(), t.Actor())
-			next.ServeHTTP(w, r)
+			next.ServeHTTP(w, r.WithContext(withCredential(r.Context(), "operator", tok)))
 		})
 	}
 }
@@ -165,7 +169,8 @@ func RequireAPIKey(store *Store) func(http.Handler) http.Handler {
 			}
 			audit.SetActor(r.Context(), k.Actor())
 			audit.SetCompany(r.Context(), c.ID, c.Slug)
-			next.ServeHTTP(w, r.WithContext(WithCompany(r.Context(), c)))
+			ctx := withCredential(WithCompany(r.Context(), c), "api-key", tok)
+			next.ServeHTTP(w, r.WithContext(ctx))
 		}))
 	}
 }

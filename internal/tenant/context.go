@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
 
 	"github.com/go-chi/chi/v5"
@@ -36,18 +35,14 @@ type Lookup interface {
 
 // HostRouter sends requests for the platform's own host to platform and
 // requests for a registered Company domain to companies, with the Company
-// in the context. Requests addressed to an IP literal, as probes and
-// metrics scrapers inside a cluster send them, go to ops. Any other host
-// gets a 404 that reveals nothing.
-func HostRouter(lookup Lookup, publicHost string, platform, companies, ops http.Handler) http.Handler {
+// in the context. Any other host, an IP literal included, gets a 404 that
+// reveals nothing: health, readiness and metrics are on the operations
+// listener (platform.OpsHandler), not here.
+func HostRouter(lookup Lookup, publicHost string, platform, companies http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		host := httpx.HostOnly(r.Host)
 		if host == publicHost {
 			platform.ServeHTTP(w, r)
-			return
-		}
-		if _, err := netip.ParseAddr(host); err == nil {
-			ops.ServeHTTP(w, r)
 			return
 		}
 		if !ValidHostName(host) {

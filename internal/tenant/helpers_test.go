@@ -94,7 +94,7 @@ func (k *kit) handler(requireIfMatch bool) http.Handler {
 	platform.With(tenant.BySlug(k.Tenants)).Get("/t/{slug}/*", serveOrganization)
 	company := newRouter()
 	company.Get("/.well-known/poppy.json", serveOrganization)
-	return tenant.HostRouter(k.Tenants, publicHost, platform, company, newRouter())
+	return tenant.HostRouter(k.Tenants, publicHost, platform, company)
 }
 
 // serveOrganization answers the request's Company's organization name.

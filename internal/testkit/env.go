@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -44,6 +45,9 @@ type Env struct {
 	// Hosts resolves the test's host names (its Personal Agents) for the
 	// platform's outbound fetches.
 	Hosts *peers.Hosts
+	// Ops is the operations listener's base URL (plain HTTP on loopback),
+	// where /healthz, /readyz and /metrics answer.
+	Ops string
 }
 
 // StartAgent starts a test Personal Agent on host (default agent.test)
@@ -116,11 +120,21 @@ func SetupWith(t testing.TB, o Options) *Env {
 	require.NoError(t, err)
 
 	t.Cleanup(p.Listener.Start(context.Background()))
+	t.Cleanup(p.Replicas.Start(context.Background()))
+	ops := httptest.NewServer(p.OpsHandler())
+	t.Cleanup(ops.Close)
 
 	return &Env{
-		Pool: pool, Platform: p, CA: ca, URLs: urls, Hosts: hosts,
+		Pool: pool, Platform: p, CA: ca, URLs: urls, Hosts: hosts, Ops: ops.URL,
 		Site: peers.ServeSite(t, ca, ln, p.Handler()),
 	}
+}
+
+// Probe sends GET path to the operations listener, as a probe or a
+// metrics scraper does.
+func (e *Env) Probe(t testing.TB, path string) *peers.Response {
+	t.Helper()
+	return peers.Send(t, http.DefaultClient, peers.NewRequest(t, http.MethodGet, e.Ops+path, nil))
 }
 
 // testWriter sends server logs to the test log, shown only on failure.

@@ -82,6 +82,7 @@ func renderValues(c *chart.Chart, vals map[string]any) (chartutil.Values, error)
 type manifests struct {
 	deployment     *appsv1.Deployment
 	service        *corev1.Service
+	opsService     *corev1.Service
 	ingress        *networkingv1.Ingress
 	hpa            *autoscalingv2.HorizontalPodAutoscaler
 	pdb            *policyv1.PodDisruptionBudget
@@ -168,7 +169,11 @@ func decode(t *testing.T, file, doc string, m *manifests) {
 	case "apps/v1 Deployment":
 		strict(&m.deployment, m.deployment != nil)
 	case "v1 Service":
-		strict(&m.service, m.service != nil)
+		if strings.HasSuffix(file, "/service-ops.yaml") {
+			strict(&m.opsService, m.opsService != nil)
+		} else {
+			strict(&m.service, m.service != nil)
+		}
 	case "networking.k8s.io/v1 Ingress":
 		strict(&m.ingress, m.ingress != nil)
 	case "autoscaling/v2 HorizontalPodAutoscaler":
@@ -277,17 +282,20 @@ func TestDefaults(t *testing.T) {
 	checkContainerSecurity(t, "server", c)
 	checkTmp(t, pod, c)
 
-	// Proxy mode: plain HTTP on port "http", probes over HTTP.
-	if len(c.Ports) != 1 || c.Ports[0].Name != "http" || c.Ports[0].ContainerPort != 8443 {
-		t.Errorf("ports = %+v, want http on 8443", c.Ports)
+	// Proxy mode: plain HTTP on port "http"; probes on the operations
+	// port.
+	if len(c.Ports) != 2 || c.Ports[0].Name != "http" || c.Ports[0].ContainerPort != 8443 ||
+		c.Ports[1].Name != "ops" || c.Ports[1].ContainerPort != 9090 {
+		t.Errorf("ports = %+v, want http on 8443 and ops on 9090", c.Ports)
 	}
-	checkProbe(t, "liveness", c.LivenessProbe, "/healthz", "http", corev1.URISchemeHTTP)
-	checkProbe(t, "readiness", c.ReadinessProbe, "/readyz", "http", corev1.URISchemeHTTP)
+	checkProbe(t, "liveness", c.LivenessProbe, "/healthz")
+	checkProbe(t, "readiness", c.ReadinessProbe, "/readyz")
 
 	got := envMap(t, c.Env, env)
 	want := map[string]string{
 		"POPPYHOST_PUBLIC_URL":       "https://" + publicHost,
 		"POPPYHOST_LISTEN_ADDR":      ":8443",
+		"POPPYHOST_OPS_ADDR":         ":9090",
 		"POPPYHOST_DATABASE_URL":     "secret:poppyhost-db/database-url",
 		"POPPYHOST_ADMIN_TOKEN":      "secret:poppyhost-admin/admin-token",
 		"POPPYHOST_PLAIN_HTTP":       "true",
@@ -323,6 +331,7 @@ func TestDefaults(t *testing.T) {
 	if p := m.service.Spec.Ports; len(p) != 1 || p[0].Name != "http" || p[0].Port != 80 || p[0].TargetPort.StrVal != "http" {
 		t.Errorf("Service ports = %+v", p)
 	}
+	checkOpsService(t, m, sel)
 	if ref := m.hpa.Spec.ScaleTargetRef; ref.Kind != "Deployment" || ref.Name != d.Name || ref.APIVersion != "apps/v1" {
 		t.Errorf("HPA targets %+v, want Deployment %s", ref, d.Name)
 	}
@@ -354,11 +363,12 @@ func TestCertificateMode(t *testing.T) {
 	c := pod.Containers[0]
 	checkPodSecurity(t, "Deployment", pod)
 	checkContainerSecurity(t, "server", c)
-	if len(c.Ports) != 1 || c.Ports[0].Name != "https" {
-		t.Errorf("ports = %+v, want https", c.Ports)
+	if len(c.Ports) != 2 || c.Ports[0].Name != "https" || c.Ports[1].Name != "ops" {
+		t.Errorf("ports = %+v, want https and ops", c.Ports)
 	}
-	checkProbe(t, "liveness", c.LivenessProbe, "/healthz", "https", corev1.URISchemeHTTPS)
-	checkProbe(t, "readiness", c.ReadinessProbe, "/readyz", "https", corev1.URISchemeHTTPS)
+	// The operations listener is plain HTTP whatever the public one is.
+	checkProbe(t, "liveness", c.LivenessProbe, "/healthz")
+	checkProbe(t, "readiness", c.ReadinessProbe, "/readyz")
 
 	got := envMap(t, c.Env, env)
 	if got["POPPYHOST_TLS_CERT_FILE"] != "/etc/poppyhost/tls/tls.crt" || got["POPPYHOST_TLS_KEY_FILE"] != "/etc/poppyhost/tls/tls.key" {
@@ -386,6 +396,7 @@ func TestCertificateMode(t *testing.T) {
 	if p := m.service.Spec.Ports; len(p) != 1 || p[0].Name != "https" || p[0].Port != 443 {
 		t.Errorf("Service ports = %+v", p)
 	}
+	checkOpsService(t, m, d.Spec.Selector.MatchLabels)
 	checkMigrateJob(t, m, env)
 }
 
@@ -425,12 +436,16 @@ func TestIngressAndServiceMonitor(t *testing.T) {
 		t.Fatalf("endpoints = %v", eps)
 	}
 	ep := eps[0].(map[string]any)
-	if ep["port"] != "http" || ep["path"] != "/metrics" || ep["scheme"] != "http" {
+	if ep["port"] != "ops" || ep["path"] != "/metrics" || ep["scheme"] != "http" {
 		t.Errorf("endpoint = %v", ep)
 	}
+	// It selects the operations Service and not the public one.
 	sel, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
-	if !reflect.DeepEqual(sel, m.service.Labels) && !subset(sel, m.service.Labels) {
-		t.Errorf("ServiceMonitor selects %v, Service labels %v", sel, m.service.Labels)
+	if !subset(sel, m.opsService.Labels) {
+		t.Errorf("ServiceMonitor selects %v, operations Service labels %v", sel, m.opsService.Labels)
+	}
+	if subset(sel, m.service.Labels) {
+		t.Errorf("ServiceMonitor selects the public Service too (%v)", m.service.Labels)
 	}
 }
 
@@ -585,18 +600,40 @@ func checkTmp(t *testing.T, pod corev1.PodSpec, c corev1.Container) {
 	t.Errorf("%s: no writable emptyDir at /tmp", c.Name)
 }
 
-func checkProbe(t *testing.T, what string, p *corev1.Probe, path, port string, scheme corev1.URIScheme) {
+func checkProbe(t *testing.T, what string, p *corev1.Probe, path string) {
 	t.Helper()
 	if p == nil || p.HTTPGet == nil {
 		t.Fatalf("%s probe: none, or not httpGet", what)
 	}
 	g := p.HTTPGet
-	if g.Path != path || g.Port.StrVal != port || g.Scheme != scheme {
-		t.Errorf("%s probe: %s %s port %s, want %s %s port %s", what, g.Scheme, g.Path, g.Port.String(), scheme, path, port)
+	// Health and readiness answer on the operations listener only, plain
+	// HTTP whatever the Host.
+	if g.Path != path || g.Port.StrVal != "ops" || g.Scheme != corev1.URISchemeHTTP {
+		t.Errorf("%s probe: %s %s port %s, want HTTP %s port ops", what, g.Scheme, g.Path, g.Port.String(), path)
 	}
-	// The server answers its health routes on the platform host only.
-	if len(g.HTTPHeaders) != 1 || g.HTTPHeaders[0].Name != "Host" || g.HTTPHeaders[0].Value != publicHost {
-		t.Errorf("%s probe: headers %+v, want Host: %s", what, g.HTTPHeaders, publicHost)
+	if len(g.HTTPHeaders) != 0 {
+		t.Errorf("%s probe: headers %+v, want none", what, g.HTTPHeaders)
+	}
+}
+
+// checkOpsService checks the operations listener's Service: cluster-internal
+// and on the pods' ops port only.
+func checkOpsService(t *testing.T, m manifests, sel map[string]string) {
+	t.Helper()
+	s := m.opsService
+	if s == nil {
+		t.Fatal("no operations Service")
+	}
+	if s.Spec.Type != corev1.ServiceTypeClusterIP || !reflect.DeepEqual(s.Spec.Selector, sel) {
+		t.Errorf("operations Service: type %s, selector %v", s.Spec.Type, s.Spec.Selector)
+	}
+	if p := s.Spec.Ports; len(p) != 1 || p[0].Name != "ops" || p[0].Port != 9090 || p[0].TargetPort.StrVal != "ops" {
+		t.Errorf("operations Service ports = %+v", p)
+	}
+	for _, p := range m.service.Spec.Ports {
+		if p.TargetPort.StrVal == "ops" || p.TargetPort.IntValue() == 9090 {
+			t.Errorf("the public Service exposes the operations port: %+v", p)
+		}
 	}
 }
 

@@ -50,6 +50,10 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{/* The port the server listens on inside the pod. */}}
 {{- define "poppyhost.containerPort" -}}8443{{- end -}}
 
+{{/* The operations listener (POPPYHOST_OPS_ADDR): /healthz, /readyz and
+/metrics over plain HTTP, for probes and Prometheus only. */}}
+{{- define "poppyhost.opsPort" -}}9090{{- end -}}
+
 {{/* Pod-level security context, shared by the server and the migration Job. */}}
 {{- define "poppyhost.podSecurityContext" -}}
 runAsNonRoot: true
