@@ -3,16 +3,18 @@ package crosstenant_test
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/signing"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 func TestSigning(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	keys := signing.NewKeys(w.pool, signing.Options{})
+	keys := signing.NewKeys(w.pool, testdb.Sealer(w.pool), signing.Options{})
 	signerA, err := keys.Signer(w.ctx, w.a.ID)
 	require.NoError(t, err)
 	secretA, err := keys.Secret(w.ctx, w.a.ID)
@@ -24,7 +26,7 @@ func TestSigning(t *testing.T) {
 	// and secret are as made and A's token verifies.
 	keptA := func(t *testing.T) {
 		t.Helper()
-		fresh := signing.NewKeys(w.pool, signing.Options{})
+		fresh := signing.NewKeys(w.pool, testdb.Sealer(w.pool), signing.Options{})
 		signer, err := fresh.Signer(w.ctx, w.a.ID)
 		require.NoError(t, err)
 		require.Equal(t, signerA.KeyID(), signer.KeyID())
@@ -64,9 +66,22 @@ func TestSigning(t *testing.T) {
 		before, err := keys.Signer(w.ctx, w.b.ID)
 		require.NoError(t, err)
 		require.NoError(t, keys.Rotate(w.ctx, w.b.ID))
-		after, err := signing.NewKeys(w.pool, signing.Options{}).Signer(w.ctx, w.b.ID)
+		after, err := signing.NewKeys(w.pool, testdb.Sealer(w.pool), signing.Options{}).Signer(w.ctx, w.b.ID)
 		require.NoError(t, err)
 		require.NotEqual(t, before.KeyID(), after.KeyID(), "B's key rotated")
+		keptA(t)
+	})
+	t.Run("signing.Keys/RotateSecret", func(t *testing.T) {
+		before, err := keys.Secret(w.ctx, w.b.ID)
+		require.NoError(t, err)
+		_, err = keys.RotateSecret(w.ctx, w.b.ID, time.Now().Add(time.Hour))
+		require.NoError(t, err)
+		after, err := keys.Secret(w.ctx, w.b.ID)
+		require.NoError(t, err)
+		require.NotEqual(t, before, after, "B's secret rotated")
+		rotatedA, err := signing.NewKeys(w.pool, testdb.Sealer(w.pool), signing.Options{}).RotatedSecrets(w.ctx, w.a.ID)
+		require.NoError(t, err)
+		require.Empty(t, rotatedA, "A's secret was not")
 		keptA(t)
 	})
 	t.Run("signing.Keys/Sign", func(t *testing.T) {
