@@ -132,7 +132,16 @@ func (k *Keys) secretsOf(ctx context.Context, companyID int64) (*secrets, error)
 	if s != nil && now.Sub(s.loaded) < k.opts.CacheTTL {
 		return s, nil
 	}
-	s, err := k.loadSecrets(ctx, companyID, now)
+	// Requests that find the cache stale at once share one load, which
+	// outlives the first caller's context as keys' loads do.
+	v, err, _ := k.loads.Do("secret "+strconv.FormatInt(companyID, 10), func() (any, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loadTimeout)
+		defer cancel()
+		return k.loadSecrets(ctx, companyID, now)
+	})
+	if err == nil {
+		s = v.(*secrets)
+	}
 	if err == nil && s.current == nil {
 		value := make([]byte, secretLen)
 		_, _ = rand.Read(value) // never fails (crypto/rand)
