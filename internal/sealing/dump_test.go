@@ -2,6 +2,7 @@ package sealing_test
 
 import (
 	"bytes"
+	"context"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -10,13 +11,17 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lestrrat-go/jwx/v2/jwk"
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/conversations"
+	"github.com/poppyhost/poppyhost/internal/sealing"
 	"github.com/poppyhost/poppyhost/internal/signing"
 )
 
@@ -68,9 +73,9 @@ func (b *bundle) pgDump(t *testing.T) []byte {
 // legacyCompany stores a Company's secrets as they were stored before
 // sealing: a signing key, an HMAC secret and two webhook secrets, in
 // plaintext.
-func (b *bundle) legacyCompany(t *testing.T, secrets *secretSet) (id int64, kid string, secret []byte) {
+func (b *bundle) legacyCompany(t *testing.T, slug string, secrets *secretSet) (id int64, kid string, secret []byte) {
 	t.Helper()
-	id = b.company(t, "legacy")
+	id = b.company(t, slug)
 	raw, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
 	key, err := jwk.FromRaw(raw)
@@ -110,7 +115,7 @@ func TestDumpRevealsNoSecret(t *testing.T) {
 	keys := signing.NewKeys(b.pool, sealer, signing.Options{})
 	delivery := conversations.NewDelivery(conversations.DeliveryOptions{Pool: b.pool, Sealer: sealer})
 	secrets := &secretSet{t: t}
-	legacy, legacyKid, legacySecret := b.legacyCompany(t, secrets)
+	legacy, legacyKid, legacySecret := b.legacyCompany(t, "legacy", secrets)
 
 	// Before sealing, the dump shows the legacy secrets: what the test
 	// looks for is there to be found.
@@ -160,5 +165,66 @@ func TestDumpRevealsNoSecret(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, legacySecret, s)
 
+	require.Empty(t, secrets.revealed(b.pgDump(t)))
+}
+
+// interrupting is an Executor whose context is cancelled after its first
+// UPDATE, as a process stopped during SealPlaintext.
+type interrupting struct {
+	*pgxpool.Pool
+	cancel context.CancelFunc
+}
+
+func (i interrupting) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if strings.HasPrefix(sql, "UPDATE") {
+		defer i.cancel()
+	}
+	return i.Pool.Exec(ctx, sql, args...)
+}
+
+// TestSealPlaintextInterrupted: a run stopped after its first row leaves
+// every secret readable, some sealed and some not, and the next run
+// seals the rest.
+func TestSealPlaintextInterrupted(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	secrets := &secretSet{t: t}
+	type legacy struct {
+		id     int64
+		kid    string
+		secret []byte
+	}
+	var companies []legacy
+	for _, slug := range []string{"one", "two", "three"} {
+		id, kid, secret := b.legacyCompany(t, slug, secrets)
+		companies = append(companies, legacy{id, kid, secret})
+	}
+	ring, err := sealing.ParseKeyring(b.k1)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(b.ctx)
+	n, err := sealing.New(interrupting{b.pool, cancel}, ring, nil).SealPlaintext(ctx, discard)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, 1, n)
+
+	sealer := b.sealer(t, b.k1)
+	check := func() {
+		t.Helper()
+		for _, c := range companies {
+			keys := signing.NewKeys(b.pool, sealer, signing.Options{})
+			key, err := keys.Signer(b.ctx, c.id)
+			require.NoError(t, err)
+			require.Equal(t, c.kid, key.KeyID())
+			s, err := keys.Secret(b.ctx, c.id)
+			require.NoError(t, err)
+			require.Equal(t, c.secret, s)
+		}
+	}
+	check()
+	require.Len(t, secrets.revealed(b.pgDump(t)), len(secrets.raws)-1, "one sealed, the rest not yet")
+
+	n, err = sealer.SealPlaintext(b.ctx, discard)
+	require.NoError(t, err)
+	require.Equal(t, 4*len(companies)-1, n)
+	check()
 	require.Empty(t, secrets.revealed(b.pgDump(t)))
 }
