@@ -36,20 +36,8 @@ func (s *Sealer) SealPlaintext(ctx context.Context, logger *slog.Logger) (int, e
 	for _, c := range plainColumns {
 		for {
 			// jsonb is sealed as its text.
-			rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT company_id, %s, %s FROM %s
+			found, err := s.rows(ctx, fmt.Sprintf(`SELECT company_id, %s, %s FROM %s
 				WHERE %s IS NOT NULL ORDER BY company_id LIMIT $1`, c.row, plainText(c), c.table, c.plain), batch)
-			if err != nil {
-				return done, fmt.Errorf("sealing: seal %s.%s: %w", c.table, c.plain, err)
-			}
-			type plain struct {
-				companyID int64
-				row       string
-				value     []byte
-			}
-			found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (plain, error) {
-				var p plain
-				return p, row.Scan(&p.companyID, &p.row, &p.value)
-			})
 			if err != nil {
 				return done, fmt.Errorf("sealing: seal %s.%s: %w", c.table, c.plain, err)
 			}
@@ -57,13 +45,13 @@ func (s *Sealer) SealPlaintext(ctx context.Context, logger *slog.Logger) (int, e
 				break
 			}
 			for _, p := range found {
-				sealed, err := s.Seal(ctx, p.companyID, c.purpose, p.row, p.value)
+				sealed, err := s.Seal(ctx, p.companyID, c.purpose, p.name, p.value)
 				if err != nil {
 					return done, err
 				}
 				tag, err := s.pool.Exec(ctx, fmt.Sprintf(`UPDATE %s SET %s = $3, %s = NULL
 					WHERE company_id = $1 AND %s = $2 AND %s IS NOT NULL`, c.table, c.sealed, c.plain, c.row, c.plain),
-					p.companyID, p.row, sealed)
+					p.companyID, p.name, sealed)
 				if err != nil {
 					return done, fmt.Errorf("sealing: seal %s.%s of company %d: %w", c.table, c.plain, p.companyID, err)
 				}
@@ -73,6 +61,25 @@ func (s *Sealer) SealPlaintext(ctx context.Context, logger *slog.Logger) (int, e
 		}
 	}
 	return done, nil
+}
+
+// stored is one row of a Company's: what names it and a value.
+type stored struct {
+	companyID int64
+	name      string
+	value     []byte
+}
+
+// rows runs a query of (company_id, a name, a value) rows.
+func (s *Sealer) rows(ctx context.Context, sql string, args ...any) ([]stored, error) {
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (stored, error) {
+		var r stored
+		return r, row.Scan(&r.companyID, &r.name, &r.value)
+	})
 }
 
 // plainText is the SQL expression of c's plaintext as bytes: bytea as it

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // batch is how many rows Reseal and SealPlaintext read at once.
@@ -27,20 +25,8 @@ func (s *Sealer) Reseal(ctx context.Context, logger *slog.Logger) (int, error) {
 	done := 0
 	after := int64(0)
 	for {
-		rows, err := s.pool.Query(ctx, `SELECT company_id, kek_id, sealed_key FROM company_data_keys
+		keys, err := s.rows(ctx, `SELECT company_id, kek_id, sealed_key FROM company_data_keys
 			WHERE kek_id <> $1 AND company_id > $2 ORDER BY company_id LIMIT $3`, cur, after, batch)
-		if err != nil {
-			return done, fmt.Errorf("sealing: reseal: %w", err)
-		}
-		type old struct {
-			companyID int64
-			kekID     string
-			sealed    []byte
-		}
-		keys, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (old, error) {
-			var o old
-			return o, row.Scan(&o.companyID, &o.kekID, &o.sealed)
-		})
 		if err != nil {
 			return done, fmt.Errorf("sealing: reseal: %w", err)
 		}
@@ -48,14 +34,14 @@ func (s *Sealer) Reseal(ctx context.Context, logger *slog.Logger) (int, error) {
 			break
 		}
 		for _, o := range keys {
-			key, err := s.openDataKey(o.companyID, o.kekID, o.sealed)
+			key, err := s.openDataKey(o.companyID, o.name, o.value)
 			if err != nil {
 				return done, err
 			}
 			kekID, sealed := s.sealDataKey(o.companyID, key)
 			// Only if no other run resealed it meanwhile.
 			tag, err := s.pool.Exec(ctx, `UPDATE company_data_keys SET kek_id = $3, sealed_key = $4
-				WHERE company_id = $1 AND kek_id = $2`, o.companyID, o.kekID, kekID, sealed)
+				WHERE company_id = $1 AND kek_id = $2`, o.companyID, o.name, kekID, sealed)
 			if err != nil {
 				return done, fmt.Errorf("sealing: reseal the data key of company %d: %w", o.companyID, err)
 			}
