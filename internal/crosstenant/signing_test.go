@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/poppyhost/poppyhost/internal/sealing"
 	"github.com/poppyhost/poppyhost/internal/signing"
 	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
@@ -89,6 +90,27 @@ func TestSigning(t *testing.T) {
 		require.NoError(t, err)
 		_, err = keys.Verify(w.ctx, w.a.ID, "test+jwt", tokenB)
 		require.Error(t, err, "B's token does not verify as A's")
+		keptA(t)
+	})
+	// Last: it leaves B unusable.
+	t.Run("sealed rows copied to B", func(t *testing.T) {
+		// A's sealed key and secret, copied into B's rows by someone with
+		// the database, do not open as B's.
+		_, err := keys.Signer(w.ctx, w.b.ID)
+		require.NoError(t, err)
+		_, err = w.pool.Exec(w.ctx, `UPDATE signing_keys b SET private_jwk_sealed = a.private_jwk_sealed
+			FROM signing_keys a WHERE a.company_id = $1 AND a.retired_at IS NULL AND b.company_id = $2 AND b.retired_at IS NULL`,
+			w.a.ID, w.b.ID)
+		require.NoError(t, err)
+		_, err = w.pool.Exec(w.ctx, `UPDATE company_secrets b SET secret_sealed = a.secret_sealed
+			FROM company_secrets a WHERE a.company_id = $1 AND a.retired_at IS NULL AND b.company_id = $2 AND b.retired_at IS NULL`,
+			w.a.ID, w.b.ID)
+		require.NoError(t, err)
+		fresh := signing.NewKeys(w.pool, testdb.Sealer(w.pool), signing.Options{})
+		_, err = fresh.Signer(w.ctx, w.b.ID)
+		require.ErrorIs(t, err, sealing.ErrOpen)
+		_, err = fresh.Secret(w.ctx, w.b.ID)
+		require.ErrorIs(t, err, sealing.ErrOpen)
 		keptA(t)
 	})
 }
