@@ -83,6 +83,13 @@ func contractIssuer(t *testing.T, c *contract, f *fixture) {
 		assert.Equal(t, `Bearer realm="poppyhost-admin"`, r.Header.Get("WWW-Authenticate"))
 		c.do(t, call{method: post, path: "/admin/v1/companies/acme/keys/rotate", token: bogus, want: 401})
 
+		// The HMAC secret's rotation says until when the old one verifies.
+		r = c.do(t, call{method: post, path: "/admin/v1/companies/acme/secret/rotations", token: admin, want: 201})
+		rot := decode[map[string]string](t, r)
+		assert.NotEmpty(t, rot["previous_verifies_until"])
+		c.do(t, call{method: post, path: "/admin/v1/companies/nosuch/secret/rotations", token: admin, want: 404})
+		c.do(t, call{method: post, path: "/admin/v1/companies/acme/secret/rotations", want: 401, docRejects: true})
+
 		// Direct Sign-In (spec 4.2): the sign-in page, then consent.
 		verifier := rand.Text() + rand.Text()
 		challenge := sha256.Sum256([]byte(verifier))

@@ -47,6 +47,7 @@ var operations = []string{
 	"POST /admin/v1/companies/{slug}/sessions/end",
 	"POST /admin/v1/companies/{slug}/keys/rotate",
 	"POST /admin/v1/companies/{slug}/operations/{operation_id}/resolve",
+	"POST /admin/v1/companies/{slug}/secret/rotations",
 	"GET /admin/v1/companies/{slug}/apis",
 	"PUT /admin/v1/companies/{slug}/apis/{name}",
 	"GET /admin/v1/companies/{slug}/apis/{name}",

@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/devca"
+	"github.com/poppyhost/poppyhost/internal/sealing"
 	"github.com/poppyhost/poppyhost/internal/subproc"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
@@ -81,6 +82,10 @@ func freePort(t *testing.T) string {
 	return port
 }
 
+// testKEKs is the key-encryption key of every server of the run: those
+// on one database must share it.
+var testKEKs = sealing.NewKEK("e2e")
+
 // migrateUp runs the built `migrate up` on dbURL.
 func migrateUp(t *testing.T, dbURL string) {
 	t.Helper()
@@ -129,6 +134,7 @@ func startServerEnv(t *testing.T, name, dbURL, caDir string, ca *devca.CA, extra
 		"POPPYHOST_DATABASE_URL":        dbURL,
 		"POPPYHOST_DEV_CA_DIR":          caDir,
 		"POPPYHOST_ADMIN_TOKEN":         adminToken,
+		"POPPYHOST_KEKS":                testKEKs,
 		"POPPYHOST_ALLOW_PRIVATE_FETCH": "true",
 		"POPPYHOST_SHUTDOWN_TIMEOUT":    "15s",
 		// The test Personal Agent's certificate comes from the dev CA,

@@ -148,6 +148,7 @@ func startLocalServer(t *testing.T, dbURL, caDir string, ca *devca.CA) *server {
 		"POPPYHOST_DATABASE_URL":        dbURL,
 		"POPPYHOST_DEV_CA_DIR":          caDir,
 		"POPPYHOST_ADMIN_TOKEN":         adminToken,
+		"POPPYHOST_KEKS":                testKEKs,
 		"POPPYHOST_ALLOW_PRIVATE_FETCH": "true",
 	})
 	s.cmd.Stdout, s.cmd.Stderr = s.stderr, s.stderr

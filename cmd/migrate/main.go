@@ -5,8 +5,14 @@
 //	migrate down [N]       roll back poppyhost's last N migrations (default 1)
 //	migrate down --all     roll back every migration, River's too
 //	migrate status         list migrations and whether each is applied
+//	migrate reseal         seal every Company's data key under the newest KEK
 //
-// The database is POPPYHOST_DATABASE_URL, or --database-url.
+// The database is POPPYHOST_DATABASE_URL, or --database-url. The
+// key-encryption keys are POPPYHOST_KEKS or the file POPPYHOST_KEK_FILE
+// (--kek-file), as the server takes them: up, given them, also seals the
+// secrets still stored in plaintext, which the server otherwise does at
+// start; reseal needs them, the newest last (docs/operations.md,
+// "Secrets").
 package main
 
 import (
@@ -15,6 +21,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strconv"
@@ -24,6 +31,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/poppyhost/poppyhost/internal/config"
+	"github.com/poppyhost/poppyhost/internal/sealing"
 	"github.com/poppyhost/poppyhost/migrations"
 )
 
@@ -38,13 +46,14 @@ func main() {
 	}
 }
 
-const usage = `usage: migrate [--database-url URL] up | down [N] | down --all | status`
+const usage = `usage: migrate [--database-url URL] [--kek-file FILE] up | down [N] | down --all | status | reseal`
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprintln(stderr, usage); fs.PrintDefaults() }
 	dbURL := fs.String("database-url", getenv("POPPYHOST_DATABASE_URL"), "PostgreSQL URL (env POPPYHOST_DATABASE_URL)")
+	kekFile := fs.String("kek-file", getenv("POPPYHOST_KEK_FILE"), "file of key-encryption keys (env POPPYHOST_KEK_FILE; or POPPYHOST_KEKS)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -67,12 +76,41 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	defer m.Close()
 	where := config.MaskDatabaseURL(*dbURL)
 
+	keks := config.Config{KEKs: getenv("POPPYHOST_KEKS"), KEKFile: *kekFile}
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+
 	switch {
 	case cmd[0] == "up" && len(cmd) == 1:
 		if err := m.Up(ctx); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "%s is up to date\n", where)
+		if keks.KEKs == "" && keks.KEKFile == "" {
+			fmt.Fprintln(stdout, "no KEK given: secrets still in plaintext, if any, are sealed when the server starts")
+			return nil
+		}
+		sealer, err := openSecrets(ctx, pool, keks)
+		if err != nil {
+			return err
+		}
+		n, err := sealer.SealPlaintext(ctx, logger)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "sealed %d secrets stored in plaintext\n", n)
+	case cmd[0] == "reseal" && len(cmd) == 1:
+		if err := m.Check(ctx); err != nil {
+			return err
+		}
+		sealer, err := openSecrets(ctx, pool, keks)
+		if err != nil {
+			return err
+		}
+		n, err := sealer.Reseal(ctx, logger)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "resealed %d data keys under the newest KEK; the older KEKs may be removed\n", n)
 	case cmd[0] == "down" && len(cmd) <= 2:
 		steps, all := 1, false
 		if len(cmd) == 2 {
@@ -105,4 +143,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return errors.New(usage)
 	}
 	return nil
+}
+
+// openSecrets returns a Sealer under the given KEKs once they open the
+// stored data keys.
+func openSecrets(ctx context.Context, pool *pgxpool.Pool, keks config.Config) (*sealing.Sealer, error) {
+	ring, err := keks.Keyring()
+	if err != nil {
+		return nil, err
+	}
+	sealer := sealing.New(pool, ring, nil)
+	if err := sealer.Check(ctx); err != nil {
+		return nil, err
+	}
+	return sealer, nil
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/devca"
 	"github.com/poppyhost/poppyhost/internal/pglocal"
 	"github.com/poppyhost/poppyhost/internal/platform"
+	"github.com/poppyhost/poppyhost/internal/sealing"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
@@ -104,6 +105,15 @@ func prepareDev(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*
 		}
 		cfg.AdminToken = tok
 	}
+	if cfg.KEKs == "" && cfg.KEKFile == "" {
+		// A KEK of dev mode's own, kept with its database: both go
+		// together.
+		cfg.KEKFile = filepath.Join(dir, "kek")
+		if err := createKEK(cfg.KEKFile); err != nil {
+			d.close(logger)
+			return nil, err
+		}
+	}
 	if d.demoPassword, err = readOrCreate(filepath.Join(dir, "demo-password"), ""); err != nil {
 		d.close(logger)
 		return nil, err
@@ -136,6 +146,19 @@ func readOrCreate(path, prefix string) (string, error) {
 	_, _ = rand.Read(raw[:])
 	s := prefix + base64.RawURLEncoding.EncodeToString(raw[:])
 	return s, os.WriteFile(path, []byte(s+"\n"), 0o600)
+}
+
+// createKEK writes a new KEK file at path unless one is there.
+func createKEK(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(f, "# dev mode's key-encryption key (docs/operations.md, \"Secrets\")\n%s\n", sealing.NewKEK("dev-1"))
+	return errors.Join(err, f.Close())
 }
 
 // demoSettings is Stormline Outfitters as the spec's examples describe it.

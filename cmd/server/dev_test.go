@@ -62,6 +62,10 @@ func TestDevMode(t *testing.T) {
 			t.Fatalf("round %d: dev server did not start in time", round)
 		}
 		require.Contains(t, out.String(), "curl --cacert")
+		// Its own KEK, kept with its database.
+		info, err := os.Stat(filepath.Join(dir, "kek"))
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o600), info.Mode().Perm())
 		require.Contains(t, out.String(), "https://stormline.localhost/.well-known/poppy.json")
 
 		pem, err := os.ReadFile(filepath.Join(dir, "dev-ca.pem"))

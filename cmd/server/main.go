@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 	// Conversation context names IANA time zones (spec 8.4); the
@@ -35,6 +36,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/issuer"
 	"github.com/poppyhost/poppyhost/internal/platform"
 	"github.com/poppyhost/poppyhost/internal/safehttp"
+	"github.com/poppyhost/poppyhost/internal/sealing"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/migrations"
 )
@@ -77,6 +79,10 @@ func run(ctx context.Context, env runEnv) error {
 		defer dev.close(logger)
 	}
 	logger.Info("starting poppyhost", slog.Any("config", cfg))
+	keyring, err := cfg.Keyring()
+	if err != nil {
+		return fmt.Errorf("secrets: %w", err)
+	}
 
 	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
 	if err != nil {
@@ -84,6 +90,10 @@ func run(ctx context.Context, env runEnv) error {
 	}
 	defer pool.Close()
 	if err := checkSchema(ctx, pool, cfg.Dev, logger); err != nil {
+		return err
+	}
+	sealer, err := openSecrets(ctx, pool, keyring, logger)
+	if err != nil {
 		return err
 	}
 
@@ -96,6 +106,7 @@ func run(ctx context.Context, env runEnv) error {
 		Pool: pool, Logger: logger, URLs: urls,
 		Proxies:        httpx.Proxies{Trusted: cfg.TrustedProxies},
 		AdminToken:     cfg.AdminToken,
+		Sealer:         sealer,
 		Fetch:          fetch,
 		PasswordHashes: accounts.Limits{Hashes: cfg.PasswordHashes, Queue: cfg.PasswordHashQueue},
 		LoginRates:     issuer.LoginRates{PerAddress: cfg.LoginRatePerAddress, PerCompany: cfg.LoginRatePerCompany},
@@ -204,6 +215,21 @@ func run(ctx context.Context, env runEnv) error {
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// openSecrets refuses KEKs that do not open the stored data keys, and
+// seals the secrets still stored in plaintext (docs/operations.md,
+// "Secrets").
+func openSecrets(ctx context.Context, pool *pgxpool.Pool, keyring *sealing.Keyring, logger *slog.Logger) (*sealing.Sealer, error) {
+	sealer := sealing.New(pool, keyring, nil)
+	if err := sealer.Check(ctx); err != nil {
+		return nil, fmt.Errorf("secrets: the configured KEKs (%s) do not open the stored data keys: %w",
+			strings.Join(keyring.IDs(), ", "), err)
+	}
+	if _, err := sealer.SealPlaintext(ctx, logger); err != nil {
+		return nil, fmt.Errorf("secrets: %w", err)
+	}
+	return sealer, nil
 }
 
 // checkSchema refuses to serve a database this build's migrations have not

@@ -18,11 +18,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/poppyhost/poppyhost/internal/sealing"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 const testToken = "server-test-admin-token"
+
+// testKEKs is the KEK the test servers seal secrets with.
+var testKEKs = sealing.NewKEK("test-1")
 
 type server struct {
 	addr   string
@@ -113,6 +117,7 @@ func tlsSettings(t *testing.T, dbURL string) map[string]string {
 		"POPPYHOST_DATABASE_URL": dbURL,
 		"POPPYHOST_DEV_CA_DIR":   t.TempDir(),
 		"POPPYHOST_ADMIN_TOKEN":  testToken,
+		"POPPYHOST_KEKS":         testKEKs,
 	}
 }
 
@@ -220,6 +225,36 @@ func TestRefusesUnmigratedDatabase(t *testing.T) {
 	require.Contains(t, err.Error(), "migrate up")
 }
 
+// TestRefusesWrongKEK: once a secret is sealed, a server given no KEK, or
+// KEKs that do not open the data keys, refuses to start; the right KEK
+// among others starts it.
+func TestRefusesWrongKEK(t *testing.T) {
+	t.Parallel()
+	settings := tlsSettings(t, testdb.NewDatabase(t))
+	s := start(t, settings)
+	code, _, body := s.do(t, "POST", "https://poppyhost.test/admin/v1/companies",
+		`{"slug":"shop","organization":{"name":"Shop","domain":"shop.example"}}`, "Authorization", "Bearer "+testToken)
+	require.Equal(t, 201, code, body)
+	code, _, body = s.do(t, "GET", "https://poppyhost.test/t/shop/oauth/jwks.json", "")
+	require.Equal(t, 200, code, body)
+	s.stop()
+	<-s.done
+	s.done <- nil // for the cleanup
+
+	runWith := func(keks string) error {
+		settings["POPPYHOST_KEKS"] = keks
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		return run(ctx, runEnv{args: []string{"--listen-addr", "127.0.0.1:0", "--ops-addr", "127.0.0.1:0"},
+			getenv: func(k string) string { return settings[k] }, stdout: io.Discard, stderr: io.Discard,
+			onListen: func(net.Addr, net.Addr) { cancel() }})
+	}
+	require.ErrorContains(t, runWith(""), "POPPYHOST_KEKS is required")
+	require.ErrorContains(t, runWith("test-1:"+sealing.NewKEK("x")[2:]), "do not open the stored data keys")
+	require.ErrorContains(t, runWith(sealing.NewKEK("test-2")), `sealed under KEK "test-1", which is not configured`)
+	require.NoError(t, runWith(testKEKs+","+sealing.NewKEK("test-2")))
+}
+
 func TestRefusesBadConfig(t *testing.T) {
 	t.Parallel()
 	var stderr bytes.Buffer
@@ -240,6 +275,7 @@ func TestBehindProxy(t *testing.T) {
 		s := start(t, map[string]string{
 			"POPPYHOST_PUBLIC_URL": "https://poppyhost.test", "POPPYHOST_DATABASE_URL": dbURL,
 			"POPPYHOST_PLAIN_HTTP": "true", "POPPYHOST_TRUSTED_PROXIES": tc.trusted, "POPPYHOST_ADMIN_TOKEN": testToken,
+			"POPPYHOST_KEKS": testKEKs,
 		})
 		code, _, body := s.do(t, "POST", "http://internal/admin/v1/companies",
 			fmt.Sprintf(`{"slug":"p%d","organization":{"name":"P","domain":"p%d.example"}}`, tc.want, tc.want),

@@ -40,6 +40,10 @@ func (k *fakeKeys) Sign(context.Context, int64, string, []byte) (string, error) 
 
 func (k *fakeKeys) Secret(context.Context, int64) ([]byte, error) { return nil, errors.New("not used") }
 
+func (k *fakeKeys) RotatedSecrets(context.Context, int64) ([][]byte, error) {
+	return nil, errors.New("not used")
+}
+
 func (k *fakeKeys) Verify(_ context.Context, _ int64, typ, token string) ([]byte, error) {
 	if k.err != nil {
 		return nil, k.err

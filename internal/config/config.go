@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/poppyhost/poppyhost/internal/sealing"
 )
 
 // Config is the server's validated configuration.
@@ -37,6 +39,10 @@ type Config struct {
 	TrustedProxies []netip.Prefix
 	// AdminToken is the bootstrap operator token for /admin/v1.
 	AdminToken string
+	// KEKs are the key-encryption keys that seal the Companies' data keys
+	// (internal/sealing), as sealing.ParseKeyring reads them; or else
+	// KEKFile names a file of them. Dev mode keeps its own under DataDir.
+	KEKs, KEKFile string
 	// AllowPrivateFetch lets outbound fetches reach loopback and private
 	// addresses (spec 3 forbids it unless configured on purpose).
 	AllowPrivateFetch bool
@@ -89,6 +95,8 @@ var settings = []setting{
 	{env: "POPPYHOST_PLAIN_HTTP", flag: "plain-http", def: "false", help: "serve plain HTTP behind a TLS-terminating proxy"},
 	{env: "POPPYHOST_TRUSTED_PROXIES", flag: "trusted-proxies", help: "comma-separated CIDRs whose X-Forwarded-* headers are honoured"},
 	{env: "POPPYHOST_ADMIN_TOKEN", flag: "admin-token", help: "bootstrap operator token for /admin/v1", secret: true},
+	{env: "POPPYHOST_KEKS", flag: "keks", help: "key-encryption keys sealing secrets at rest, \"id:base64key\" comma-separated, the last current", secret: true},
+	{env: "POPPYHOST_KEK_FILE", flag: "kek-file", help: "file of key-encryption keys, one \"id:base64key\" a line, the last current"},
 	{env: "POPPYHOST_ALLOW_PRIVATE_FETCH", flag: "allow-private-fetch", def: "false", help: "let outbound fetches reach loopback and private addresses"},
 	{env: "POPPYHOST_DEV", flag: "dev", def: "false", help: "dev mode: private database, dev CA, demo Company"},
 	{env: "POPPYHOST_DATA_DIR", flag: "data-dir", def: ".data", help: "dev mode's folder for the database, CA and admin token"},
@@ -164,6 +172,8 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 	c.TLSKeyFile = get("POPPYHOST_TLS_KEY_FILE")
 	c.DevCADir = get("POPPYHOST_DEV_CA_DIR")
 	c.AdminToken = get("POPPYHOST_ADMIN_TOKEN")
+	c.KEKs = get("POPPYHOST_KEKS")
+	c.KEKFile = get("POPPYHOST_KEK_FILE")
 	c.ListenAddr = get("POPPYHOST_LISTEN_ADDR")
 	c.OpsAddr = get("POPPYHOST_OPS_ADDR")
 	public := get("POPPYHOST_PUBLIC_URL")
@@ -242,6 +252,16 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 			c.TrustedProxies = append(c.TrustedProxies, p.Masked())
 		}
 	}
+	switch {
+	case c.KEKs != "" && c.KEKFile != "":
+		bad("POPPYHOST_KEKS", "and POPPYHOST_KEK_FILE must not be set together")
+	case c.KEKs != "":
+		if _, err := sealing.ParseKeyring(c.KEKs); err != nil {
+			bad("POPPYHOST_KEKS", "%v", err)
+		}
+	case c.KEKFile == "" && !c.Dev:
+		bad("POPPYHOST_KEK_FILE", "or POPPYHOST_KEKS is required: secrets are stored sealed by a key-encryption key (docs/operations.md, \"Secrets\")")
+	}
 	if c.AdminToken != "" && len(c.AdminToken) < 16 {
 		bad("POPPYHOST_ADMIN_TOKEN", "must be at least 16 characters")
 	}
@@ -308,6 +328,18 @@ func (l lines) Error() string {
 
 func joinLines(errs []error) error { return lines(errs) }
 
+// Keyring returns the configured key-encryption keys, from KEKs or
+// KEKFile.
+func (c Config) Keyring() (*sealing.Keyring, error) {
+	if c.KEKs != "" {
+		return sealing.ParseKeyring(c.KEKs)
+	}
+	if c.KEKFile == "" {
+		return nil, errors.New("no key-encryption key: set POPPYHOST_KEK_FILE or POPPYHOST_KEKS")
+	}
+	return sealing.ReadKeyring(c.KEKFile)
+}
+
 // ParsePublicURL checks that raw is an https origin (no path, query,
 // fragment or user info) and returns it.
 func ParsePublicURL(raw string) (*url.URL, error) {
@@ -355,6 +387,8 @@ func (c Config) LogValue() slog.Value {
 		slog.String("dev_ca_dir", c.DevCADir),
 		slog.String("trusted_proxies", strings.Join(proxies, ",")),
 		slog.Bool("admin_token_set", c.AdminToken != ""),
+		slog.Bool("keks_set", c.KEKs != ""),
+		slog.String("kek_file", c.KEKFile),
 		slog.Bool("allow_private_fetch", c.AllowPrivateFetch),
 		slog.Bool("dev", c.Dev),
 		slog.String("log_level", c.LogLevel.String()),

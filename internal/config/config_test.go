@@ -21,8 +21,12 @@ func base() map[string]string {
 		"POPPYHOST_DATABASE_URL":  "postgres://app:s3cret@db.internal:5432/poppyhost",
 		"POPPYHOST_TLS_CERT_FILE": "/etc/tls/cert.pem",
 		"POPPYHOST_TLS_KEY_FILE":  "/etc/tls/key.pem",
+		"POPPYHOST_KEK_FILE":      "/etc/poppyhost/keks",
 	}
 }
+
+// testKEKs are two KEKs as POPPYHOST_KEKS takes them.
+const testKEKs = "old:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=,new:ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8="
 
 func TestLoadValid(t *testing.T) {
 	t.Parallel()
@@ -116,6 +120,11 @@ func TestLoadErrors(t *testing.T) {
 		{"zero admin rate", map[string]string{"POPPYHOST_ADMIN_RATE_PER_TOKEN": "0"}, nil, "POPPYHOST_ADMIN_RATE_PER_TOKEN"},
 		{"bad Company API rate", map[string]string{"POPPYHOST_COMPANY_API_RATE_PER_KEY": "lots"}, nil, "POPPYHOST_COMPANY_API_RATE_PER_KEY"},
 		{"zero login rate", map[string]string{"POPPYHOST_LOGIN_RATE_PER_ADDRESS": "0"}, nil, "POPPYHOST_LOGIN_RATE_PER_ADDRESS"},
+		{"no KEK", map[string]string{"POPPYHOST_KEK_FILE": ""}, nil, "POPPYHOST_KEKS is required"},
+		{"two KEK sources", map[string]string{"POPPYHOST_KEKS": testKEKs}, nil, "not be set together"},
+		{"KEK not base64", map[string]string{"POPPYHOST_KEK_FILE": "", "POPPYHOST_KEKS": "k1:not base64!"}, nil, "32 bytes in base64"},
+		{"KEK too short", map[string]string{"POPPYHOST_KEK_FILE": "", "POPPYHOST_KEKS": "k1:AAEC"}, nil, "32 bytes in base64"},
+		{"KEK without id", map[string]string{"POPPYHOST_KEK_FILE": "", "POPPYHOST_KEKS": "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="}, nil, "id:base64key"},
 		{"stray argument", nil, []string{"serve"}, "unexpected arguments"},
 		{"unknown flag", nil, []string{"--nope"}, "not defined"},
 	}
@@ -152,6 +161,7 @@ func TestDevDefaults(t *testing.T) {
 	require.Equal(t, ".data", c.DevCADir)
 	require.True(t, c.AllowPrivateFetch)
 	require.Empty(t, c.DatabaseURL, "dev mode starts its own database")
+	require.Empty(t, c.KEKFile, "dev mode keeps its own KEK")
 
 	// Explicit settings still win in dev mode.
 	c, err = Load([]string{"--dev", "--listen-addr", ":9999"}, envOf(map[string]string{"POPPYHOST_PUBLIC_URL": "https://dev.example",
@@ -175,6 +185,8 @@ func TestLogValueMasksSecrets(t *testing.T) {
 	t.Parallel()
 	env := base()
 	env["POPPYHOST_ADMIN_TOKEN"] = "admin-token-that-is-secret"
+	env["POPPYHOST_KEK_FILE"] = ""
+	env["POPPYHOST_KEKS"] = testKEKs
 	c, err := Load(nil, envOf(env), io.Discard)
 	require.NoError(t, err)
 	var b strings.Builder
@@ -182,6 +194,8 @@ func TestLogValueMasksSecrets(t *testing.T) {
 	out := b.String()
 	require.NotContains(t, out, "s3cret")
 	require.NotContains(t, out, "admin-token-that-is-secret")
+	require.NotContains(t, out, "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8")
+	require.Contains(t, out, `"keks_set":true`)
 	require.Contains(t, out, "db.internal")
 	require.Contains(t, out, `"admin_token_set":true`)
 }
@@ -192,4 +206,24 @@ func TestMaskDatabaseURL(t *testing.T) {
 	require.Equal(t, "postgres://h/db?password=xxxxx", MaskDatabaseURL("postgres://h/db?password=pw"))
 	require.Equal(t, "host=h password=xxxxx dbname=db", MaskDatabaseURL("host=h password=pw dbname=db"))
 	require.Equal(t, "postgres://u@h/db", MaskDatabaseURL("postgres://u@h/db"))
+}
+
+func TestKeyring(t *testing.T) {
+	t.Parallel()
+	env := base()
+	env["POPPYHOST_KEK_FILE"] = ""
+	env["POPPYHOST_KEKS"] = testKEKs
+	c, err := Load(nil, envOf(env), io.Discard)
+	require.NoError(t, err)
+	ring, err := c.Keyring()
+	require.NoError(t, err)
+	require.Equal(t, "new", ring.Current(), "the last KEK is current")
+
+	// A file's problems show at start, with its path.
+	env = base()
+	env["POPPYHOST_KEK_FILE"] = t.TempDir() + "/missing"
+	c, err = Load(nil, envOf(env), io.Discard)
+	require.NoError(t, err)
+	_, err = c.Keyring()
+	require.ErrorContains(t, err, "missing")
 }

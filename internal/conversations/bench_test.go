@@ -506,7 +506,7 @@ func BenchmarkStoreSend(b *testing.B) {
 	ctx := context.Background()
 	var companyID int64
 	require.NoError(b, env.Pool.QueryRow(ctx, `SELECT id FROM companies WHERE slug = $1`, c.slug).Scan(&companyID))
-	delivery := conversations.NewDelivery(conversations.DeliveryOptions{Pool: env.Pool, Jobs: testdb.Inserter(b, env.Pool)})
+	delivery := conversations.NewDelivery(conversations.DeliveryOptions{Pool: env.Pool, Sealer: testdb.Sealer(env.Pool), Jobs: testdb.Inserter(b, env.Pool)})
 	owner := conversations.Owner{ClientID: agent.ClientID, UserID: c.sub}
 	text := "Where is my order?"
 	for _, bc := range []struct {

@@ -95,7 +95,7 @@ func (r *rig) replica(t testing.TB) (http.Handler, *conversations.Hub, *jobs.Que
 	require.NoError(t, err)
 	tenants := tenant.NewStore(r.Pool)
 	sessionStore := sessions.NewStore(r.Pool)
-	keys := signing.NewKeys(r.Pool, signing.Options{Now: now})
+	keys := signing.NewKeys(r.Pool, testdb.Sealer(r.Pool), signing.Options{Now: now})
 	accts := accounts.NewStore(r.Pool, accounts.WithSecrets(keys.Secret))
 	limits := httpx.NewLimiter()
 	oauth := issuer.New(issuer.Options{
@@ -107,7 +107,7 @@ func (r *rig) replica(t testing.TB) (http.Handler, *conversations.Hub, *jobs.Que
 	hub := conversations.NewHub(listener)
 	t.Cleanup(listener.Start(context.Background()))
 	delivery := conversations.NewDelivery(conversations.DeliveryOptions{
-		Pool: r.Pool, Jobs: queue.Client, Companies: tenants, Keys: keys, URLs: r.URLs,
+		Pool: r.Pool, Jobs: queue.Client, Companies: tenants, Keys: keys, Sealer: testdb.Sealer(r.Pool), URLs: r.URLs,
 		Client: safehttp.New(fetch), Logger: logger, Now: now,
 	})
 	delivery.AddWorkers(queue.Workers)
@@ -122,7 +122,7 @@ func (r *rig) replica(t testing.TB) (http.Handler, *conversations.Hub, *jobs.Que
 		Middleware: []func(http.Handler) http.Handler{session}})
 	companies := conversations.NewCompanyHandler(store, hub, delivery)
 	admin := tenant.NewAdmin(tenants, accts, r.URLs, true)
-	keyRoutes := signing.NewHandler(keys)
+	keyRoutes := signing.NewHandler(keys, oauth.SecretSignedUntil)
 
 	site := newRouter()
 	tenant.AdminAPI(site.With(httpx.RequireText), tenants, admin, admin)

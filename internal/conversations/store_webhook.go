@@ -87,24 +87,43 @@ func companySlug(ctx context.Context, q db.Executor, id int64) (string, error) {
 	return slug, err
 }
 
-// webhookSecrets returns the Company's current webhook secret (nil
-// without one), the one it replaced and until when that one signs.
-func webhookSecrets(ctx context.Context, q db.Executor, companyID int64) (cur, prev []byte, until *time.Time, err error) {
-	err = q.QueryRow(ctx, `SELECT secret, previous_secret, previous_until FROM conversation_webhook_secrets
-		WHERE company_id = $1`, companyID).Scan(&cur, &prev, &until)
-	if db.IsNotFound(err) {
-		return nil, nil, nil, nil
-	}
-	return cur, prev, until, err
+// storedSecrets is a Company's webhook secrets as stored: each sealed,
+// or plain when stored before sealing and not sealed yet.
+type storedSecrets struct {
+	cur, curSealed   []byte
+	prev, prevSealed []byte
+	until            *time.Time // until when prev signs
 }
 
-// putWebhookSecret makes secret the Company's webhook secret, made at
-// now; the one it replaces signs until until.
-func putWebhookSecret(ctx context.Context, q db.Executor, companyID int64, secret []byte, now, until time.Time) error {
-	_, err := q.Exec(ctx, `INSERT INTO conversation_webhook_secrets (company_id, secret, created_at)
-		VALUES ($1, $2, $3)
-		ON CONFLICT (company_id) DO UPDATE SET secret = EXCLUDED.secret, created_at = EXCLUDED.created_at,
-			previous_secret = conversation_webhook_secrets.secret, previous_until = $4`,
-		companyID, secret, now, until)
+// webhookSecrets returns the Company's stored webhook secrets, all nil
+// without any; with lock, locked until the end of q's transaction.
+func webhookSecrets(ctx context.Context, q db.Executor, companyID int64, lock bool) (storedSecrets, error) {
+	sql := `SELECT secret, secret_sealed, previous_secret, previous_secret_sealed, previous_until
+		FROM conversation_webhook_secrets WHERE company_id = $1`
+	if lock {
+		sql += ` FOR UPDATE`
+	}
+	var s storedSecrets
+	err := q.QueryRow(ctx, sql, companyID).Scan(&s.cur, &s.curSealed, &s.prev, &s.prevSealed, &s.until)
+	if db.IsNotFound(err) {
+		return storedSecrets{}, nil
+	}
+	return s, err
+}
+
+// insertWebhookSecret stores the Company's first webhook secret, sealed,
+// made at now, unless it has one; it reports whether it stored it.
+func insertWebhookSecret(ctx context.Context, q db.Executor, companyID int64, sealed []byte, now time.Time) (bool, error) {
+	tag, err := q.Exec(ctx, `INSERT INTO conversation_webhook_secrets (company_id, secret_sealed, created_at)
+		VALUES ($1, $2, $3) ON CONFLICT (company_id) DO NOTHING`, companyID, sealed, now)
+	return tag.RowsAffected() == 1, err
+}
+
+// replaceWebhookSecret makes sealed the Company's webhook secret, made at
+// now; prevSealed, the one it replaces, signs until until.
+func replaceWebhookSecret(ctx context.Context, q db.Executor, companyID int64, sealed, prevSealed []byte, now, until time.Time) error {
+	_, err := q.Exec(ctx, `UPDATE conversation_webhook_secrets SET secret = NULL, secret_sealed = $2, created_at = $3,
+		previous_secret = NULL, previous_secret_sealed = $4, previous_until = $5 WHERE company_id = $1`,
+		companyID, sealed, now, prevSealed, until)
 	return err
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/db"
 	"github.com/poppyhost/poppyhost/internal/safehttp"
+	"github.com/poppyhost/poppyhost/internal/sealing"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
@@ -66,7 +67,9 @@ type DeliveryOptions struct {
 	Companies Companies
 	// Keys sign Poppy-Verified.
 	Keys verified.Signer
-	URLs tenant.URLs
+	// Sealer seals the webhook secrets at rest (sealing.Sealer).
+	Sealer Sealer
+	URLs   tenant.URLs
 	// Client posts to webhooks; its options are the platform's fetch
 	// options (AllowPrivate only in development and tests).
 	Client *safehttp.Client
@@ -79,6 +82,13 @@ type DeliveryOptions struct {
 // the Store's Enqueuer and the worker of DeliverArgs (AddWorkers).
 type Delivery struct {
 	opts DeliveryOptions
+}
+
+// Sealer seals and opens a Company's secrets, bound to their column and
+// row (sealing.Sealer).
+type Sealer interface {
+	Seal(ctx context.Context, companyID int64, purpose sealing.Purpose, row string, plaintext []byte) ([]byte, error)
+	Open(ctx context.Context, companyID int64, purpose sealing.Purpose, row string, sealed []byte) ([]byte, error)
 }
 
 // Inserter inserts River jobs in a transaction.
@@ -389,25 +399,74 @@ func VerifyWebhook(secret []byte, h http.Header, body []byte, now time.Time, tol
 // secrets returns the Company's webhook secrets that sign now: the current
 // one, and the one it replaced during its grace period.
 func (d *Delivery) secrets(ctx context.Context, companyID int64) ([][]byte, error) {
-	cur, prev, until, err := webhookSecrets(ctx, d.opts.Pool, companyID)
+	st, err := webhookSecrets(ctx, d.opts.Pool, companyID, false)
+	if err != nil {
+		return nil, err
+	}
+	cur, err := d.unseal(ctx, companyID, sealing.WebhookSecret, st.cur, st.curSealed)
 	if err != nil || cur == nil {
 		return nil, err
 	}
 	out := [][]byte{cur}
-	if prev != nil && until != nil && d.opts.Now().Before(*until) {
-		out = append(out, prev)
+	if st.until != nil && d.opts.Now().Before(*st.until) {
+		prev, err := d.unseal(ctx, companyID, sealing.PreviousWebhookSecret, st.prev, st.prevSealed)
+		if err != nil {
+			return nil, err
+		}
+		if prev != nil {
+			out = append(out, prev)
+		}
 	}
 	return out, nil
 }
 
+// unseal returns a stored secret: opened when sealed, else as stored
+// before migration 00025 until sealing.SealPlaintext seals it; nil for
+// none.
+func (d *Delivery) unseal(ctx context.Context, companyID int64, purpose sealing.Purpose, plain, sealed []byte) ([]byte, error) {
+	if sealed == nil {
+		return plain, nil
+	}
+	return d.opts.Sealer.Open(ctx, companyID, purpose, "", sealed)
+}
+
 // RotateSecret makes the Company a new webhook secret and returns it, as
 // "whsec_" and its base64, with when it was made. The secret it replaces
-// keeps signing next to it for a day.
+// keeps signing next to it for a day; one replaced before stops at once.
 func (d *Delivery) RotateSecret(ctx context.Context, companyID int64) (string, time.Time, error) {
 	secret := make([]byte, secretLen)
 	_, _ = rand.Read(secret) // never fails (crypto/rand)
+	sealed, err := d.opts.Sealer.Seal(ctx, companyID, sealing.WebhookSecret, "", secret)
+	if err != nil {
+		return "", time.Time{}, err
+	}
 	now := d.opts.Now()
-	if err := putWebhookSecret(ctx, d.opts.Pool, companyID, secret, now, now.Add(previousSecretGrace)); err != nil {
+	err = db.InTx(ctx, d.opts.Pool, func(tx pgx.Tx) error {
+		for {
+			st, err := webhookSecrets(ctx, tx, companyID, true)
+			if err != nil {
+				return err
+			}
+			if st.cur == nil && st.curSealed == nil {
+				// The first; a racing first one makes this one a rotation.
+				if stored, err := insertWebhookSecret(ctx, tx, companyID, sealed, now); err != nil || stored {
+					return err
+				}
+				continue
+			}
+			prev, err := d.unseal(ctx, companyID, sealing.WebhookSecret, st.cur, st.curSealed)
+			if err != nil {
+				return err
+			}
+			// Sealed again for its new column.
+			prevSealed, err := d.opts.Sealer.Seal(ctx, companyID, sealing.PreviousWebhookSecret, "", prev)
+			if err != nil {
+				return err
+			}
+			return replaceWebhookSecret(ctx, tx, companyID, sealed, prevSealed, now, now.Add(previousSecretGrace))
+		}
+	})
+	if err != nil {
 		return "", time.Time{}, err
 	}
 	return WebhookSecretPrefix + base64.StdEncoding.EncodeToString(secret), now, nil

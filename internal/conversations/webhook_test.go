@@ -285,9 +285,9 @@ func newDeliverySide(t *testing.T, webhook bool) *deliverySide {
 	companies := tenant.NewStore(d.pool)
 	d.acme, err = companies.Create(context.Background(), coSlug, settings)
 	require.NoError(t, err)
-	d.keys = signing.NewKeys(d.pool, signing.Options{})
+	d.keys = signing.NewKeys(d.pool, testdb.Sealer(d.pool), signing.Options{})
 	d.delivery = conversations.NewDelivery(conversations.DeliveryOptions{
-		Pool: d.pool, Jobs: testdb.Inserter(t, d.pool), Companies: companies, Keys: d.keys, URLs: d.urls,
+		Pool: d.pool, Jobs: testdb.Inserter(t, d.pool), Companies: companies, Keys: d.keys, Sealer: testdb.Sealer(d.pool), URLs: d.urls,
 		Client: safehttp.New(safehttp.Options{AllowPrivate: true, RootCAs: ca.Pool(), Resolver: hosts}),
 	})
 	d.workers = river.NewWorkers()
@@ -357,6 +357,58 @@ func TestDeliveryJobSendsThroughRunJob(t *testing.T) {
 	require.Equal(t, 2, d.hook.Count())
 	delivered, last := d.seqs(t, old)
 	require.Equal(t, last, delivered)
+}
+
+// TestDeliveryRotationOverlap: after a rotation, deliveries carry a
+// signature by each secret (Standard Webhooks' space-separated "v1,"
+// signatures) until the old secret's day is over, then by the new one
+// only; a further rotation drops the oldest at once.
+func TestDeliveryRotationOverlap(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := newDeliverySide(t, true)
+	// requireSigned checks that deliveries carry a "v1," signature by
+	// each secret of good, and none by bad.
+	requireSigned := func(ds []peers.WebhookDelivery, good []string, bad ...string) {
+		t.Helper()
+		for _, dl := range ds {
+			sigs := strings.Fields(dl.Header.Get("webhook-signature"))
+			require.Len(t, sigs, len(good))
+			for _, sig := range sigs {
+				require.True(t, strings.HasPrefix(sig, "v1,"), sig)
+			}
+			for _, s := range good {
+				require.NoError(t, verifyWebhook(s, dl.Header, dl.Body, time.Now()))
+			}
+			for _, s := range bad {
+				require.Error(t, verifyWebhook(s, dl.Header, dl.Body, time.Now()))
+			}
+		}
+	}
+	first, _, err := d.delivery.RotateSecret(ctx, d.acme.ID)
+	require.NoError(t, err)
+	second, _, err := d.delivery.RotateSecret(ctx, d.acme.ID)
+	require.NoError(t, err)
+	require.NotEqual(t, first, second)
+
+	id := d.start(t, "msg_1", "Hello")
+	d.deliver(t, d.acme.ID, id)
+	requireSigned(d.hook.Wait(t, 2), []string{second, first})
+
+	// The day of the old secret is over.
+	_, err = d.pool.Exec(ctx, `UPDATE conversation_webhook_secrets SET previous_until = now() - interval '1 second'
+		WHERE company_id = $1`, d.acme.ID)
+	require.NoError(t, err)
+	id = d.start(t, "msg_2", "Again")
+	d.deliver(t, d.acme.ID, id)
+	requireSigned(d.hook.Wait(t, 4)[2:], []string{second}, first)
+
+	// A third secret: the second signs next to it, the first not at all.
+	third, _, err := d.delivery.RotateSecret(ctx, d.acme.ID)
+	require.NoError(t, err)
+	id = d.start(t, "msg_3", "Once more")
+	d.deliver(t, d.acme.ID, id)
+	requireSigned(d.hook.Wait(t, 6)[4:], []string{third, second}, first)
 }
 
 func TestVerifyWebhook(t *testing.T) {

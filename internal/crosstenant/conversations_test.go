@@ -10,6 +10,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/conversations"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/notify"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 // notFound reports whether err is the conversation_not_found refusal.
@@ -139,7 +140,7 @@ func TestConversations(t *testing.T) {
 		keptA(t)
 	})
 	t.Run("conversations.Delivery/RotateSecret", func(t *testing.T) {
-		d := conversations.NewDelivery(conversations.DeliveryOptions{Pool: w.pool})
+		d := conversations.NewDelivery(conversations.DeliveryOptions{Pool: w.pool, Sealer: testdb.Sealer(w.pool)})
 		_, _, err := d.RotateSecret(ctx, a)
 		require.NoError(t, err)
 		secretA := w.webhookSecret(t, a)

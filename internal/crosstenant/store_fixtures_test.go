@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/poppyhost/poppyhost/internal/sealing"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 // Rows that no exported store method makes: the suite inserts them as the
@@ -82,9 +85,11 @@ func (w *world) deviceGrantStatus(t *testing.T, companyID int64, deviceCode stri
 // webhookSecret returns the Company's current conversation webhook secret.
 func (w *world) webhookSecret(t *testing.T, companyID int64) []byte {
 	t.Helper()
-	var secret []byte
-	require.NoError(t, w.pool.QueryRow(w.ctx, `SELECT secret FROM conversation_webhook_secrets WHERE company_id = $1`,
-		companyID).Scan(&secret))
+	var sealed []byte
+	require.NoError(t, w.pool.QueryRow(w.ctx, `SELECT secret_sealed FROM conversation_webhook_secrets WHERE company_id = $1`,
+		companyID).Scan(&sealed))
+	secret, err := testdb.Sealer(w.pool).Open(w.ctx, companyID, sealing.WebhookSecret, "", sealed)
+	require.NoError(t, err)
 	return secret
 }
 

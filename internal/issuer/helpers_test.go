@@ -100,7 +100,7 @@ func (e *issuerEnv) Handler(t testing.TB, o options) http.Handler {
 		now = time.Now
 	}
 	reg := prometheus.NewRegistry()
-	keys := signing.NewKeys(e.Pool, signing.Options{})
+	keys := signing.NewKeys(e.Pool, testdb.Sealer(e.Pool), signing.Options{})
 	accts := accounts.NewStore(e.Pool, accounts.WithLimits(o.PasswordHashes), accounts.WithMetrics(reg),
 		accounts.WithSecrets(keys.Secret))
 	limits := httpx.NewLimiter()
@@ -121,7 +121,7 @@ func (e *issuerEnv) Handler(t testing.TB, o options) http.Handler {
 	site := newRouter()
 	site.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	admin := tenant.NewAdmin(e.Tenants, accts, e.URLs, true)
-	keyRoutes := signing.NewHandler(keys)
+	keyRoutes := signing.NewHandler(keys, srv.SecretSignedUntil)
 	tenant.AdminAPI(site.With(httpx.RequireText), e.Tenants, admin, admin, keyRoutes)
 	site.Route("/t/{slug}", func(r chi.Router) {
 		r.Use(tenant.BySlug(e.Tenants), tenant.LimitByAddress(limits))

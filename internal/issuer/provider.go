@@ -24,6 +24,7 @@ type Keys interface {
 	Sign(ctx context.Context, companyID int64, typ string, payload []byte) (string, error)
 	Verify(ctx context.Context, companyID int64, typ, token string) ([]byte, error)
 	Secret(ctx context.Context, companyID int64) ([]byte, error)
+	RotatedSecrets(ctx context.Context, companyID int64) ([][]byte, error)
 }
 
 // config is fosite's configuration with the per-Company values taken from
@@ -41,8 +42,11 @@ func (c *config) GetGlobalSecret(ctx context.Context) ([]byte, error) {
 	return c.keys.Secret(ctx, companyID(ctx))
 }
 
-// GetRotatedGlobalSecrets: secrets are per Company and not rotated.
-func (c *config) GetRotatedGlobalSecrets(context.Context) ([][]byte, error) { return nil, nil }
+// GetRotatedGlobalSecrets are the Company's retired secrets that still
+// verify the codes and refresh tokens they signed (signing.Keys.RotateSecret).
+func (c *config) GetRotatedGlobalSecrets(ctx context.Context) ([][]byte, error) {
+	return c.keys.RotatedSecrets(ctx, companyID(ctx))
+}
 
 // GetAccessTokenLifespan is the Company's access token lifetime.
 func (c *config) GetAccessTokenLifespan(ctx context.Context) time.Duration {

@@ -579,3 +579,25 @@ func (s *Store) DeleteExpired(ctx context.Context, cutoff time.Time) (int64, err
 	}
 	return n, nil
 }
+
+// SecretSignedUntil is until when what the Company's current secret
+// signed, or may sign next, can be valid (signing.SignedUntil): the last
+// expiry of its stored codes, refresh tokens and device grants, and a
+// refresh token's lifetime from now for those signed by replicas that
+// have not yet seen a rotation.
+func (s *Server) SecretSignedUntil(ctx context.Context, c *tenant.Company) (time.Time, error) {
+	until := s.now().Add(max(RefreshTokenLifetime(c), codeLifetime))
+	var stored *time.Time
+	err := s.store.pool.QueryRow(ctx, `SELECT max(e) FROM (
+		SELECT max(expires_at) FROM oauth_tokens WHERE company_id = $1 AND kind <> 'access' AND active
+		UNION ALL
+		SELECT max(expires_at) FROM device_grants WHERE company_id = $1 AND status IN ('pending', 'approved')) AS t(e)`,
+		c.ID).Scan(&stored)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("issuer: when the secret's codes expire: %w", err)
+	}
+	if stored != nil && stored.After(until) {
+		until = *stored
+	}
+	return until, nil
+}

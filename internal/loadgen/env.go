@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/poppyhost/poppyhost/internal/devca"
+	"github.com/poppyhost/poppyhost/internal/sealing"
 	"github.com/poppyhost/poppyhost/internal/subproc"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
@@ -91,6 +92,8 @@ func start(ctx context.Context, s Setup) (_ *env, err error) {
 		return nil, fmt.Errorf("migrate up: %w: %s", err, out)
 	}
 	out := &lockedWriter{w: s.Output}
+	// One key-encryption key for the replicas, which share the database.
+	keks := sealing.NewKEK("loadgen")
 	for range s.Replicas {
 		port, err := subproc.FreePort()
 		if err != nil {
@@ -109,6 +112,7 @@ func start(ctx context.Context, s Setup) (_ *env, err error) {
 			"POPPYHOST_DATABASE_URL":        s.DatabaseURL,
 			"POPPYHOST_DEV_CA_DIR":          caDir,
 			"POPPYHOST_ADMIN_TOKEN":         adminToken,
+			"POPPYHOST_KEKS":                keks,
 			"POPPYHOST_ALLOW_PRIVATE_FETCH": "true",
 			// Each User signs in from an address of its own (signIn), as
 			// a load balancer on this host would say.

@@ -15,6 +15,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/notify"
 	"github.com/poppyhost/poppyhost/internal/sessions"
 	"github.com/poppyhost/poppyhost/internal/signing"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 // cachedReplica is one replica's Validator with its cache of verified
@@ -28,7 +29,7 @@ type cachedReplica struct {
 func (g *bearerRig) cachedReplica(t *testing.T) *cachedReplica {
 	t.Helper()
 	store := issuer.NewStore(g.env.Pool)
-	v := bearer.New(signing.NewKeys(g.env.Pool, signing.Options{}), store, sessions.NewStore(g.env.Pool),
+	v := bearer.New(signing.NewKeys(g.env.Pool, testdb.Sealer(g.env.Pool), signing.Options{}), store, sessions.NewStore(g.env.Pool),
 		dpop.New(dpop.NewStore(g.env.Pool), dpop.Options{}), g.env.URLs, nil)
 	l := notify.New(g.env.Pool, nil)
 	r := &cachedReplica{reg: prometheus.NewRegistry(), store: store}

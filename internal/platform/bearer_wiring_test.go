@@ -26,6 +26,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/testkit"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 // The bearer package's Validator with tokens the issuer grants through
@@ -75,7 +76,7 @@ func setupBearerRig(t *testing.T) *bearerRig {
 		Resolver: env.Hosts}), agentid.Options{})
 	store := sessions.NewStore(env.Pool)
 	mgr := sessions.NewManager(sessions.NewVerifier(resolver, sessions.VerifierOptions{}), store, env.URLs)
-	v := bearer.New(signing.NewKeys(env.Pool, signing.Options{}), issuer.NewStore(env.Pool), store,
+	v := bearer.New(signing.NewKeys(env.Pool, testdb.Sealer(env.Pool), signing.Options{}), issuer.NewStore(env.Pool), store,
 		dpop.New(dpop.NewStore(env.Pool), dpop.Options{}), env.URLs,
 		func() time.Time { return time.Now().Add(time.Duration(g.skew.Load())) })
 	g.mgr = mgr

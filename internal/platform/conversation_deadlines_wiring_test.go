@@ -10,6 +10,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/platform"
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 // TestConversationDeadlinesWiring changes a Company's handoff timeout
@@ -57,7 +58,7 @@ func TestConversationDeadlinesWiring(t *testing.T) {
 	h, i = dueIn()
 	require.Equal(t, []time.Duration{time.Minute, 5 * time.Minute}, []time.Duration{h, i})
 
-	second, err := platform.New(ctx, platform.Options{Pool: env.Pool, URLs: env.URLs})
+	second, err := platform.New(ctx, platform.Options{Pool: env.Pool, Sealer: testdb.Sealer(env.Pool), URLs: env.URLs})
 	require.NoError(t, err)
 	for _, p := range []*platform.Platform{env.Platform, second} {
 		require.NoError(t, p.Jobs.Start(ctx))

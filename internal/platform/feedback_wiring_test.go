@@ -55,8 +55,10 @@ func TestReportTextIsNotLogged(t *testing.T) {
 	hosts.Add(agent.Host)
 	logs := &logBuffer{}
 	public := &url.URL{Scheme: "https", Host: testkit.PublicHost}
+	pool := testdb.NewPool(t)
 	p, err := platform.New(context.Background(), platform.Options{
-		Pool:       testdb.NewPool(t),
+		Pool:       pool,
+		Sealer:     testdb.Sealer(pool),
 		Logger:     slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		URLs:       tenant.URLs{Public: public},
 		AdminToken: testkit.AdminToken,

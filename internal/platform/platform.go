@@ -40,6 +40,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/registry"
 	"github.com/poppyhost/poppyhost/internal/replicas"
 	"github.com/poppyhost/poppyhost/internal/safehttp"
+	"github.com/poppyhost/poppyhost/internal/sealing"
 	"github.com/poppyhost/poppyhost/internal/sessions"
 	"github.com/poppyhost/poppyhost/internal/signing"
 	"github.com/poppyhost/poppyhost/internal/tenant"
@@ -55,6 +56,9 @@ type Options struct {
 	Proxies httpx.Proxies
 	// AdminToken, when set, is stored as an operator token at start.
 	AdminToken string
+	// Sealer seals the Companies' secrets at rest (internal/sealing);
+	// required.
+	Sealer *sealing.Sealer
 	// Fetch configures outbound fetches of URLs strangers give us.
 	Fetch safehttp.Options
 	// PasswordHashes bound the Argon2id hashing of sign-ins and password
@@ -111,6 +115,9 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.Sealer == nil {
+		return nil, errors.New("platform: no Sealer: secrets are stored only sealed")
+	}
 	p := &Platform{Tenants: tenant.NewStore(opts.Pool)}
 	p.ready.pool = opts.Pool
 	if opts.AdminToken != "" {
@@ -142,7 +149,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	p.Jobs = queue.Client
 	p.Sessions = sessions.NewStore(opts.Pool)
 	replays := clientauth.NewPGReplays(opts.Pool)
-	keys := signing.NewKeys(opts.Pool, signing.Options{Now: now})
+	keys := signing.NewKeys(opts.Pool, opts.Sealer, signing.Options{Now: now})
 	p.Accounts = accounts.NewStore(opts.Pool, accounts.WithLimits(opts.PasswordHashes),
 		accounts.WithMetrics(reg), accounts.WithSecrets(keys.Secret))
 	joins := browserjoin.NewStore(opts.Pool)
@@ -193,7 +200,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	}
 	// New events go to the Company Agent's webhook through River.
 	delivery := conversations.NewDelivery(conversations.DeliveryOptions{
-		Pool: opts.Pool, Jobs: queue.Client, Companies: p.Tenants, Keys: keys, URLs: opts.URLs,
+		Pool: opts.Pool, Jobs: queue.Client, Companies: p.Tenants, Keys: keys, Sealer: opts.Sealer, URLs: opts.URLs,
 		Client: safehttp.New(opts.Fetch), Logger: logger, Now: now,
 	})
 	delivery.AddWorkers(queue.Workers)
@@ -273,7 +280,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	platform := newRouter()
 	// The operator and Company APIs take no path or query text that
 	// PostgreSQL would refuse.
-	keyRoutes := signing.NewHandler(keys)
+	keyRoutes := signing.NewHandler(keys, oauth.SecretSignedUntil)
 	ifMatch := httpx.RequireIfMatch(opts.RequireIfMatch)
 	tenant.AdminAPI(platform.With(httpx.RequireText, ifMatch), p.Tenants, admin,
 		admin, reports, sess, keyRoutes, registrations, opHandler)

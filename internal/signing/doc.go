@@ -17,7 +17,14 @@
 // elsewhere for up to CacheTTL, which is why Retain must cover the longest
 // token lifetime plus CacheTTL.
 //
-// Private keys and secrets are stored unencrypted in PostgreSQL for now,
-// protected by the database's access control and the encryption of its
-// backups (docs/operations.md, "Key rotation"). Nothing here logs them.
+// A Company's secret (Secret), the HMAC key of its codes, refresh tokens,
+// CSRF tokens and DPoP nonces, is made on first use and changes with
+// RotateSecret: the new one signs, and the retired one still verifies
+// (RotatedSecrets) until what it signed has expired; the periodic job then
+// deletes it. Replicas cache secrets for CacheTTL, like keys.
+//
+// Private keys and secrets are stored sealed by the Company's data key
+// (internal/sealing), bound to their Company and row; rows stored before
+// sealing are read as they are until sealing.SealPlaintext seals them
+// (docs/operations.md, "Secrets"). Nothing here logs them.
 package signing

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/signing"
+	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
@@ -59,7 +60,15 @@ func setup(t testing.TB) *bundle {
 // replica returns new Keys on the bundle's database and clock, as another
 // replica would have.
 func (b *bundle) replica() *signing.Keys {
-	return signing.NewKeys(b.pool, signing.Options{Now: b.clock.Now})
+	return signing.NewKeys(b.pool, testdb.Sealer(b.pool), signing.Options{Now: b.clock.Now})
+}
+
+// handler returns a Handler on the bundle's Keys, by which what a secret
+// signed expires an hour from now.
+func (b *bundle) handler() *signing.Handler {
+	return signing.NewHandler(b.keys, func(context.Context, *tenant.Company) (time.Time, error) {
+		return b.clock.Now().Add(time.Hour), nil
+	})
 }
 
 // company inserts a Company and returns its ID.

@@ -1,8 +1,10 @@
 package signing
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -11,13 +13,22 @@ import (
 )
 
 // Handler serves a Company's keys over HTTP: its public keys for
-// verifiers, and their rotation for the operator.
+// verifiers, and the rotation of its keys and secret for the operator.
 type Handler struct {
-	keys *Keys
+	keys        *Keys
+	signedUntil SignedUntil
 }
 
-// NewHandler returns a Handler on keys.
-func NewHandler(keys *Keys) *Handler { return &Handler{keys: keys} }
+// SignedUntil returns until when what the Company's current secret has
+// signed, and what it may sign next, can be valid: when the codes and
+// tokens it is the HMAC key of expire (issuer.Server.SecretSignedUntil).
+type SignedUntil func(ctx context.Context, c *tenant.Company) (time.Time, error)
+
+// NewHandler returns a Handler on keys; signedUntil bounds how long a
+// rotated secret verifies.
+func NewHandler(keys *Keys, signedUntil SignedUntil) *Handler {
+	return &Handler{keys: keys, signedUntil: signedUntil}
+}
 
 // Public mounts GET /oauth/jwks.json under {PUBLIC_URL}/t/{slug}
 // (httpx.PublicRoutes): every Company has signing keys, which sign
@@ -50,10 +61,36 @@ func (h *Handler) ServeJWKS(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// Admin mounts POST /keys/rotate under /admin/v1/companies/{slug}
-// (httpx.AdminRoutes). It rotates the Company's signing key and answers
-// 204.
-func (h *Handler) Admin(r chi.Router) { r.Post("/keys/rotate", h.serveRotate) }
+// Admin mounts under /admin/v1/companies/{slug} (httpx.AdminRoutes)
+// POST /keys/rotate, which rotates the Company's signing key and answers
+// 204, and POST /secret/rotations, which rotates its secret and answers
+// 201 with when the new secret was made and until when the old one
+// verifies.
+func (h *Handler) Admin(r chi.Router) {
+	r.Post("/keys/rotate", h.serveRotate)
+	r.Post("/secret/rotations", h.serveRotateSecret)
+}
+
+func (h *Handler) serveRotateSecret(w http.ResponseWriter, r *http.Request) {
+	c := tenant.FromContext(r.Context())
+	if c == nil {
+		httpx.NotFound(w, r)
+		return
+	}
+	until, err := h.signedUntil(r.Context(), c)
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	rot, err := h.keys.RotateSecret(r.Context(), c.ID, until)
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusCreated, map[string]any{
+		"created_at": rot.CreatedAt.UTC(), "previous_verifies_until": rot.PreviousVerifiesUntil.UTC(),
+	})
+}
 
 func (h *Handler) serveRotate(w http.ResponseWriter, r *http.Request) {
 	c := tenant.FromContext(r.Context())

@@ -1,10 +1,12 @@
 package signing_test
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/lestrrat-go/jwx/v2/jwk"
@@ -12,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/jose"
-	"github.com/poppyhost/poppyhost/internal/signing"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
@@ -26,7 +27,7 @@ func TestServeJWKS(t *testing.T) {
 			req = req.WithContext(tenant.WithCompany(req.Context(), c))
 		}
 		rec := httptest.NewRecorder()
-		signing.NewHandler(b.keys).ServeJWKS(rec, req)
+		b.handler().ServeJWKS(rec, req)
 		return rec
 	}
 
@@ -81,7 +82,7 @@ func TestAdminRotates(t *testing.T) {
 	r := chi.NewRouter()
 	r.Route("/admin/v1/companies/{slug}", func(r chi.Router) {
 		r.Use(tenant.BySlug(tenant.NewStore(b.pool)))
-		signing.NewHandler(b.keys).Admin(r)
+		b.handler().Admin(r)
 	})
 	post := func(path string) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
@@ -98,4 +99,30 @@ func TestAdminRotates(t *testing.T) {
 	require.Equal(t, oldB, b.kid(t, b.keys, beta), "only the Company named")
 
 	require.Equal(t, http.StatusNotFound, post("/admin/v1/companies/gamma/keys/rotate").Code)
+
+	// The secret: a new one signs, the old one verifies until what it
+	// signed expires (b.handler: an hour), plus the cache's minute.
+	secretA, err := b.keys.Secret(b.ctx, alpha)
+	require.NoError(t, err)
+	secretB, err := b.keys.Secret(b.ctx, beta)
+	require.NoError(t, err)
+	rec = post("/admin/v1/companies/alpha/secret/rotations")
+	require.Equal(t, http.StatusCreated, rec.Code, rec.Body.String())
+	var rot map[string]string
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &rot))
+	require.Equal(t, map[string]string{
+		"created_at":              b.clock.Now().Format(time.RFC3339),
+		"previous_verifies_until": b.clock.Now().Add(time.Hour + time.Minute).Format(time.RFC3339),
+	}, rot)
+	require.NotContains(t, rec.Body.String(), base64.StdEncoding.EncodeToString(secretA))
+	now, err := b.keys.Secret(b.ctx, alpha)
+	require.NoError(t, err)
+	require.NotEqual(t, secretA, now)
+	rotated, err := b.keys.RotatedSecrets(b.ctx, alpha)
+	require.NoError(t, err)
+	require.Equal(t, [][]byte{secretA}, rotated)
+	after, err := b.keys.Secret(b.ctx, beta)
+	require.NoError(t, err)
+	require.Equal(t, secretB, after, "only the Company named")
+	require.Equal(t, http.StatusNotFound, post("/admin/v1/companies/gamma/secret/rotations").Code)
 }

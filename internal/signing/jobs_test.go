@@ -17,7 +17,7 @@ func TestJobRotatesAndDeletes(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	const day = 24 * time.Hour
-	keys := signing.NewKeys(b.pool, signing.Options{Now: b.clock.Now, RotateAfter: 90 * day, Retain: 2 * day})
+	keys := signing.NewKeys(b.pool, testdb.Sealer(b.pool), signing.Options{Now: b.clock.Now, RotateAfter: 90 * day, Retain: 2 * day})
 	old, young, both, none := b.company(t, "old"), b.company(t, "young"), b.company(t, "both"), b.company(t, "none")
 
 	oldKid := b.kid(t, keys, old)

@@ -19,6 +19,8 @@ import (
 	"github.com/lestrrat-go/jwx/v2/jwa"
 	"github.com/lestrrat-go/jwx/v2/jwk"
 	"golang.org/x/sync/singleflight"
+
+	"github.com/poppyhost/poppyhost/internal/sealing"
 )
 
 // Options tune Keys. Zero values take the defaults in brackets.
@@ -32,23 +34,24 @@ type Options struct {
 	// after it stops signing. It must cover the longest lifetime of a token
 	// signed with it, plus CacheTTL [48h].
 	Retain time.Duration
-	// CacheTTL is how long a replica caches a Company's keys in memory
-	// [1 minute].
+	// CacheTTL is how long a replica caches a Company's keys and secrets
+	// in memory [1 minute].
 	CacheTTL time.Duration
 }
 
 // Keys signs and verifies a Company's tokens with its keys, and hands out
 // its secret. It is safe for concurrent use; make one per process.
 type Keys struct {
-	pool *pgxpool.Pool
-	opts Options
+	pool   *pgxpool.Pool
+	sealer *sealing.Sealer
+	opts   Options
 
 	loads   singleflight.Group
 	flights atomic.Uint64 // loads started, numbering keyrings
 
 	mu      sync.Mutex
 	rings   map[int64]*keyring
-	secrets map[int64][]byte
+	secrets map[int64]*secrets
 }
 
 // keyring is what a load read of one Company's keys.
@@ -91,8 +94,9 @@ func (r *keyring) find(kid string, now time.Time, retain time.Duration) *key {
 	return nil
 }
 
-// NewKeys returns Keys on pool.
-func NewKeys(pool *pgxpool.Pool, opts Options) *Keys {
+// NewKeys returns Keys on pool, whose private keys and secrets sealer
+// seals.
+func NewKeys(pool *pgxpool.Pool, sealer *sealing.Sealer, opts Options) *Keys {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -105,7 +109,7 @@ func NewKeys(pool *pgxpool.Pool, opts Options) *Keys {
 	if opts.CacheTTL == 0 {
 		opts.CacheTTL = time.Minute
 	}
-	return &Keys{pool: pool, opts: opts, rings: map[int64]*keyring{}, secrets: map[int64][]byte{}}
+	return &Keys{pool: pool, sealer: sealer, opts: opts, rings: map[int64]*keyring{}, secrets: map[int64]*secrets{}}
 }
 
 // Signer returns the Company's current private signing key: a jwk.Key, EC
@@ -191,7 +195,11 @@ func (k *Keys) rotate(ctx context.Context, companyID int64, olderThan *time.Time
 	if err != nil {
 		return false, err
 	}
-	retired, err := k.replaceKey(ctx, companyID, kid, jwkJSON, k.opts.Now(), olderThan)
+	sealed, err := k.sealer.Seal(ctx, companyID, sealing.SigningKey, kid, jwkJSON)
+	if err != nil {
+		return false, err
+	}
+	retired, err := k.replaceKey(ctx, companyID, kid, sealed, k.opts.Now(), olderThan)
 	if err != nil || olderThan != nil && !retired {
 		return false, err
 	}
@@ -211,7 +219,11 @@ func (k *Keys) create(ctx context.Context, companyID int64) error {
 	if err != nil {
 		return err
 	}
-	return insertKey(ctx, k.pool, companyID, kid, jwkJSON, k.opts.Now())
+	sealed, err := k.sealer.Seal(ctx, companyID, sealing.SigningKey, kid, jwkJSON)
+	if err != nil {
+		return err
+	}
+	return insertKey(ctx, k.pool, companyID, kid, sealed, k.opts.Now())
 }
 
 // newKey makes a P-256 key and returns its kid and its private JWK.
@@ -263,6 +275,15 @@ func parseKey(kid string, jwkJSON []byte, retiredAt *time.Time) (*key, error) {
 		k.retiredAt = *retiredAt
 	}
 	return k, nil
+}
+
+// unseal returns a stored secret: opened when sealed, else as stored
+// before migration 00025 until sealing.SealPlaintext seals it.
+func (k *Keys) unseal(ctx context.Context, companyID int64, purpose sealing.Purpose, row string, plain, sealed []byte) ([]byte, error) {
+	if sealed == nil {
+		return plain, nil
+	}
+	return k.sealer.Open(ctx, companyID, purpose, row, sealed)
 }
 
 // loadTimeout bounds a coalesced load, which outlives the callers'
@@ -327,7 +348,11 @@ func (k *Keys) flight(ctx context.Context, companyID int64) (*keyring, error) {
 func (k *Keys) load(ctx context.Context, companyID int64, gen uint64) (*keyring, error) {
 	now := k.opts.Now()
 	ring := &keyring{gen: gen, loaded: now}
-	err := k.eachKey(ctx, companyID, now.Add(-k.opts.Retain), func(kid string, jwkJSON []byte, retiredAt *time.Time) error {
+	err := k.eachKey(ctx, companyID, now.Add(-k.opts.Retain), func(kid string, plain, sealed []byte, retiredAt *time.Time) error {
+		jwkJSON, err := k.unseal(ctx, companyID, sealing.SigningKey, kid, plain, sealed)
+		if err != nil {
+			return fmt.Errorf("stored key %s: %w", kid, err)
+		}
 		key, err := parseKey(kid, jwkJSON, retiredAt)
 		if err != nil {
 			return fmt.Errorf("stored key %s: %w", kid, err)

@@ -16,7 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/jose"
+	"github.com/poppyhost/poppyhost/internal/sealing"
 	"github.com/poppyhost/poppyhost/internal/signing"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 const typ = "poppy-test+jwt"
@@ -40,13 +42,22 @@ func TestFirstUseMakesOneKey(t *testing.T) {
 	all, current := b.count(t, alpha)
 	require.Equal(t, 1, all)
 	require.Equal(t, 1, current)
+	// Sealed, and bound to its kid.
 	var (
-		kid     string
-		private map[string]json.RawMessage
+		kid           string
+		plain, sealed []byte
+		private       map[string]json.RawMessage
 	)
-	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT kid, private_jwk FROM signing_keys WHERE company_id = $1`, alpha).Scan(&kid, &private))
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT kid, private_jwk, private_jwk_sealed FROM signing_keys WHERE company_id = $1`,
+		alpha).Scan(&kid, &plain, &sealed))
 	require.Equal(t, key.KeyID(), kid)
+	require.Nil(t, plain)
+	opened, err := testdb.Sealer(b.pool).Open(b.ctx, alpha, sealing.SigningKey, kid, sealed)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(opened, &private))
 	require.True(t, jose.HasPrivateMembers(private))
+	_, err = testdb.Sealer(b.pool).Open(b.ctx, alpha, sealing.SigningKey, "another kid", sealed)
+	require.ErrorIs(t, err, sealing.ErrOpen)
 
 	// The same key on later calls, on this replica and on another.
 	require.Equal(t, kid, b.kid(t, b.keys, alpha))
@@ -334,7 +345,7 @@ func TestKeyRotatedOnAnotherReplica(t *testing.T) {
 
 	// A third replica, warm before the rotation, signs with the retired key
 	// until its cache expires; those tokens verify everywhere.
-	third := signing.NewKeys(b.pool, signing.Options{Now: b.clock.Now, CacheTTL: time.Hour})
+	third := signing.NewKeys(b.pool, testdb.Sealer(b.pool), signing.Options{Now: b.clock.Now, CacheTTL: time.Hour})
 	require.NoError(t, a.Rotate(b.ctx, alpha))
 	b.clock.Add(time.Minute)
 	stale := b.kid(t, third, alpha)
@@ -374,9 +385,13 @@ func TestSecret(t *testing.T) {
 	other, err := b.replica().Secret(b.ctx, alpha)
 	require.NoError(t, err)
 	require.Equal(t, s, other, "the same on every replica")
-	var stored []byte
-	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT secret FROM company_secrets WHERE company_id = $1`, alpha).Scan(&stored))
-	require.Equal(t, s, stored)
+	var plain, sealed []byte
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT secret, secret_sealed FROM company_secrets WHERE company_id = $1`,
+		alpha).Scan(&plain, &sealed))
+	require.Nil(t, plain, "stored sealed")
+	opened, err := testdb.Sealer(b.pool).Open(b.ctx, alpha, sealing.CompanySecret, "1", sealed)
+	require.NoError(t, err)
+	require.Equal(t, s, opened)
 
 	// Racing first uses on several replicas agree.
 	secrets := make([][]byte, 16)

@@ -10,25 +10,10 @@ import (
 	"github.com/poppyhost/poppyhost/internal/db"
 )
 
-// readSecret returns the Company's stored secret (pgx.ErrNoRows when it
-// has none yet).
-func (k *Keys) readSecret(ctx context.Context, companyID int64) ([]byte, error) {
-	var s []byte
-	err := k.pool.QueryRow(ctx, `SELECT secret FROM company_secrets WHERE company_id = $1`, companyID).Scan(&s)
-	return s, err
-}
-
-// insertSecret stores secret as the Company's unless it has one already.
-func (k *Keys) insertSecret(ctx context.Context, companyID int64, secret []byte) error {
-	_, err := k.pool.Exec(ctx, `INSERT INTO company_secrets (company_id, secret, created_at)
-		VALUES ($1, $2, $3) ON CONFLICT (company_id) DO NOTHING`, companyID, secret, k.opts.Now())
-	return err
-}
-
 // replaceKey retires the Company's current key and stores the new one, in
 // one transaction; with olderThan, only while the current key was made at
 // or before then. It reports whether it retired a key.
-func (k *Keys) replaceKey(ctx context.Context, companyID int64, kid string, jwkJSON []byte, now time.Time, olderThan *time.Time) (bool, error) {
+func (k *Keys) replaceKey(ctx context.Context, companyID int64, kid string, sealed []byte, now time.Time, olderThan *time.Time) (bool, error) {
 	var retired bool
 	err := db.InTx(ctx, k.pool, func(tx pgx.Tx) error {
 		// A racing rotation waits here for the first to commit, then finds
@@ -44,7 +29,7 @@ func (k *Keys) replaceKey(ctx context.Context, companyID int64, kid string, jwkJ
 		if olderThan != nil && !retired {
 			return nil
 		}
-		return insertKey(ctx, tx, companyID, kid, jwkJSON, now)
+		return insertKey(ctx, tx, companyID, kid, sealed, now)
 	})
 	if err != nil {
 		return false, err
@@ -52,12 +37,13 @@ func (k *Keys) replaceKey(ctx context.Context, companyID int64, kid string, jwkJ
 	return retired, nil
 }
 
-// insertKey stores a new current key, or nothing when the Company already
-// has one: the partial unique index signing_keys_current decides races.
-func insertKey(ctx context.Context, ex db.Executor, companyID int64, kid string, jwkJSON []byte, now time.Time) error {
-	_, err := ex.Exec(ctx, `INSERT INTO signing_keys (company_id, kid, private_jwk, created_at)
+// insertKey stores a new current key, its private JWK sealed, or nothing
+// when the Company already has one: the partial unique index
+// signing_keys_current decides races.
+func insertKey(ctx context.Context, ex db.Executor, companyID int64, kid string, sealed []byte, now time.Time) error {
+	_, err := ex.Exec(ctx, `INSERT INTO signing_keys (company_id, kid, private_jwk_sealed, created_at)
 		VALUES ($1, $2, $3, $4) ON CONFLICT (company_id) WHERE retired_at IS NULL DO NOTHING`,
-		companyID, kid, jwkJSON, now)
+		companyID, kid, sealed, now)
 	if err != nil {
 		return fmt.Errorf("signing: store a key for company %d: %w", companyID, err)
 	}
@@ -65,22 +51,22 @@ func insertKey(ctx context.Context, ex db.Executor, companyID int64, kid string,
 }
 
 // eachKey calls fn with each of the Company's keys that is current or was
-// retired after since: the current key first, then the retired ones,
-// newest first.
-func (k *Keys) eachKey(ctx context.Context, companyID int64, since time.Time, fn func(kid string, jwkJSON []byte, retiredAt *time.Time) error) error {
-	rows, err := k.pool.Query(ctx, `SELECT kid, private_jwk, retired_at FROM signing_keys
+// retired after since, its private JWK sealed or, stored before sealing,
+// plain: the current key first, then the retired ones, newest first.
+func (k *Keys) eachKey(ctx context.Context, companyID int64, since time.Time, fn func(kid string, plain, sealed []byte, retiredAt *time.Time) error) error {
+	rows, err := k.pool.Query(ctx, `SELECT kid, private_jwk, private_jwk_sealed, retired_at FROM signing_keys
 		WHERE company_id = $1 AND (retired_at IS NULL OR retired_at > $2)
 		ORDER BY retired_at DESC NULLS FIRST`, companyID, since)
 	if err != nil {
 		return err
 	}
 	var (
-		kid       string
-		jwkJSON   []byte
-		retiredAt *time.Time
+		kid           string
+		plain, sealed []byte
+		retiredAt     *time.Time
 	)
-	_, err = pgx.ForEachRow(rows, []any{&kid, &jwkJSON, &retiredAt}, func() error {
-		return fn(kid, jwkJSON, retiredAt)
+	_, err = pgx.ForEachRow(rows, []any{&kid, &plain, &sealed, &retiredAt}, func() error {
+		return fn(kid, plain, sealed, retiredAt)
 	})
 	return err
 }

@@ -110,6 +110,7 @@ func SetupWith(t testing.TB, o Options) *Env {
 		Bodies:     o.Bodies,
 		URLs:       urls,
 		AdminToken: AdminToken,
+		Sealer:     testdb.Sealer(pool),
 		// Test peers listen on loopback under names only Hosts knows.
 		Fetch: safehttp.Options{AllowPrivate: true, RootCAs: ca.Pool(), Resolver: hosts},
 	}

@@ -45,6 +45,7 @@ func required() map[string]any {
 		"publicURL":      "https://" + publicHost,
 		"database":       map[string]any{"existingSecret": "poppyhost-db"},
 		"adminToken":     map[string]any{"existingSecret": "poppyhost-admin"},
+		"keks":           map[string]any{"existingSecret": "poppyhost-keks"},
 		"trustedProxies": []any{"10.0.0.0/8"},
 	}
 }
@@ -298,6 +299,7 @@ func TestDefaults(t *testing.T) {
 		"POPPYHOST_OPS_ADDR":         ":9090",
 		"POPPYHOST_DATABASE_URL":     "secret:poppyhost-db/database-url",
 		"POPPYHOST_ADMIN_TOKEN":      "secret:poppyhost-admin/admin-token",
+		"POPPYHOST_KEKS":             "secret:poppyhost-keks/keks",
 		"POPPYHOST_PLAIN_HTTP":       "true",
 		"POPPYHOST_TRUSTED_PROXIES":  "10.0.0.0/8",
 		"POPPYHOST_LOG_LEVEL":        "info",
@@ -463,6 +465,7 @@ func TestSchemaRejects(t *testing.T) {
 		"no public URL":         {func() map[string]any { v := required(); delete(v, "publicURL"); return v }(), "publicURL"},
 		"no database secret":    {func() map[string]any { v := required(); delete(v, "database"); return v }(), "database"},
 		"no admin token secret": {func() map[string]any { v := required(); delete(v, "adminToken"); return v }(), "adminToken"},
+		"no KEK secret":         {func() map[string]any { v := required(); delete(v, "keks"); return v }(), "keks"},
 		"unknown value":         {merge(required(), map[string]any{"rateLimits": map[string]any{"perAddress": 10}}), "rateLimits"},
 		"unknown nested value":  {merge(required(), map[string]any{"database": map[string]any{"url": "postgres://x"}}), "url"},
 		"proxy mode without trusted proxies": {
@@ -527,7 +530,7 @@ func envMap(t *testing.T, env []corev1.EnvVar, readme map[string]bool) map[strin
 			out[e.Name] = e.Value
 		}
 	}
-	for _, secret := range []string{"POPPYHOST_DATABASE_URL", "POPPYHOST_ADMIN_TOKEN"} {
+	for _, secret := range []string{"POPPYHOST_DATABASE_URL", "POPPYHOST_ADMIN_TOKEN", "POPPYHOST_KEKS"} {
 		if v, ok := out[secret]; ok && !strings.HasPrefix(v, "secret:") {
 			t.Errorf("%s is given as a plain value, not from a Secret", secret)
 		}
@@ -664,7 +667,8 @@ func checkMigrateJob(t *testing.T, m manifests, readme map[string]bool) {
 		t.Errorf("migrate Job image %s, server image %s", c.Image, server.Containers[0].Image)
 	}
 	env := envMap(t, c.Env, readme)
-	if !reflect.DeepEqual(env, map[string]string{"POPPYHOST_DATABASE_URL": "secret:poppyhost-db/database-url"}) {
+	if !reflect.DeepEqual(env, map[string]string{"POPPYHOST_DATABASE_URL": "secret:poppyhost-db/database-url",
+		"POPPYHOST_KEKS": "secret:poppyhost-keks/keks"}) {
 		t.Errorf("migrate Job env = %v", env)
 	}
 	checkPodSecurity(t, "migrate Job", pod)

@@ -85,4 +85,9 @@ seccompProfile:
     secretKeyRef:
       name: {{ required "database.existingSecret is required: a Secret holding the PostgreSQL URL" .Values.database.existingSecret }}
       key: {{ .Values.database.key }}
+- name: POPPYHOST_KEKS
+  valueFrom:
+    secretKeyRef:
+      name: {{ required "keks.existingSecret is required: a Secret holding the key-encryption keys" .Values.keks.existingSecret }}
+      key: {{ .Values.keks.key }}
 {{- end -}}
