@@ -3,6 +3,10 @@ package issuer_test
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -24,31 +28,14 @@ import (
 )
 
 // benchSetup is setup for benchmarks: the same Company, with rate limits
-// high enough that the token endpoint is never answered with 429.
+// high enough that the token endpoint is never answered with 429, found
+// in a Company cache as the platform does, and the database's round trips
+// counted.
 func benchSetup(b *testing.B) *stormline {
 	b.Helper()
-	env := newEnv(b, options{})
-	env.CreateCompany(b, map[string]any{
-		"slug":         "stormline",
-		"organization": map[string]any{"name": "Stormline Outfitters", "domain": "stormline.test"},
-		"auth": map[string]any{"scopes": map[string]any{
-			"orders:read":  "See your orders",
-			"orders:write": "Change your orders",
-			"addresses":    "See and change your addresses",
-		}},
+	return setupWith(b, options{Tracer: &tripRecorder{}, CachedCompanies: true}, map[string]any{
 		"rate_limits": map[string]any{"per_address": 1_000_000, "per_agent": 1_000_000, "per_session": 1_000_000},
 	})
-	resp := env.Admin(b, http.MethodPost, "/admin/v1/companies/stormline/accounts",
-		map[string]any{"username": testUser, "password": testPassword})
-	require.Equal(b, http.StatusCreated, resp.Status, "%s", resp.Body)
-	agent := env.StartAgent(b, "agent.test")
-	issuer := env.PublicURL("/t/stormline")
-	return &stormline{env: env, agent: agent, issuer: issuer, ctx: context.Background(), conf: &oauth2.Config{
-		ClientID:    agent.ClientID,
-		Endpoint:    oauth2.Endpoint{AuthURL: issuer + "/oauth/authorize", TokenURL: issuer + "/oauth/token"},
-		RedirectURL: agent.URL("/callback"),
-		Scopes:      []string{"orders:read", "orders:write"},
-	}}
 }
 
 // benchGrant runs Direct Sign-In in br and returns the grant's refresh
@@ -177,6 +164,7 @@ func BenchmarkRefreshGrant(b *testing.B) {
 	require.NoError(b, err)
 	before := s.counters(b)
 	cpu := cpuTime()
+	trips := s.trips.Count()
 
 	n := 0
 	b.ReportAllocs()
@@ -187,6 +175,7 @@ func BenchmarkRefreshGrant(b *testing.B) {
 		n++
 	}
 	cpu = cpuTime() - cpu
+	trips = s.trips.Count() - trips
 	elapsed := b.Elapsed()
 	after := s.counters(b)
 
@@ -196,6 +185,7 @@ func BenchmarkRefreshGrant(b *testing.B) {
 		b.ReportMetric(float64((after.cpu-before.cpu).Microseconds())/float64(n), "pg-cpu-µs/op")
 	}
 	b.ReportMetric(float64(after.xacts-before.xacts)/float64(n), "xacts/op")
+	b.ReportMetric(float64(trips)/float64(n), "round-trips/op")
 	b.ReportMetric(float64(after.inserted-before.inserted)/float64(n), "inserts/op")
 	b.ReportMetric(float64(after.updated-before.updated)/float64(n), "updates/op")
 }
@@ -246,10 +236,14 @@ const benchPerProc = 4
 
 // refreshParallel refreshes the grants (their refresh tokens), one client
 // each, over the same HTTP/2 connection, keeps each grant's rotated token
-// in grants, and returns the refreshes per second. pg-cpu-µs/op is the
-// CPU time of the database's PostgreSQL backends per refresh.
+// in grants, and returns the refreshes per second. Per refresh it reports
+// the CPU time of this process (go-cpu-µs/op) and of the database's
+// PostgreSQL backends (pg-cpu-µs/op), the transactions and the round
+// trips to the database.
 func (s *stormline) refreshParallel(b *testing.B, grants []string) float64 {
 	before := s.counters(b)
+	cpu := cpuTime()
+	trips := s.trips.Count()
 	var next atomic.Int64
 	b.SetParallelism(benchPerProc)
 	b.ReportAllocs()
@@ -270,10 +264,36 @@ func (s *stormline) refreshParallel(b *testing.B, grants []string) float64 {
 		}
 	})
 	b.StopTimer()
+	cpu = cpuTime() - cpu
+	trips = s.trips.Count() - trips
 	rate := float64(b.N) / b.Elapsed().Seconds()
 	b.ReportMetric(rate, "refreshes/s")
-	if after := s.counters(b); after.cpu > 0 {
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "go-cpu-µs/op")
+	after := s.counters(b)
+	if after.cpu > 0 {
 		b.ReportMetric(float64((after.cpu-before.cpu).Microseconds())/float64(b.N), "pg-cpu-µs/op")
 	}
+	b.ReportMetric(float64(after.xacts-before.xacts)/float64(b.N), "xacts/op")
+	b.ReportMetric(float64(trips)/float64(b.N), "round-trips/op")
 	return rate
+}
+
+// BenchmarkSignES256Parallel is the baseline of the refresh benchmarks:
+// one bare ES256 signature of a SHA-256 digest, from as many goroutines
+// as BenchmarkRefreshGrantParallel has clients, so their ratio says how
+// many signatures' worth of work a refresh is, on however busy a machine.
+func BenchmarkSignES256Parallel(b *testing.B) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(b, err)
+	digest := sha256.Sum256([]byte("baseline"))
+	b.SetParallelism(benchPerProc)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := ecdsa.SignASN1(rand.Reader, key, digest[:]); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }
