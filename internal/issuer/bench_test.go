@@ -150,13 +150,14 @@ func cpuTime() time.Duration {
 // BenchmarkRefreshGrant refreshes one grant over and over, one request at
 // a time, end to end: the client signs a client assertion (ES256) and
 // posts grant_type=refresh_token over HTTPS (HTTP/2, one connection); the
-// server looks up the Company, verifies the assertion (warm resolver cache)
-// and records its jti, then fosite loads and rotates the refresh token,
-// signs a new access token and stores both tokens; the client decodes the
-// answer and uses the rotated refresh token next. Besides ns/op it reports
-// per refresh the CPU time of this process (client and server share it)
-// and of the database's PostgreSQL backends, and the transactions and rows
-// written from pg_stat_database.
+// server finds the Company in its cache, verifies the assertion (warm
+// resolver cache), records its jti as it reads the refresh token, signs a
+// new access token, and rotates the refresh token as it stores both new
+// tokens; the client decodes the answer and uses the rotated refresh token
+// next. Besides ns/op it reports per refresh the CPU time of this process
+// (client and server share it) and of the database's PostgreSQL backends,
+// the transactions and rows written from pg_stat_database, and the round
+// trips to the database.
 func BenchmarkRefreshGrant(b *testing.B) {
 	s := benchSetup(b)
 	rt := s.benchGrant(b, s.env.Browser(b))

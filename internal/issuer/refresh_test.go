@@ -81,6 +81,39 @@ func TestRefreshRace(t *testing.T) {
 	}
 }
 
+// TestRefreshReplayedAssertion: a refresh whose client assertion was used
+// before is invalid_client and changes nothing, with the grant's live
+// refresh token (no rotation) as with a rotated one (no revocation of
+// the grant), although its jti is only recorded in the round trip that
+// reads the refresh token.
+func TestRefreshReplayedAssertion(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	first := s.tokSignIn(t)["refresh_token"].(string)
+	grant := s.grantOf(t)
+	assertion := s.agent.ClientAssertion(t, s.issuer)
+	refreshWith := func(refresh, assertion string) *peers.Response {
+		return s.tokPost(t, s.issuer, "/oauth/token", tokWithAssertion(
+			url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh}}, assertion))
+	}
+	resp := refreshWith(first, assertion)
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	second := resp.JSON(t)["refresh_token"].(string)
+
+	before := s.tokRows(t)
+	_, _, live := s.grantRows(t, grant)
+	for _, refresh := range []string{second, first} {
+		resp := refreshWith(refresh, assertion)
+		tokError(t, resp, http.StatusUnauthorized, "invalid_client")
+		require.Contains(t, resp.JSON(t)["error_description"], "jti already used")
+		s.tokNothingNew(t, before)
+		_, _, active := s.grantRows(t, grant)
+		require.Equal(t, live, active, "the grant's tokens stay valid")
+	}
+	resp = s.tokRefresh(t, second, nil)
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+}
+
 // TestRefreshRacesDisconnect: the User disconnects the Personal Agent
 // while a refresh has rotated its token and is still writing the new
 // ones (held at the new rows' check of their Company, which a transaction

@@ -2,10 +2,15 @@ package issuer_test
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"sync"
+	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
 
 // tripRecorder counts the round trips to PostgreSQL of the pool it
@@ -98,3 +103,42 @@ func (r *tripRecorder) Record(f func()) [][]string {
 }
 
 func oneLine(sql string) string { return strings.Join(strings.Fields(sql), " ") }
+
+// TestRefreshRoundTrips: a refresh costs at most four round trips to
+// PostgreSQL, the Company coming from the cache as the platform finds it
+// (issue 19). It costs two: the client assertion's jti is recorded in
+// the round trip that reads the refresh token, and the grant's lock, the
+// rotation and both new tokens' rows are one more.
+func TestRefreshRoundTrips(t *testing.T) {
+	t.Parallel()
+	rec := &tripRecorder{}
+	s := setupWith(t, options{Tracer: rec, CachedCompanies: true}, nil)
+	refresh := s.tokSignIn(t)["refresh_token"].(string)
+	// Three times: the first may still fill caches.
+	for round := range 3 {
+		var resp *peers.Response
+		trips := rec.Record(func() { resp = s.tokRefresh(t, refresh, nil) })
+		require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+		refresh = resp.JSON(t)["refresh_token"].(string)
+		if round == 0 {
+			continue
+		}
+		require.LessOrEqual(t, len(trips), 4, "%q", trips)
+		var read, write []string
+		for _, trip := range trips {
+			for _, stmt := range trip {
+				if strings.Contains(stmt, "FROM oauth_tokens WHERE") && strings.HasPrefix(stmt, "SELECT") {
+					read = trip
+				}
+				if strings.Contains(stmt, "UPDATE oauth_tokens") {
+					write = trip
+				}
+			}
+		}
+		require.Len(t, read, 2, "the jti and the read: %q", trips)
+		require.True(t, strings.HasPrefix(read[0], "INSERT INTO client_assertion_jtis"), "%q", read)
+		require.Len(t, write, 2, "the lock, and the rotation with the new rows: %q", trips)
+		require.Contains(t, write[0], "pg_advisory_xact_lock", "%q", write)
+		require.Contains(t, write[1], "INSERT INTO oauth_tokens", "%q", write)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/ory/fosite"
 
+	"github.com/poppyhost/poppyhost/internal/clientauth"
 	"github.com/poppyhost/poppyhost/internal/db"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
@@ -282,11 +283,22 @@ func (s *Store) get(ctx context.Context, kind, sig string, session fosite.Sessio
 		formJSON, sessJSON []byte
 		active             bool
 	)
-	err := s.db(ctx).QueryRow(ctx, `
-		SELECT request_id, client_id, requested_at, scopes, granted_scopes, form, session, active
-		FROM oauth_tokens WHERE company_id = $1 AND kind = $2 AND signature = $3`,
-		companyID(ctx), kind, hashSig(sig)).
-		Scan(&req.ID, &clientID, &req.RequestedAt, &scopes, &granted, &formJSON, &sessJSON, &active)
+	scan := func(row pgx.Row) error {
+		return row.Scan(&req.ID, &clientID, &req.RequestedAt, &scopes, &granted, &formJSON, &sessJSON, &active)
+	}
+	const query = `SELECT request_id, client_id, requested_at, scopes, granted_scopes, form, session, active
+		FROM oauth_tokens WHERE company_id = $1 AND kind = $2 AND signature = $3`
+	args := []any{companyID(ctx), kind, hashSig(sig)}
+	var err error
+	b := &pgx.Batch{}
+	if _, inTx := txOf(ctx); !inTx && clientauth.DeferredFrom(ctx).Queue(b) {
+		// A refresh's client assertion: its jti is recorded in this
+		// round trip, and a replayed one fails it (issue 19).
+		b.Queue(query, args...).QueryRow(scan)
+		err = s.pool.SendBatch(ctx, b).Close()
+	} else {
+		err = scan(s.db(ctx).QueryRow(ctx, query, args...))
+	}
 	if err != nil {
 		return nil, db.NotFound(err, fosite.ErrNotFound)
 	}
