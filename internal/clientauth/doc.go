@@ -4,7 +4,9 @@
 // calls Verifier.Verify from its token, device authorization and
 // revocation endpoints, and turns the *Error it gets into its RFC 6749
 // §5.2 answer. Replays are remembered in PostgreSQL (PGReplays), so they
-// are refused on every replica.
+// are refused on every replica. A caller that reads the database anyway
+// right after authenticating the client can have the jti recorded in that
+// read's round trip (Defer), as the refresh grant does.
 //
 // An assertion is accepted when:
 //

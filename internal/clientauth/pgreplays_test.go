@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -161,4 +163,77 @@ func TestVerifyPGReplays(t *testing.T) {
 	_, err = v.Verify(ctx, testIssuer, form(a))
 	requireRefused(t, err, "jti already used")
 	require.Len(t, jtis(t, pool), 1)
+}
+
+// TestPGReplaysDeferred: in a context from Defer the first jti accepted is
+// kept, not recorded, until the caller records it in a batch of its own
+// (Queue) or alone (Record), once; a jti used before then fails with
+// invalid_client, and a batch that queued it runs nothing after it.
+func TestPGReplaysDeferred(t *testing.T) {
+	t.Parallel()
+	pool := testdb.NewPool(t)
+	store := clientauth.NewPGReplays(pool)
+	exp := time.Now().Add(time.Minute)
+	replayed := func(t *testing.T, err error) {
+		t.Helper()
+		var ce *clientauth.Error
+		require.ErrorAs(t, err, &ce)
+		require.Equal(t, clientauth.CodeInvalidClient, ce.Code)
+	}
+
+	t.Run("record", func(t *testing.T) {
+		ctx, d := clientauth.Defer(context.Background())
+		require.Same(t, d, clientauth.DeferredFrom(ctx))
+		fresh, err := store.Use(ctx, testIssuer, pgAgent, "kept", exp)
+		require.NoError(t, err)
+		require.True(t, fresh)
+		fresh, err = store.Use(ctx, testIssuer, pgAgent, "second", exp)
+		require.NoError(t, err)
+		require.True(t, fresh, "only the first jti is kept")
+		require.Equal(t, []string{"second"}, jtis(t, pool))
+		require.NoError(t, d.Record(ctx))
+		require.NoError(t, d.Record(ctx), "recorded once")
+		require.Equal(t, []string{"kept", "second"}, jtis(t, pool))
+
+		ctx, d = clientauth.Defer(context.Background())
+		_, err = store.Use(ctx, testIssuer, pgAgent, "kept", exp)
+		require.NoError(t, err)
+		replayed(t, d.Record(ctx))
+	})
+
+	t.Run("queue", func(t *testing.T) {
+		ctx, d := clientauth.Defer(context.Background())
+		_, err := store.Use(ctx, testIssuer, pgAgent2, "batched", exp)
+		require.NoError(t, err)
+		var after string
+		b := &pgx.Batch{}
+		require.True(t, d.Queue(b))
+		require.False(t, d.Queue(&pgx.Batch{}), "queued once")
+		b.Queue(`SELECT jti FROM client_assertion_jtis WHERE client_id = $1`, pgAgent2).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&after)
+		})
+		require.NoError(t, pool.SendBatch(ctx, b).Close())
+		require.Equal(t, "batched", after, "what the batch runs next sees the jti")
+		require.NoError(t, d.Record(ctx), "sent already")
+
+		ctx, d = clientauth.Defer(context.Background())
+		_, err = store.Use(ctx, testIssuer, pgAgent2, "batched", exp)
+		require.NoError(t, err)
+		b = &pgx.Batch{}
+		require.True(t, d.Queue(b))
+		ran := false
+		b.Queue(`SELECT 1`).Exec(func(pgconn.CommandTag) error { ran = true; return nil })
+		replayed(t, pool.SendBatch(ctx, b).Close())
+		require.False(t, ran)
+	})
+
+	t.Run("nothing kept", func(t *testing.T) {
+		ctx, d := clientauth.Defer(context.Background())
+		require.False(t, d.Queue(&pgx.Batch{}))
+		require.NoError(t, d.Record(ctx))
+		var none *clientauth.Deferred
+		require.False(t, none.Queue(&pgx.Batch{}))
+		require.NoError(t, none.Record(ctx))
+		require.Nil(t, clientauth.DeferredFrom(context.Background()))
+	})
 }

@@ -272,12 +272,22 @@ func (v *Verifier) Verify(ctx context.Context, issuer string, form url.Values) (
 	// Last, so that only genuine assertions spend a jti.
 	fresh, err := v.opts.Replays.Use(ctx, issuer, client.ClientID, *cl.Jti, exp)
 	if err != nil {
-		return nil, &Error{Code: CodeServerError, Description: "the client assertion could not be checked", Cause: err}
+		return nil, replayStoreError(err)
 	}
 	if !fresh {
-		return nil, fail("jti already used: each client assertion needs a new jti (spec 4.1)")
+		return nil, Replayed()
 	}
 	return client, nil
+}
+
+// Replayed is the *Error of an assertion whose jti was used before.
+func Replayed() error {
+	return fail("jti already used: each client assertion needs a new jti (spec 4.1)")
+}
+
+// replayStoreError is the *Error of a failure of the replay store.
+func replayStoreError(err error) error {
+	return &Error{Code: CodeServerError, Description: "the client assertion could not be checked", Cause: err}
 }
 
 // single returns the one value of a form parameter: missing, empty and

@@ -2,6 +2,7 @@ package issuer_test
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"net/url"
 	"strings"
@@ -21,6 +22,9 @@ type stormline struct {
 	issuer string
 	conf   *oauth2.Config
 	ctx    context.Context
+	// trips counts the database's round trips, when o.Tracer was one
+	// (setupWith).
+	trips *tripRecorder
 }
 
 const (
@@ -28,10 +32,19 @@ const (
 	testPassword = "correct horse battery staple"
 )
 
+// setup serves the issuer with the stormline Company, its account ada
+// and the test agent.
 func setup(t *testing.T) *stormline {
 	t.Helper()
-	env := newEnv(t, options{})
-	env.CreateCompany(t, map[string]any{
+	return setupWith(t, options{}, nil)
+}
+
+// setupWith is setup on an issuer built with o, and with more settings
+// for the Company (such as rate_limits).
+func setupWith(t testing.TB, o options, settings map[string]any) *stormline {
+	t.Helper()
+	env := newEnv(t, o)
+	company := map[string]any{
 		"slug":         "stormline",
 		"organization": map[string]any{"name": "Stormline Outfitters", "domain": "stormline.test"},
 		"auth": map[string]any{"scopes": map[string]any{
@@ -39,13 +52,16 @@ func setup(t *testing.T) *stormline {
 			"orders:write": "Change your orders",
 			"addresses":    "See and change your addresses",
 		}},
-	})
+	}
+	maps.Copy(company, settings)
+	env.CreateCompany(t, company)
 	resp := env.Admin(t, http.MethodPost, "/admin/v1/companies/stormline/accounts",
 		map[string]any{"username": testUser, "password": testPassword})
 	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
 	agent := env.StartAgent(t, "agent.test")
 	issuer := env.PublicURL("/t/stormline")
 	s := &stormline{env: env, agent: agent, issuer: issuer}
+	s.trips, _ = o.Tracer.(*tripRecorder)
 	s.conf = &oauth2.Config{
 		ClientID: agent.ClientID,
 		Endpoint: oauth2.Endpoint{

@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -26,6 +27,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/dpop"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/issuer"
+	"github.com/poppyhost/poppyhost/internal/notify"
 	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/signing"
 	"github.com/poppyhost/poppyhost/internal/tenant"
@@ -53,6 +55,12 @@ type options struct {
 	// Now is the issuer's clock [time.Now]; the signing keys keep the
 	// real one.
 	Now func() time.Time
+	// Tracer, when set, sees every statement of the database pool.
+	Tracer pgx.QueryTracer
+	// CachedCompanies has requests find their Company in a tenant.Cache,
+	// kept fresh by notifications, as the platform does; otherwise each
+	// request reads it.
+	CachedCompanies bool
 }
 
 // issuerEnv serves the issuer over HTTPS on a fresh database, as the
@@ -78,7 +86,13 @@ func newEnv(t testing.TB, o options) *issuerEnv {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	e := &issuerEnv{Pool: testdb.NewPool(t), CA: ca, Hosts: &peers.Hosts{},
+	cfg, err := pgxpool.ParseConfig(testdb.NewDatabase(t))
+	require.NoError(t, err)
+	cfg.ConnConfig.Tracer = o.Tracer
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	e := &issuerEnv{Pool: pool, CA: ca, Hosts: &peers.Hosts{},
 		URLs: tenant.URLs{Public: &url.URL{Scheme: "https", Host: publicHost + ":" + port}}}
 	e.Tenants = tenant.NewStore(e.Pool)
 	require.NoError(t, e.Tenants.EnsureOperatorToken(context.Background(), "test", adminToken))
@@ -124,7 +138,7 @@ func (e *issuerEnv) Handler(t testing.TB, o options) http.Handler {
 	keyRoutes := signing.NewHandler(keys, srv.SecretSignedUntil)
 	tenant.AdminAPI(site.With(httpx.RequireText), e.Tenants, admin, admin, keyRoutes)
 	site.Route("/t/{slug}", func(r chi.Router) {
-		r.Use(tenant.BySlug(e.Tenants), tenant.LimitByAddress(limits))
+		r.Use(tenant.BySlug(e.companies(t, o)), tenant.LimitByAddress(limits))
 		keyRoutes.Public(r)
 		// Which grants a Company offers is the platform's wiring, tested
 		// there.
@@ -134,6 +148,23 @@ func (e *issuerEnv) Handler(t testing.TB, o options) http.Handler {
 	discovery.NewHandler(e.URLs, nil).Domain(company)
 	host := tenant.HostRouter(e.Tenants, publicHost, site, company)
 	return httpx.Instrument(logger, httpx.NewMetrics(prometheus.NewRegistry()), o.Proxies.Middleware(host))
+}
+
+// companies is where requests find their Company: e.Tenants, or with
+// o.CachedCompanies a tenant.Cache on it whose listener is connected.
+func (e *issuerEnv) companies(t testing.TB, o options) tenant.Lookup {
+	t.Helper()
+	if !o.CachedCompanies {
+		return e.Tenants
+	}
+	l := notify.New(e.Pool, nil)
+	cache, err := tenant.NewCache(e.Tenants, l, tenant.CacheOptions{})
+	require.NoError(t, err)
+	t.Cleanup(l.Start(context.Background()))
+	for !l.Connected() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return cache
 }
 
 // newRouter is a router as the platform builds one.

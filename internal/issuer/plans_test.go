@@ -6,12 +6,31 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/ory/fosite"
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/accounts"
+	"github.com/poppyhost/poppyhost/internal/clientauth"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 	"github.com/poppyhost/poppyhost/internal/testkit/plancheck"
 )
+
+// client is the client_id of the plan tests' grants.
+const client = "https://agent.test/client"
+
+// plansCompany is a fresh database for a plan test (plancheck.NewDatabase)
+// with one Company, slug.
+func plansCompany(t *testing.T, slug string) (*pgxpool.Pool, *pgx.Conn, *plancheck.Recorder, *tenant.Company) {
+	t.Helper()
+	pool, conn, rec := plancheck.NewDatabase(t)
+	s := tenant.DefaultSettings()
+	s.Organization.Name, s.Organization.Domain = slug, slug+".example"
+	c, err := tenant.NewStore(pool).Create(context.Background(), slug, s)
+	require.NoError(t, err)
+	return pool, conn, rec, c
+}
 
 // TestDevicePlans is the plan test (internal/plans) of Device Sign-In's
 // statements, which only the token endpoint and the device page reach:
@@ -19,18 +38,13 @@ import (
 // plan, on a few rows never analyzed, on many never analyzed, and after
 // ANALYZE.
 func TestDevicePlans(t *testing.T) {
-	pool, conn, rec := plancheck.NewDatabase(t)
+	pool, conn, rec, c := plansCompany(t, "device")
 	ctx := context.Background()
-	s := tenant.DefaultSettings()
-	s.Organization.Name, s.Organization.Domain = "Device", "device.example"
-	c, err := tenant.NewStore(pool).Create(ctx, "device", s)
-	require.NoError(t, err)
 	alice, err := accounts.NewStore(pool).Create(ctx, c.ID, "alice", "alpha's password")
 	require.NoError(t, err)
 	ctx = tenant.WithCompany(ctx, c)
 	store := NewStore(pool)
 	now := time.Now()
-	const client = "https://agent.test/client"
 
 	byCode := plancheck.Want{Index: map[string]string{"device_grants": "device_grants_pkey"}}
 	byUserCode := plancheck.Want{Index: map[string]string{"device_grants": "device_grants_user_code_company_id_key"},
@@ -60,5 +74,54 @@ func TestDevicePlans(t *testing.T) {
 				FROM c, generate_series(1, $3::int) g`, fmt.Sprint("loaded-", i), client, n)
 			require.NoError(t, err)
 		}
+	})
+}
+
+// TestRefreshPlans is the plan test of a refresh's statements as the
+// token endpoint runs them (refreshGrant): the client assertion's jti with
+// the refresh token's read, then the rotation that stores the new tokens,
+// which reads the used token by its key. Same phases as TestDevicePlans.
+func TestRefreshPlans(t *testing.T) {
+	pool, conn, rec, c := plansCompany(t, "refresh")
+	ctx := tenant.WithCompany(context.Background(), c)
+	store := NewStore(pool)
+	now := time.Now()
+	sess := &Session{}
+	for _, kind := range []fosite.TokenType{fosite.AccessToken, fosite.RefreshToken} {
+		sess.SetExpiresAt(kind, now.Add(time.Hour))
+	}
+	require.NoError(t, store.CreateRefreshTokenSession(ctx, "refresh_1", "", &fosite.Request{ID: "req_1",
+		RequestedAt: now, Client: &Client{ID: client}, GrantedScope: fosite.Arguments{"orders"}, Session: sess}))
+
+	byKey := plancheck.Want{Index: map[string]string{"oauth_tokens": "oauth_tokens_pkey"}}
+	stmts := rec.Record(func() {
+		jti, _ := clientauth.Defer(ctx)
+		_, err := clientauth.NewPGReplays(pool).Use(jti, "https://poppy.test/t/refresh", client, "jti_1", now.Add(time.Minute))
+		require.NoError(t, err)
+		req, err := store.GetRefreshTokenSession(jti, "refresh_1", nil)
+		require.NoError(t, err)
+		require.NoError(t, store.rotateRefresh(ctx, "refresh_1", "access_2", "refresh_2", req))
+	})
+	// The jti's INSERT, the read, the rotation (the grant's lock is not
+	// listed: it reads no table).
+	wants := []plancheck.Want{{}, byKey, byKey}
+	plancheck.Phases(t, conn, plancheck.Pair(t, "refresh", stmts, wants), func(t *testing.T) {
+		for i, n := range []int{20000, 300, 300} {
+			_, err := conn.Exec(ctx, `WITH c AS (INSERT INTO companies (slug, settings) VALUES ($1, '{}') RETURNING id)
+				INSERT INTO oauth_tokens (company_id, kind, signature, request_id, client_id, requested_at,
+					scopes, granted_scopes, form, session, expires_at)
+				SELECT c.id, kind, sha256((kind || g)::bytea), 'req_' || g / 4, $2, now(), '{orders}', '{orders}',
+					'{}', '{}', now() + interval '1 hour'
+				FROM c, generate_series(1, $3::int) g, unnest('{access,refresh}'::text[]) kind`,
+				fmt.Sprint("loaded-", i), client, n)
+			require.NoError(t, err)
+		}
+		// And many more of this Company's, in other grants.
+		_, err := conn.Exec(ctx, `INSERT INTO oauth_tokens (company_id, kind, signature, request_id, client_id,
+				requested_at, scopes, granted_scopes, form, session, expires_at)
+			SELECT $1, kind, sha256((kind || g)::bytea), 'req_' || g, $2, now(), '{orders}', '{orders}', '{}', '{}',
+				now() + interval '1 hour'
+			FROM generate_series(2, 5000) g, unnest('{access,refresh}'::text[]) kind`, c.ID, client)
+		require.NoError(t, err)
 	})
 }

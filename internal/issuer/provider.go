@@ -104,12 +104,12 @@ func newProvider(store *Store, keys Keys, access *accessTokens, device *deviceGr
 		TokenRevocationStorage: store,
 		Config:                 cfg,
 	}
-	refresh := &oauth2.RefreshTokenGrantHandler{
+	refresh := &refreshGrant{store: store, RefreshTokenGrantHandler: &oauth2.RefreshTokenGrantHandler{
 		AccessTokenStrategy:    access,
 		RefreshTokenStrategy:   codes,
 		TokenRevocationStorage: store,
 		Config:                 cfg,
-	}
+	}}
 	pkceHandler := &pkce.Handler{AuthorizeCodeStrategy: codes, Storage: store, Config: cfg}
 	revocation := &oauth2.TokenRevocationHandler{
 		TokenRevocationStorage: store,

@@ -156,16 +156,22 @@ func (s *Server) authenticateClient(ctx context.Context, r *http.Request, form u
 	}
 	agent, err := s.verifier.Verify(ctx, s.urls.Issuer(c), form)
 	if err != nil {
-		var ce *clientauth.Error
-		if errors.As(err, &ce) && ce.Code == clientauth.CodeInvalidClient {
-			return nil, fosite.ErrInvalidClient.WithHint(ce.Description).WithWrap(err)
-		}
-		return nil, fosite.ErrServerError.WithWrap(err)
+		return nil, clientAuthError(err)
 	}
 	if !c.Settings.Agents.Accepts(agent.ClientID) {
 		return nil, fosite.ErrInvalidClient.WithHint("This Company does not accept this Personal Agent.")
 	}
 	return newClient(agent, c), nil
+}
+
+// clientAuthError is fosite's error for an error of client
+// authentication (internal/clientauth).
+func clientAuthError(err error) error {
+	var ce *clientauth.Error
+	if errors.As(err, &ce) && ce.Code == clientauth.CodeInvalidClient {
+		return fosite.ErrInvalidClient.WithHint(ce.Description).WithWrap(err)
+	}
+	return fosite.ErrServerError.WithWrap(err)
 }
 
 // getClient resolves a client_id for the authorization endpoint.

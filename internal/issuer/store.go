@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/ory/fosite"
 
+	"github.com/poppyhost/poppyhost/internal/clientauth"
 	"github.com/poppyhost/poppyhost/internal/db"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
@@ -190,10 +192,22 @@ func (s *Store) ClientAssertionJWTValid(context.Context, string) error { return 
 // ClientAssertionJWTValid.
 func (s *Store) SetClientAssertionJWT(context.Context, string, time.Time) error { return nil }
 
-func (s *Store) create(ctx context.Context, kind, sig string, r fosite.Requester) error {
+// grantRow is what the rows of oauth_tokens written for one request
+// share: the request and its session, as stored.
+type grantRow struct {
+	sess                *Session
+	requestID, clientID string
+	account             *int64
+	requestedAt         time.Time
+	scopes, granted     []string
+	formJSON, sessJSON  []byte
+}
+
+// newGrantRow is the stored form of r.
+func newGrantRow(r fosite.Requester) (*grantRow, error) {
 	sess, ok := r.GetSession().(*Session)
 	if !ok {
-		return fmt.Errorf("issuer: unexpected session type %T", r.GetSession())
+		return nil, fmt.Errorf("issuer: unexpected session type %T", r.GetSession())
 	}
 	form := url.Values{}
 	for _, k := range storedForm {
@@ -201,38 +215,55 @@ func (s *Store) create(ctx context.Context, kind, sig string, r fosite.Requester
 			form[k] = v
 		}
 	}
-	formJSON, err := json.Marshal(form)
-	if err != nil {
-		return err
+	g := &grantRow{sess: sess, requestID: r.GetID(), clientID: r.GetClient().GetID(),
+		requestedAt: r.GetRequestedAt(), scopes: nonNil(r.GetRequestedScopes()), granted: nonNil(r.GetGrantedScopes())}
+	var err error
+	if g.formJSON, err = json.Marshal(form); err != nil {
+		return nil, err
 	}
-	sessJSON, err := json.Marshal(sess)
-	if err != nil {
-		return err
+	if g.sessJSON, err = json.Marshal(sess); err != nil {
+		return nil, err
 	}
-	granted := []string(r.GetGrantedScopes())
-	exp := sess.GetExpiresAt(fosite.AuthorizeCode)
+	if sess.AccountID != 0 {
+		g.account = &sess.AccountID
+	}
+	return g, nil
+}
+
+// token is the granted scopes and the expiry of the grant's row of kind:
+// a refresh token keeps every scope of the sign-in (Session.RefreshScopes).
+func (g *grantRow) token(kind string) (granted []string, exp time.Time, err error) {
+	granted, exp = g.granted, g.sess.GetExpiresAt(fosite.AuthorizeCode)
 	switch kind {
 	case kindAccess:
-		exp = sess.GetExpiresAt(fosite.AccessToken)
+		exp = g.sess.GetExpiresAt(fosite.AccessToken)
 	case kindRefresh:
-		exp = sess.GetExpiresAt(fosite.RefreshToken)
-		if len(sess.RefreshScopes) > 0 {
-			granted = sess.RefreshScopes
+		exp = g.sess.GetExpiresAt(fosite.RefreshToken)
+		if len(g.sess.RefreshScopes) > 0 {
+			granted = g.sess.RefreshScopes
 		}
 	}
 	if exp.IsZero() {
-		return fmt.Errorf("issuer: %s without an expiry", kind)
+		return nil, exp, fmt.Errorf("issuer: %s without an expiry", kind)
 	}
-	var account *int64
-	if sess.AccountID != 0 {
-		account = &sess.AccountID
+	return granted, exp, nil
+}
+
+func (s *Store) create(ctx context.Context, kind, sig string, r fosite.Requester) error {
+	g, err := newGrantRow(r)
+	if err != nil {
+		return err
+	}
+	granted, exp, err := g.token(kind)
+	if err != nil {
+		return err
 	}
 	_, err = s.db(ctx).Exec(ctx, `
 		INSERT INTO oauth_tokens (company_id, kind, signature, request_id, client_id, account_id,
 			requested_at, scopes, granted_scopes, form, session, expires_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-		companyID(ctx), kind, hashSig(sig), r.GetID(), r.GetClient().GetID(), account,
-		r.GetRequestedAt(), nonNil(r.GetRequestedScopes()), nonNil(granted), formJSON, sessJSON, exp)
+		companyID(ctx), kind, hashSig(sig), g.requestID, g.clientID, g.account,
+		g.requestedAt, g.scopes, granted, g.formJSON, g.sessJSON, exp)
 	return err
 }
 
@@ -252,11 +283,22 @@ func (s *Store) get(ctx context.Context, kind, sig string, session fosite.Sessio
 		formJSON, sessJSON []byte
 		active             bool
 	)
-	err := s.db(ctx).QueryRow(ctx, `
-		SELECT request_id, client_id, requested_at, scopes, granted_scopes, form, session, active
-		FROM oauth_tokens WHERE company_id = $1 AND kind = $2 AND signature = $3`,
-		companyID(ctx), kind, hashSig(sig)).
-		Scan(&req.ID, &clientID, &req.RequestedAt, &scopes, &granted, &formJSON, &sessJSON, &active)
+	scan := func(row pgx.Row) error {
+		return row.Scan(&req.ID, &clientID, &req.RequestedAt, &scopes, &granted, &formJSON, &sessJSON, &active)
+	}
+	const query = `SELECT request_id, client_id, requested_at, scopes, granted_scopes, form, session, active
+		FROM oauth_tokens WHERE company_id = $1 AND kind = $2 AND signature = $3`
+	args := []any{companyID(ctx), kind, hashSig(sig)}
+	var err error
+	b := &pgx.Batch{}
+	if _, inTx := txOf(ctx); !inTx && clientauth.DeferredFrom(ctx).Queue(b) {
+		// A refresh's client assertion: its jti is recorded in this
+		// round trip, and a replayed one fails it (issue 19).
+		b.Queue(query, args...).QueryRow(scan)
+		err = s.pool.SendBatch(ctx, b).Close()
+	} else {
+		err = scan(s.db(ctx).QueryRow(ctx, query, args...))
+	}
 	if err != nil {
 		return nil, db.NotFound(err, fosite.ErrNotFound)
 	}
@@ -384,7 +426,10 @@ func (s *Store) DeleteRefreshTokenSession(ctx context.Context, sig string) error
 // refresh token becomes inactive, with one winner among concurrent
 // refreshes. Access tokens issued earlier under the grant stay valid until
 // they expire: an agent may hold a narrower or single-service token for
-// one task next to its default token (spec 4.4, 4.5).
+// one task next to its default token (spec 4.4, 4.5). fosite's refresh
+// handler calls it in the transaction that then stores the new tokens;
+// the issuer's (refreshGrant) rotates with rotateRefresh instead, which
+// does all of it in one round trip.
 func (s *Store) RotateRefreshToken(ctx context.Context, requestID, sig string) error {
 	if err := s.lockGrant(ctx, requestID); err != nil {
 		return err
@@ -408,9 +453,69 @@ func (s *Store) lockGrant(ctx context.Context, requestID string) error {
 	if _, ok := txOf(ctx); !ok {
 		return nil
 	}
-	_, err := s.db(ctx).Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('oauth grant ' || $1::bigint || ' ' || $2, 0))`,
-		companyID(ctx), requestID)
+	_, err := s.db(ctx).Exec(ctx, lockGrantSQL, companyID(ctx), requestID)
 	return err
+}
+
+// lockGrantSQL takes the lock of grant $2 of Company $1 until the
+// transaction ends.
+const lockGrantSQL = `SELECT pg_advisory_xact_lock(hashtextextended('oauth grant ' || $1::bigint || ' ' || $2, 0))`
+
+// rotateRefresh is a refresh's whole write: the used refresh token, with
+// signature used, becomes inactive and r's new access and refresh tokens
+// are stored, in one round trip and one transaction: a batch, which runs
+// in one implicit transaction, of the grant's lock (lockGrant, so a
+// revocation under way never misses the new refresh token) and one
+// statement that inserts the new rows only when it deactivated the used
+// one. Of concurrent refreshes with one token, one rotates; the others,
+// and a refresh whose token a revocation deactivated first, get
+// errRefreshUsed and store nothing.
+func (s *Store) rotateRefresh(ctx context.Context, used, accessSig, refreshSig string, r fosite.Requester) error {
+	g, err := newGrantRow(r)
+	if err != nil {
+		return err
+	}
+	accessScopes, accessExp, err := g.token(kindAccess)
+	if err != nil {
+		return err
+	}
+	refreshScopes, refreshExp, err := g.token(kindRefresh)
+	if err != nil {
+		return err
+	}
+	company := companyID(ctx)
+	b := &pgx.Batch{}
+	b.Queue(lockGrantSQL, company, g.requestID)
+	b.Queue(`
+		WITH rotated AS (
+			UPDATE oauth_tokens SET active = false
+			WHERE company_id = $1 AND kind = 'refresh' AND signature = $2 AND active
+			RETURNING 1
+		)
+		INSERT INTO oauth_tokens (company_id, kind, signature, request_id, client_id, account_id,
+			requested_at, scopes, granted_scopes, form, session, expires_at)
+		SELECT $1, t.kind, t.signature, $3, $4, $5, $6, $7, t.granted_scopes, $8, $9, t.expires_at
+		FROM (VALUES ('access', $10::bytea, $11::text[], $12::timestamptz),
+			('refresh', $13::bytea, $14::text[], $15::timestamptz)) AS t (kind, signature, granted_scopes, expires_at)
+		WHERE EXISTS (SELECT FROM rotated)`,
+		company, hashSig(used), g.requestID, g.clientID, g.account, g.requestedAt, g.scopes, g.formJSON, g.sessJSON,
+		hashSig(accessSig), accessScopes, accessExp, hashSig(refreshSig), refreshScopes, refreshExp)
+	results := s.pool.SendBatch(ctx, b)
+	_, err = results.Exec()
+	var tag pgconn.CommandTag
+	if err == nil {
+		tag, err = results.Exec()
+	}
+	if closeErr := results.Close(); err == nil {
+		err = closeErr
+	}
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return errRefreshUsed
+	}
+	return nil
 }
 
 // inTx runs f in the transaction in ctx, or in a new one.

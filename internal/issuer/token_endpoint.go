@@ -9,6 +9,7 @@ import (
 
 	"github.com/ory/fosite"
 
+	"github.com/poppyhost/poppyhost/internal/clientauth"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
@@ -83,7 +84,18 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		s.tokenError(w, r, nil, err)
 		return
 	}
+	// A refresh's client assertion has its jti recorded in the round
+	// trip that reads the refresh token (clientauth.Defer, Store.get);
+	// one that reached no read is recorded here, before anything else
+	// happens. Either way a replayed one ends the request.
+	var jti *clientauth.Deferred
+	if r.PostForm.Get("grant_type") == tenant.GrantRefreshToken {
+		ctx, jti = clientauth.Defer(ctx)
+	}
 	ar, err := s.provider.NewAccessRequest(ctx, r, &Session{})
+	if jtiErr := jti.Record(ctx); jtiErr != nil {
+		err = clientAuthError(jtiErr)
+	}
 	if err != nil {
 		s.tokenError(w, r, ar, err)
 		return
@@ -207,7 +219,11 @@ func sameScopes(a, b []string) bool {
 // ErrInvalidatedAuthorizeCode, met when the other exchange commits between
 // its two reads of the code, in server_error.
 func (s *Server) tokenError(w http.ResponseWriter, r *http.Request, ar fosite.AccessRequester, err error) {
+	var ce *clientauth.Error
 	switch {
+	case errors.As(err, &ce):
+		// Also a replayed jti, found as the refresh token was read.
+		err = clientAuthError(ce)
 	case errors.Is(err, errCodeUsed), errors.Is(err, fosite.ErrInvalidatedAuthorizeCode):
 		err = fosite.ErrInvalidGrant.WithHint("The authorization code was already used.")
 	case errors.Is(err, errRefreshUsed):
