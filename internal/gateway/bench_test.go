@@ -718,7 +718,7 @@ type opsProposed struct {
 	approval string
 }
 
-func newOpsBench(b *testing.B, g *gatewayBench) *opsBench {
+func newOpsBench(b testing.TB, g *gatewayBench) *opsBench {
 	b.Helper()
 	ctx := context.Background()
 	env := g.env
@@ -767,7 +767,7 @@ func newOpsBench(b *testing.B, g *gatewayBench) *opsBench {
 
 // sign returns a fresh Poppy-Session for a POST to url in the signed-in
 // Session of the gateway bench.
-func (s *opsBench) sign(b *testing.B, url string) string {
+func (s *opsBench) sign(b testing.TB, url string) string {
 	g, c := s.g, s.g.signedIn
 	sum := sha256.Sum256([]byte(c.token))
 	claims := map[string]any{"iss": g.agent.ClientID, "aud": g.aud, "sid": c.sid, "sub": g.sub,
@@ -779,7 +779,7 @@ func (s *opsBench) sign(b *testing.B, url string) string {
 
 // request is a signed-in POST of body to url, declaring the extension and
 // carrying approval when there is one.
-func (s *opsBench) request(b *testing.B, url, body, approval string) *http.Request {
+func (s *opsBench) request(b testing.TB, url, body, approval string) *http.Request {
 	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		b.Fatal(err)
@@ -798,7 +798,7 @@ func (s *opsBench) request(b *testing.B, url, body, approval string) *http.Reque
 
 // propose proposes a new operation, with its own action_key, and returns
 // the body and approval that perform it.
-func (s *opsBench) propose(b *testing.B) opsProposed {
+func (s *opsBench) propose(b testing.TB) opsProposed {
 	body := `{"item_id":"itm_4Qa","n":` + strconv.FormatInt(s.n.Add(1), 10) + `}`
 	status, raw := benchSend(s.g.env.Client, s.request(b, s.exchanges, body, ""))
 	var answer struct {
@@ -817,7 +817,7 @@ func (s *opsBench) propose(b *testing.B) opsProposed {
 }
 
 // call sends req and fails unless it answers opsBenchAnswer with 201.
-func (s *opsBench) call(b *testing.B, req *http.Request) bool {
+func (s *opsBench) call(b testing.TB, req *http.Request) bool {
 	status, body := benchSend(s.g.env.Client, req)
 	if status != http.StatusCreated || body != string(opsBenchAnswer) {
 		b.Errorf("POST %s: status %d: %s", req.URL, status, body)

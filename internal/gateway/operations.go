@@ -72,7 +72,7 @@ func (g *Gateway) serveOperations(w http.ResponseWriter, r *http.Request, k *cal
 	avoid := ""
 	if approval != nil {
 		out, err := g.engine.Perform(ctx, &operations.Action{Company: k.co, Interface: operations.InterfaceAPI,
-			Target: k.api.Name, Owner: owner, Facts: k.facts, Request: req}, approval)
+			Target: k.api.Name, Owner: owner, Facts: k.facts, Request: req, Route: origin.APIRoute(k.api, k.target)}, approval)
 		if err != nil {
 			httpx.WriteError(w, r, err)
 			return

@@ -54,3 +54,36 @@ func TestGatewayRoundTrips(t *testing.T) {
 		}
 	}
 }
+
+// TestApprovedRoundTrips: an approved call at an API costs what a plain
+// call costs and the commits that performing at most once needs: the
+// claim, made with the approval's checks in one statement and committed
+// with its settle job, and the stored answer. No statement reads the
+// operation before the claim, and the API comes from the gateway's own
+// cache (issue 19).
+func TestApprovedRoundTrips(t *testing.T) {
+	t.Parallel()
+	rec := &plancheck.Recorder{}
+	g := newGatewayBench(t, testkit.Options{Tracer: rec})
+	o := newOpsBench(t, g)
+	p := o.propose(t)
+	req := o.request(t, o.exchanges, p.body, p.approval)
+	var ok bool
+	stmts := rec.Record(func() { ok = o.call(t, req) })
+	require.True(t, ok)
+	var ours []string
+	for _, s := range stmts {
+		// River's own polling shares the pool; its insert of the settle
+		// job is ours.
+		if !strings.Contains(s.SQL, "river_") || strings.Contains(s.SQL, "INSERT INTO river_job") {
+			ours = append(ours, s.String())
+		}
+	}
+	// The recorder sees statements, not the claim's BEGIN and COMMIT.
+	require.Len(t, ours, 5, "%q", ours)
+	require.True(t, strings.HasPrefix(ours[0], "INSERT INTO session_jtis"), "%q", ours)
+	require.True(t, strings.Contains(ours[1], "FROM sessions"), "%q", ours)
+	require.True(t, strings.HasPrefix(ours[2], "WITH seen AS") && strings.Contains(ours[2], "UPDATE operations"), "%q", ours)
+	require.Contains(t, ours[3], "INSERT INTO river_job", "the settle job, with the claim: %q", ours)
+	require.True(t, strings.HasPrefix(ours[4], "UPDATE operations SET status = 'performed'"), "%q", ours)
+}

@@ -106,3 +106,32 @@ func TestAgentAlg(t *testing.T) {
 	_, ok := AgentAlg(nil)
 	require.False(t, ok)
 }
+
+// TestSignES256: jwx verifies what SignES256 signs, with the header and
+// payload as given, over many signatures (so that R or S with leading zero
+// bytes, about one in 128, are among them); a DER signature that is not
+// P-256's is refused.
+func TestSignES256(t *testing.T) {
+	t.Parallel()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	header := []byte(`{"alg":"ES256","kid":"k1","typ":"poppy-verified+jwt"}`)
+	for i := range 1000 {
+		payload := []byte(`{"n":` + strings.Repeat("1", i%7+1) + `}`)
+		tok, err := SignES256(key, header, payload)
+		require.NoError(t, err)
+		got, err := jws.Verify([]byte(tok), jws.WithKey(jwa.ES256, &key.PublicKey))
+		require.NoError(t, err, tok)
+		require.Equal(t, payload, got)
+		parts, _, err := Split(tok)
+		require.NoError(t, err)
+		require.Equal(t, seg(string(header)), parts[0])
+		require.True(t, VerifyES256(tok, parts, &key.PublicKey))
+	}
+	var sig [64]byte
+	long := append([]byte{0x30, 0x25, 0x02, 0x21, 0x01}, make([]byte, 32)...)
+	long = append(long, 0x02, 0x00)
+	for _, bad := range [][]byte{nil, {0x30, 0x00}, {0x30, 0x03, 0x02, 0x01, 0x80}, long} {
+		require.False(t, rawSignature(bad, &sig), "%x", bad)
+	}
+}

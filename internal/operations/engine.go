@@ -128,73 +128,18 @@ func (e *Engine) Store() *Store { return e.opts.Store }
 // (Classify). A website's approval reached the hook where it was
 // recorded, so it is not asked again here.
 func (e *Engine) Perform(ctx context.Context, act *Action, a *Approval) (*Outcome, error) {
-	store, co := e.opts.Store, act.Company
-	checked, err := store.Check(ctx, co.ID, act.Owner, act.Interface, act.Target, a, act.Request, e.opts.Now())
+	sent, err := e.claimAtOnce(ctx, act, a)
 	if err != nil {
 		return nil, err
 	}
-	if out := verdictOutcome(checked); out != nil {
-		return out, nil
-	}
-	// The revision's own request is what is performed: the same as act's,
-	// by check 3, or a conversation's.
-	req := checked.Request
-	route, err := e.route(ctx, co, act.Interface, act.Target, req)
-	if errors.Is(err, ErrGone) {
-		// Removed since it was proposed, before anything was claimed: a
-		// refusal, not a failure of ours.
-		return nil, errGoneRefusal
-	}
-	if err != nil {
-		return nil, err
-	}
-	if act.Interface == InterfaceConversation {
-		// The Company Agent named the request: it must be one the gateway
-		// would forward for this Personal Agent.
-		if err := e.opts.Router.Allowed(ctx, co, req, act.Facts); err != nil {
-			return nil, err
+	if sent == nil {
+		var out *Outcome
+		if sent, out, err = e.checkThenClaim(ctx, act, a); sent == nil {
+			return out, err
 		}
-	}
-	if act.Interface != InterfaceWeb {
-		decline, err := e.AskHook(ctx, act, checked.Operation, a)
-		if errors.Is(err, ErrClaimed) {
-			return e.current(ctx, act, a)
-		}
-		if errors.Is(err, ErrHook) {
-			// Another request may have claimed the operation while the
-			// hook failed: it is answered as it stands, never as if it
-			// failed (extension 7).
-			if out, cerr := e.current(ctx, act, a); cerr == nil &&
-				(out.Kind == OutcomePerforming || out.Kind == OutcomePerformed) {
-				return out, nil
-			}
-		}
-		if err != nil {
-			return nil, err
-		}
-		if decline != nil {
-			e.metrics.outcome(OutcomeDeclined)
-			return &Outcome{Kind: OutcomeDeclined, Decline: decline}, nil
-		}
-	}
-	lease := route.Timeout + leaseMargin
-	claim, err := store.Claim(ctx, co.ID, a, act.Facts, lease, e.opts.Now(), func(ctx context.Context, tx pgx.Tx, c *Claim) error {
-		_, err := e.opts.Jobs.InsertTx(ctx, tx, SettleArgs{CompanyID: co.ID, OperationID: a.OperationID, Claim: c.ID},
-			&river.InsertOpts{ScheduledAt: c.LeaseUntil})
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	if claim == nil {
-		// Another retry won meanwhile: the operation as it stands now.
-		return e.current(ctx, act, a)
 	}
 	// The outcome is recorded whatever happens to the request that asked.
 	ctx = context.WithoutCancel(ctx)
-	sent := &sending{co: co, iface: act.Interface, target: act.Target, owner: act.Owner, route: route,
-		facts: act.Facts, approval: a, claim: claim.ID, actionKey: checked.ActionKey, req: req,
-		terms: checked.Operation.Terms}
 	resp, err := e.send(ctx, sent)
 	if err != nil {
 		// Unknown whether it took effect: still performing (extension 7)
@@ -205,6 +150,138 @@ func (e *Engine) Perform(ctx context.Context, act *Action, a *Approval) (*Outcom
 		return &Outcome{Kind: OutcomePerforming}, nil
 	}
 	return e.conclude(ctx, sent, resp, true)
+}
+
+// claimAtOnce claims the operation of approval a with its checks in one
+// statement (Store.ClaimChecked) when nothing has to be asked between the
+// checks and the claim: no approval hook, and not a conversation's
+// request, which the Router must allow first. It returns nil when it did
+// not claim, for whatever reason: checkThenClaim then makes the checks one
+// by one and says why, as it always did.
+func (e *Engine) claimAtOnce(ctx context.Context, act *Action, a *Approval) (*sending, error) {
+	co := act.Company
+	if act.Interface == InterfaceConversation || co.Settings.Operations.ApprovalHook != "" || act.Request == nil {
+		return nil, nil
+	}
+	route := act.Route
+	if route != nil {
+		route = bounded(*route)
+	} else {
+		var err error
+		if route, err = e.route(ctx, co, act.Interface, act.Target, act.Request); err != nil {
+			return nil, nil
+		}
+	}
+	lease := route.Timeout + leaseMargin
+	checked, claim, err := e.opts.Store.ClaimChecked(ctx, co.ID, act.Owner, act.Interface, act.Target, a, act.Request,
+		act.Facts, lease, e.opts.Now(), func(ctx context.Context, tx pgx.Tx, c *Checked, claim *Claim) error {
+			if !c.Request.sameTarget(act.Request) {
+				// The revision's own request is what is performed; routed
+				// afresh, under the lease already taken.
+				again, err := e.route(ctx, co, act.Interface, act.Target, c.Request)
+				if err != nil {
+					return err
+				}
+				if again.Timeout != route.Timeout {
+					return errRouteChanged
+				}
+				route = again
+			}
+			return e.settleLater(ctx, tx, co.ID, a, claim)
+		})
+	if errors.Is(err, errRouteChanged) || errors.Is(err, ErrGone) {
+		return nil, nil
+	}
+	if err != nil || claim == nil {
+		return nil, err
+	}
+	return &sending{co: co, iface: act.Interface, target: act.Target, owner: act.Owner, route: route,
+		facts: act.Facts, approval: a, claim: claim.ID, actionKey: checked.ActionKey, req: checked.Request,
+		terms: checked.Operation.Terms}, nil
+}
+
+// errRouteChanged: the route of a claim made at once changed under it;
+// the claim is undone and made the long way.
+var errRouteChanged = errors.New("operations: the route changed while claiming")
+
+// settleLater schedules, with claim, the settle job that finishes the
+// operation should the request that claimed it not.
+func (e *Engine) settleLater(ctx context.Context, tx pgx.Tx, companyID int64, a *Approval, claim *Claim) error {
+	_, err := e.opts.Jobs.InsertTx(ctx, tx, SettleArgs{CompanyID: companyID, OperationID: a.OperationID, Claim: claim.ID},
+		&river.InsertOpts{ScheduledAt: claim.LeaseUntil})
+	return err
+}
+
+// checkThenClaim makes the checks of approval a one by one (Store.Check),
+// asks the approval hook between them and the claim, and claims the
+// operation (Store.Claim). It returns what to send, or the outcome (or
+// error) when nothing is to be sent.
+func (e *Engine) checkThenClaim(ctx context.Context, act *Action, a *Approval) (*sending, *Outcome, error) {
+	store, co := e.opts.Store, act.Company
+	checked, err := store.Check(ctx, co.ID, act.Owner, act.Interface, act.Target, a, act.Request, e.opts.Now())
+	if err != nil {
+		return nil, nil, err
+	}
+	if out := verdictOutcome(checked); out != nil {
+		return nil, out, nil
+	}
+	// The revision's own request is what is performed: the same as act's,
+	// by check 3, or a conversation's.
+	req := checked.Request
+	route, err := e.route(ctx, co, act.Interface, act.Target, req)
+	if errors.Is(err, ErrGone) {
+		// Removed since it was proposed, before anything was claimed: a
+		// refusal, not a failure of ours.
+		return nil, nil, errGoneRefusal
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if act.Interface == InterfaceConversation {
+		// The Company Agent named the request: it must be one the gateway
+		// would forward for this Personal Agent.
+		if err := e.opts.Router.Allowed(ctx, co, req, act.Facts); err != nil {
+			return nil, nil, err
+		}
+	}
+	if act.Interface != InterfaceWeb {
+		decline, err := e.AskHook(ctx, act, checked.Operation, a)
+		if errors.Is(err, ErrClaimed) {
+			out, err := e.current(ctx, act, a)
+			return nil, out, err
+		}
+		if errors.Is(err, ErrHook) {
+			// Another request may have claimed the operation while the
+			// hook failed: it is answered as it stands, never as if it
+			// failed (extension 7).
+			if out, cerr := e.current(ctx, act, a); cerr == nil &&
+				(out.Kind == OutcomePerforming || out.Kind == OutcomePerformed) {
+				return nil, out, nil
+			}
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if decline != nil {
+			e.metrics.outcome(OutcomeDeclined)
+			return nil, &Outcome{Kind: OutcomeDeclined, Decline: decline}, nil
+		}
+	}
+	lease := route.Timeout + leaseMargin
+	claim, err := store.Claim(ctx, co.ID, a, act.Facts, lease, e.opts.Now(), func(ctx context.Context, tx pgx.Tx, c *Claim) error {
+		return e.settleLater(ctx, tx, co.ID, a, c)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if claim == nil {
+		// Another retry won meanwhile: the operation as it stands now.
+		out, err := e.current(ctx, act, a)
+		return nil, out, err
+	}
+	return &sending{co: co, iface: act.Interface, target: act.Target, owner: act.Owner, route: route,
+		facts: act.Facts, approval: a, claim: claim.ID, actionKey: checked.ActionKey, req: req,
+		terms: checked.Operation.Terms}, nil, nil
 }
 
 // verdictOutcome is the outcome of a check that does not let the request
@@ -251,10 +328,15 @@ func (e *Engine) route(ctx context.Context, co *tenant.Company, iface, target st
 	if err != nil {
 		return nil, err
 	}
+	return bounded(*r), nil
+}
+
+// bounded returns r with its timeout within MaxSendTimeout.
+func bounded(r Route) *Route {
 	if r.Timeout <= 0 || r.Timeout > MaxSendTimeout {
 		r.Timeout = MaxSendTimeout
 	}
-	return r, nil
+	return &r
 }
 
 // sending is one send of a claim, and what concluding it needs.

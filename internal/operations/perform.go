@@ -22,6 +22,9 @@ type Action struct {
 	// Request is what the request asks the origin; in a conversation, the
 	// request the proposal named.
 	Request *Request
+	// Route, when set, is where Request goes as the interface found it
+	// for this very request (the API proxy's API); nil asks the Router.
+	Route *Route
 }
 
 // OutcomeKind says what became of an approval.

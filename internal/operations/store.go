@@ -71,6 +71,12 @@ func (r *Request) Same(o *Request) bool {
 	return SameJSON(r.Body, o.Body)
 }
 
+// sameTarget reports whether r and o go to the same URL of the same API:
+// routed alike.
+func (r *Request) sameTarget(o *Request) bool {
+	return r.API == o.API && r.Path == o.Path && r.Query == o.Query
+}
+
 // Exact returns an error for a JSON body that is ambiguous: one that
 // names a member twice, whose meaning depends on who reads it
 // (ErrDuplicateMember). It is refused before anything is recorded or

@@ -3,6 +3,7 @@ package operations
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -174,6 +175,86 @@ func (s *Store) Claim(ctx context.Context, companyID int64, a *Approval, facts *
 	return c, nil
 }
 
+// Next is what ClaimChecked does with a claim before it commits: route the
+// revision's request and schedule the settle job (DESIGN.md: jobs are
+// inserted with their change). An error undoes the claim.
+type Next func(ctx context.Context, tx pgx.Tx, c *Checked, claim *Claim) error
+
+// errNotSame: the stored request of a revision ClaimChecked claimed is
+// not the one approved here, so the claim is undone.
+var errNotSame = errors.New("operations: another request than the revision's")
+
+// ClaimChecked is Check and Claim in one statement, for an approval that
+// nothing has to be asked about between them (no approval hook, not a
+// conversation's): it claims operation a.OperationID for the request
+// carrying a when every check of extension 6 passes at once (owner, status,
+// current revision unexpired, neither declined nor replaced, target), and
+// then, in the same transaction, checks that req asks for the revision's
+// request (check 3) and calls next. It returns nil, nil, nil when it did
+// not claim: the caller makes the checks one by one (Check) to learn why.
+//
+// A statement sees what committed before it began, and the revision's
+// state is another row than the one it locks: a revision retired between
+// the two (a claim released with a decline, say) would go unnoticed. So
+// the claim is made only on the very version of the operation's row that
+// the checks read (its xmin): every change that retires a revision also
+// writes that row (Release, Resolve, Propose, DeclineUnclaimed), and a
+// row written since makes this claim find nothing.
+func (s *Store) ClaimChecked(ctx context.Context, companyID int64, owner Owner, iface, target string, a *Approval,
+	req *Request, facts *verified.Facts, lease time.Duration, now time.Time, next Next) (*Checked, *Claim, error) {
+	var (
+		checked *Checked
+		claim   *Claim
+	)
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		c := &Claim{ID: newID("clm_"), LeaseUntil: now.Add(lease)}
+		var (
+			stored    Request
+			actionKey string
+			op        = Operation{OperationID: a.OperationID, Revision: a.Revision}
+		)
+		err := tx.QueryRow(ctx, `WITH seen AS (
+				SELECT o.xmin AS version, r.request, r.terms, r.summary, r.expires_at
+				FROM operations o
+				JOIN operation_revisions r ON r.company_id = o.company_id AND r.operation_id = o.id
+					AND r.revision = o.revision
+				WHERE o.company_id = $1 AND o.id = $2 AND o.revision = $3 AND o.status = 'proposed'
+					AND o.client_id = $4 AND o.user_id = $5 AND o.account_id = $6 AND o.interface = $7
+					AND o.target = $8 AND r.declined_at IS NULL AND r.replaced_at IS NULL AND r.expires_at > $9)
+			UPDATE operations o SET status = 'performing', approval = $10, facts = $11, performing_since = $9,
+				updated_at = $9, claim = $12, lease_until = $13, sends = 1
+			FROM seen
+			WHERE o.company_id = $1 AND o.id = $2 AND o.status = 'proposed' AND o.revision = $3
+				AND o.xmin = seen.version
+			RETURNING o.action_key, seen.request, seen.terms, seen.summary, seen.expires_at`,
+			companyID, a.OperationID, a.Revision, owner.ClientID, owner.UserID, owner.AccountID, iface, target, now,
+			a, facts, c.ID, c.LeaseUntil).Scan(&actionKey, &stored, &op.Terms, &op.Summary, &op.ExpiresAt)
+		if db.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if iface != InterfaceConversation && !stored.Same(req) {
+			return errNotSame
+		}
+		op.ExpiresAt = op.ExpiresAt.UTC()
+		ch := &Checked{Verdict: Approved, Request: &stored, ActionKey: actionKey, Operation: &op}
+		if err := next(ctx, tx, ch, c); err != nil {
+			return err
+		}
+		checked, claim = ch, c
+		return nil
+	})
+	if errors.Is(err, errNotSame) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return checked, claim, nil
+}
+
 // Lease takes the send lease of claim for lease from now, when no send of
 // it may still be in flight, and reports whether it did. Otherwise it
 // returns when the current lease lapses, the zero time when the claim is
@@ -298,13 +379,11 @@ func (s *Store) DeclineUnclaimed(ctx context.Context, companyID int64, id, revis
 	now time.Time) (bool, error) {
 	var declined bool
 	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		var status string
-		err := tx.QueryRow(ctx, `SELECT status FROM operations WHERE company_id = $1 AND id = $2 FOR UPDATE`,
-			companyID, id).Scan(&status)
-		if db.IsNotFound(err) || err == nil && status != stateProposed {
-			return nil
-		}
-		if err != nil {
+		// The row is written, not only locked, so a claim that checked the
+		// revision before this commits finds it changed (ClaimChecked).
+		tag, err := tx.Exec(ctx, `UPDATE operations SET updated_at = $3
+			WHERE company_id = $1 AND id = $2 AND status = 'proposed'`, companyID, id, now)
+		if err != nil || tag.RowsAffected() != 1 {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `UPDATE operation_revisions SET declined_at = coalesce(declined_at, $4),

@@ -138,3 +138,154 @@ func TestProposeWaitsForAnUnknownOutcome(t *testing.T) {
 	require.Equal(t, op.OperationID, again.OperationID)
 	require.NotEqual(t, op.Revision, again.Revision)
 }
+
+// claimChecked is ClaimChecked of op's current revision for the request
+// r.propose made, at t0+at; it reports whether it claimed.
+func (r *sweepRig) claimChecked(t *testing.T, op *operations.Operation, key string, at time.Duration) bool {
+	t.Helper()
+	a := &operations.Approval{OperationID: op.OperationID, Revision: op.Revision, Approver: operations.ApproverUser}
+	req := &operations.Request{Method: "POST", Path: "/orders/o1/" + key, Body: []byte(`{}`)}
+	checked, c, err := r.store.ClaimChecked(context.Background(), r.companyID, r.owner, operations.InterfaceAPI,
+		"orders-api", a, req, &verified.Facts{}, time.Minute, r.t0.Add(at),
+		func(context.Context, pgx.Tx, *operations.Checked, *operations.Claim) error { return nil })
+	require.NoError(t, err)
+	require.Equal(t, c == nil, checked == nil)
+	return c != nil
+}
+
+// TestClaimCheckedMakesEveryCheck: the check and the claim in one
+// statement claim only what Check would approve: not another owner's,
+// another request's, a declined, replaced or expired revision, nor one
+// claimed already; and what did not claim changed nothing.
+func TestClaimCheckedMakesEveryCheck(t *testing.T) {
+	t.Parallel()
+	r := newSweepRig(t)
+	ctx := context.Background()
+	facts := &verified.Facts{}
+	none := func(context.Context, pgx.Tx, *operations.Checked, *operations.Claim) error { return nil }
+
+	op := r.propose(t, "exchange", 0, time.Hour)
+	a := &operations.Approval{OperationID: op.OperationID, Revision: op.Revision, Approver: operations.ApproverUser}
+	req := &operations.Request{Method: "POST", Path: "/orders/o1/exchange", Body: []byte(`{}`)}
+	for name, try := range map[string]func() (*operations.Claim, error){
+		"another User": func() (*operations.Claim, error) {
+			_, c, err := r.store.ClaimChecked(ctx, r.companyID, operations.Owner{ClientID: r.owner.ClientID, UserID: "usr_other"},
+				operations.InterfaceAPI, "orders-api", a, req, facts, time.Minute, r.t0, none)
+			return c, err
+		},
+		"another account": func() (*operations.Claim, error) {
+			o := r.owner
+			o.AccountID = 7
+			_, c, err := r.store.ClaimChecked(ctx, r.companyID, o, operations.InterfaceAPI, "orders-api", a, req, facts,
+				time.Minute, r.t0, none)
+			return c, err
+		},
+		"another API": func() (*operations.Claim, error) {
+			_, c, err := r.store.ClaimChecked(ctx, r.companyID, r.owner, operations.InterfaceAPI, "other-api", a, req, facts,
+				time.Minute, r.t0, none)
+			return c, err
+		},
+		"another request": func() (*operations.Claim, error) {
+			other := &operations.Request{Method: "POST", Path: "/orders/o1/exchange", Body: []byte(`{"size": "L"}`)}
+			_, c, err := r.store.ClaimChecked(ctx, r.companyID, r.owner, operations.InterfaceAPI, "orders-api", a, other,
+				facts, time.Minute, r.t0, none)
+			return c, err
+		},
+		"another revision": func() (*operations.Claim, error) {
+			b := *a
+			b.Revision = "NOTTHISONE"
+			_, c, err := r.store.ClaimChecked(ctx, r.companyID, r.owner, operations.InterfaceAPI, "orders-api", &b, req,
+				facts, time.Minute, r.t0, none)
+			return c, err
+		},
+	} {
+		c, err := try()
+		require.NoError(t, err, name)
+		require.Nil(t, c, name)
+	}
+	var status string
+	require.NoError(t, r.pool.QueryRow(ctx, `SELECT status FROM operations WHERE company_id = $1 AND id = $2`,
+		r.companyID, op.OperationID).Scan(&status))
+	require.Equal(t, "proposed", status, "nothing that did not claim changed the operation")
+
+	// What next refuses is undone with the claim.
+	_, c, err := r.store.ClaimChecked(ctx, r.companyID, r.owner, operations.InterfaceAPI, "orders-api", a, req, facts,
+		time.Minute, r.t0, func(context.Context, pgx.Tx, *operations.Checked, *operations.Claim) error {
+			return operations.ErrGone
+		})
+	require.ErrorIs(t, err, operations.ErrGone)
+	require.Nil(t, c)
+
+	checked, c, err := r.store.ClaimChecked(ctx, r.companyID, r.owner, operations.InterfaceAPI, "orders-api", a, req,
+		facts, time.Minute, r.t0, none)
+	require.NoError(t, err)
+	require.NotNil(t, c)
+	require.Equal(t, operations.Approved, checked.Verdict)
+	require.Equal(t, "exchange", checked.ActionKey)
+	require.JSONEq(t, `{"order_id": "o1"}`, string(checked.Operation.Terms))
+	require.Equal(t, r.t0.Add(time.Minute), c.LeaseUntil)
+	require.False(t, r.claimChecked(t, op, "exchange", time.Second), "claimed once")
+
+	declined := r.propose(t, "declined", 0, time.Hour)
+	ok, err := r.store.DeclineUnclaimed(ctx, r.companyID, declined.OperationID, declined.Revision, &operations.Decline{}, r.t0)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.False(t, r.claimChecked(t, declined, "declined", time.Minute))
+
+	replaced := r.propose(t, "replaced", 0, time.Hour)
+	p := &operations.Proposal{ActionKey: "replaced", Terms: json.RawMessage(`{"order_id": "o1", "size": "L"}`), ExpiresIn: 3600}
+	_, err = r.store.Propose(ctx, r.companyID, r.owner, operations.InterfaceAPI, "orders-api", p,
+		&operations.Request{Method: "POST", Path: "/orders/o1/replaced", Body: []byte(`{}`)}, "", r.t0.Add(time.Second))
+	require.NoError(t, err)
+	require.False(t, r.claimChecked(t, replaced, "replaced", time.Minute))
+
+	expired := r.propose(t, "expired", 0, time.Minute)
+	require.False(t, r.claimChecked(t, expired, "expired", 2*time.Minute))
+}
+
+// TestClaimCheckedSeesARevisionRetiredWhileItWaits: a revision retired
+// by a transaction that holds the operation's row when the one-statement
+// claim begins (a claim released with the origin's decline, say) is not
+// claimed once that transaction commits, though the statement's snapshot
+// saw it approvable: the claim is made only on the row version it checked.
+func TestClaimCheckedSeesARevisionRetiredWhileItWaits(t *testing.T) {
+	t.Parallel()
+	r := newSweepRig(t)
+	ctx := context.Background()
+	op := r.propose(t, "exchange", 0, time.Hour)
+
+	tx, err := r.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `UPDATE operations SET updated_at = $3 WHERE company_id = $1 AND id = $2`,
+		r.companyID, op.OperationID, r.t0.Add(time.Second))
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `UPDATE operation_revisions SET declined_at = $4
+		WHERE company_id = $1 AND operation_id = $2 AND revision = $3`,
+		r.companyID, op.OperationID, op.Revision, r.t0.Add(time.Second))
+	require.NoError(t, err)
+
+	claimed := make(chan bool, 1)
+	go func() {
+		a := &operations.Approval{OperationID: op.OperationID, Revision: op.Revision, Approver: operations.ApproverUser}
+		req := &operations.Request{Method: "POST", Path: "/orders/o1/exchange", Body: []byte(`{}`)}
+		_, c, err := r.store.ClaimChecked(ctx, r.companyID, r.owner, operations.InterfaceAPI, "orders-api", a, req,
+			&verified.Facts{}, time.Minute, r.t0.Add(time.Minute),
+			func(context.Context, pgx.Tx, *operations.Checked, *operations.Claim) error { return nil })
+		claimed <- err == nil && c != nil
+	}()
+	// The claim's statement has begun and waits for the row.
+	require.Eventually(t, func() bool {
+		var waiting bool
+		require.NoError(t, r.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'WITH seen AS%')`).Scan(&waiting))
+		return waiting
+	}, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, tx.Commit(ctx))
+	require.False(t, <-claimed, "a revision declined before the claim took the row was claimed")
+
+	var status string
+	require.NoError(t, r.pool.QueryRow(ctx, `SELECT status FROM operations WHERE company_id = $1 AND id = $2`,
+		r.companyID, op.OperationID).Scan(&status))
+	require.Equal(t, "proposed", status)
+}

@@ -55,8 +55,7 @@ func (rt Router) Route(ctx context.Context, co *tenant.Company, iface, target st
 		if err != nil {
 			return nil, err
 		}
-		return &operations.Route{Audience: api.Origin, URL: Target(origin, req.Path, req.Query), API: api.Name,
-			Timeout: time.Duration(api.TimeoutSeconds) * time.Second, MaxResponse: api.MaxResponseBytes}, nil
+		return APIRoute(api, Target(origin, req.Path, req.Query)), nil
 	case operations.InterfaceMCP:
 		t, err := rt.Registry.GetTool(ctx, co.ID, target)
 		if errors.Is(err, registry.ErrNotFound) {
@@ -85,6 +84,12 @@ func (rt Router) Route(ctx context.Context, co *tenant.Company, iface, target st
 			Timeout: WebsiteTimeout, MaxResponse: websiteMaxStoredBytes}, nil
 	}
 	return nil, fmt.Errorf("origin: operations at %q are not performed here", iface)
+}
+
+// APIRoute is where a request of api for target (Target) is performed.
+func APIRoute(api *registry.API, target *url.URL) *operations.Route {
+	return &operations.Route{Audience: api.Origin, URL: target, API: api.Name,
+		Timeout: time.Duration(api.TimeoutSeconds) * time.Second, MaxResponse: api.MaxResponseBytes}
 }
 
 // Allowed reports whether req, a conversation's request, is one the API

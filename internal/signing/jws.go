@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -38,18 +39,22 @@ func (k *Keys) Sign(ctx context.Context, companyID int64, typ string, payload []
 	if err != nil {
 		return "", err
 	}
-	hdr := jws.NewHeaders()
-	if err := hdr.Set(jws.KeyIDKey, cur.kid); err != nil {
+	hdr, err := json.Marshal(protected{Alg: jwa.ES256.String(), Kid: cur.kid, Typ: typ})
+	if err != nil {
 		return "", fmt.Errorf("signing: %w", err)
 	}
-	if err := hdr.Set(jws.TypeKey, typ); err != nil {
-		return "", fmt.Errorf("signing: %w", err)
-	}
-	tok, err := jws.Sign(payload, jws.WithKey(jwa.ES256, cur.signer, jws.WithProtectedHeaders(hdr)))
+	tok, err := jose.SignES256(cur.signer, hdr, payload)
 	if err != nil {
 		return "", fmt.Errorf("signing: sign: %w", err)
 	}
-	return string(tok), nil
+	return tok, nil
+}
+
+// protected is the protected header of the JWSs Sign makes.
+type protected struct {
+	Alg string `json:"alg"`
+	Kid string `json:"kid"`
+	Typ string `json:"typ"`
 }
 
 // Verify checks a compact JWS against the Company's published keys and
