@@ -254,7 +254,8 @@ var ownMembers = map[string]bool{"error": true, "error_description": true, "fiel
 // from PostgreSQL shutting down under us (SQLSTATE class 57P: a pooled
 // connection it closed), or from a pooled connection that broke without a
 // word (a network error or the stream ending mid-message: an immediate
-// shutdown, a crash, a cut), which is worth a retry rather than a 500.
+// shutdown, a crash, a cut; and then "conn closed" for what was still to
+// be sent on it), which is worth a retry rather than a 500.
 // A network error of another connection that reaches here unclassified
 // is as passing, so a 503 suits it too.
 func databaseDown(err error) bool {
@@ -270,7 +271,8 @@ func databaseDown(err error) bool {
 	if errors.As(err, &pe) {
 		return strings.HasPrefix(pe.Code, "57P")
 	}
-	return pgconn.Timeout(err) || errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF)
+	return pgconn.Timeout(err) || errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, pgconn.ErrConnClosed)
 }
 
 // WriteJSON writes v as a JSON response with status.
