@@ -72,6 +72,29 @@ func (l *chaosLoad) checkOperations(t *testing.T, ops []*chaosOp) {
 		})
 		return err
 	})
+	// A settle job that the killed replica had fetched stays running until
+	// River rescues it, an hour later (docs/operations-extension.md,
+	// "Settling"): when it had not concluded its operation, that stays
+	// performing meanwhile, which is safe, and not something a round can
+	// wait for. (Jobs that had concluded theirs but whose completion River
+	// had not written yet stay running too, harmlessly.)
+	orphaned := map[string]bool{}
+	l.e.query(t, "read the settle jobs", func(ctx context.Context) error {
+		rows, err := l.e.pool.Query(ctx, `SELECT o.id FROM river_job j JOIN operations o ON o.id = j.args->>'operation_id'
+			WHERE j.kind = 'gateway_settle_operation' AND j.state = 'running'
+			AND j.attempted_at < now() - interval '30 seconds' AND o.status = 'performing'`)
+		if err != nil {
+			return err
+		}
+		clear(orphaned)
+		var id string
+		_, err = pgx.ForEachRow(rows, []any{&id}, func() error { orphaned[id] = true; return nil })
+		return err
+	})
+	for id := range orphaned {
+		t.Logf("operation %s (order %s) waits for River to rescue its settle job, left running by the killed replica",
+			id, strings.TrimPrefix(stored[id].actionKey, "exchange "))
+	}
 	performedOrders := map[string]bool{}
 	for id, op := range stored {
 		order := strings.TrimPrefix(op.actionKey, "exchange ")
@@ -81,8 +104,12 @@ func (l *chaosLoad) checkOperations(t *testing.T, ops []*chaosOp) {
 			if n := len(l.e.origin.exchanges(order)); n != 1 {
 				t.Errorf("operation %s (order %s) is stored as performed; the origin performed it %d times", id, order, n)
 			}
-		case "unknown", "performing":
-			t.Errorf("operation %s (order %s) is still %s after the round settled", id, order, op.status)
+		case "performing":
+			if !orphaned[id] {
+				t.Errorf("operation %s (order %s) is still performing after the round settled", id, order)
+			}
+		case "unknown":
+			t.Errorf("operation %s (order %s) is unknown: its settle job gave up", id, order)
 		}
 	}
 	for _, op := range ops {
@@ -90,6 +117,7 @@ func (l *chaosLoad) checkOperations(t *testing.T, ops []*chaosOp) {
 		switch {
 		case len(performed) > 1:
 			t.Errorf("order %s: the exchange was performed %d times: %v", op.order, len(performed), performed)
+		case !op.answered && orphaned[op.id]:
 		case !op.answered:
 			t.Errorf("order %s: operation %q got no success answer within %s (stored: %+v)", op.order, op.id,
 				chaosSettleWithin, stored[op.id])
@@ -109,6 +137,10 @@ func (l *chaosLoad) checkOperations(t *testing.T, ops []*chaosOp) {
 				}
 			}
 		}
+	}
+	for id := range orphaned {
+		// Stored as performed once its settle job runs again.
+		performedOrders[strings.TrimPrefix(stored[id].actionKey, "exchange ")] = true
 	}
 	for order := range l.e.origin.performedOrders() {
 		if !performedOrders[order] {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -44,7 +45,8 @@ const (
 // every event exactly once in order, every signed-in call answered with
 // success reached the origin in a Session the database holds, and no
 // answer was one no fault explains (a 500). Replay a failing run's
-// faults with POPPYHOST_CHAOS_SEED (docs/architecture.md, "Tests").
+// faults with POPPYHOST_CHAOS_SEED (docs/architecture.md, "The chaos
+// test").
 func TestChaos(t *testing.T) {
 	t.Parallel()
 	seed, rounds := chaosSettings(t)
@@ -79,15 +81,8 @@ func TestChaos(t *testing.T) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	keys := slices.Sorted(func(yield func(string) bool) {
-		for k := range l.statuses {
-			if !yield(k) {
-				return
-			}
-		}
-	})
 	var b strings.Builder
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(l.statuses)) {
 		fmt.Fprintf(&b, "%s: %d; ", k, l.statuses[k])
 	}
 	t.Logf("answers: %s", b.String())
