@@ -29,23 +29,7 @@ func TestDatabaseRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	// As root the cluster runs as the postgres user, which must be able to
-	// enter the directory.
-	dir, err := os.MkdirTemp("", "poppyhost-e2e-pg")
-	require.NoError(t, err)
-	require.NoError(t, os.Chmod(dir, 0o755))
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	cluster, err := pglocal.Start(ctx, pglocal.Options{Dir: dir})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = cluster.Stop(context.Background()) })
-
-	conn, err := pgx.Connect(ctx, cluster.URL("postgres"))
-	require.NoError(t, err)
-	_, err = conn.Exec(ctx, `CREATE DATABASE poppyhost`)
-	conn.Close(ctx)
-	require.NoError(t, err)
-	dbURL := cluster.URL("poppyhost")
-	migrateUp(t, dbURL)
+	cluster, dir, dbURL := startPrivateCluster(ctx, t)
 
 	caDir := t.TempDir()
 	ca, err := devca.Load(caDir)
@@ -103,6 +87,31 @@ func TestDatabaseRestart(t *testing.T) {
 	require.Equal(t, http.StatusOK, s.probe("/healthz"))
 }
 
+// startPrivateCluster starts a PostgreSQL cluster of the test's own (which
+// a test may stop and start) with a migrated database, stopped when the
+// test ends. It returns the cluster, its directory and the database's URL.
+func startPrivateCluster(ctx context.Context, t *testing.T) (*pglocal.Cluster, string, string) {
+	t.Helper()
+	// As root the cluster runs as the postgres user, which must be able to
+	// enter the directory.
+	dir, err := os.MkdirTemp("", "poppyhost-e2e-pg")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(dir, 0o755))
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	cluster, err := pglocal.Start(ctx, pglocal.Options{Dir: dir})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cluster.Stop(context.Background()) })
+
+	conn, err := pgx.Connect(ctx, cluster.URL("postgres"))
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `CREATE DATABASE poppyhost`)
+	conn.Close(ctx)
+	require.NoError(t, err)
+	dbURL := cluster.URL("poppyhost")
+	migrateUp(t, dbURL)
+	return cluster, dir, dbURL
+}
+
 // waitFor polls cond every 50 ms until it holds, failing the test after
 // within.
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
@@ -120,27 +129,56 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 // without rewriting its port, and stops it when the test ends.
 func startSamePort(t *testing.T, dir string) {
 	t.Helper()
+	pg := newPGControl(t, dir)
+	require.NoError(t, pg.start())
+	t.Cleanup(func() { _ = pg.stop("fast") })
+}
+
+// pgControl stops and starts the pglocal cluster in a directory with
+// pg_ctl, keeping the port in its poppyhost.conf: pglocal.Start would pick
+// a new free port, which a server with a fixed database URL can never
+// reach.
+type pgControl struct {
+	t    *testing.T
+	dir  string
+	ctl  string
+	cred *syscall.Credential
+}
+
+func newPGControl(t *testing.T, dir string) *pgControl {
+	t.Helper()
 	bins, err := pglocal.FindBinaries()
 	require.NoError(t, err)
-	data := filepath.Join(dir, "data")
-	var cred *syscall.Credential
+	pg := &pgControl{t: t, dir: dir, ctl: bins.PGCtl}
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		require.NoError(t, err)
 		uid, _ := strconv.ParseUint(u.Uid, 10, 32)
 		gid, _ := strconv.ParseUint(u.Gid, 10, 32)
-		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		pg.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 	}
-	pgCtl := func(args ...string) error {
-		cmd := exec.Command(bins.PGCtl, args...)
-		cmd.Dir = dir
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Logf("pg_ctl %v: %v\n%s", args, err, out)
-		}
-		return err
+	return pg
+}
+
+// start starts the cluster and waits until it accepts connections.
+func (pg *pgControl) start() error {
+	return pg.run("start", "-l", filepath.Join(pg.dir, "server.log"), "-w", "-t", "60", "-s")
+}
+
+// stop stops the cluster with shutdown mode "fast" (connections are
+// closed) or "immediate" (as a crash: recovery on the next start).
+func (pg *pgControl) stop(mode string) error {
+	return pg.run("stop", "-m", mode, "-w", "-s")
+}
+
+func (pg *pgControl) run(action string, args ...string) error {
+	args = append([]string{action, "-D", filepath.Join(pg.dir, "data")}, args...)
+	cmd := exec.Command(pg.ctl, args...)
+	cmd.Dir = pg.dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: pg.cred}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		pg.t.Logf("pg_ctl %v: %v\n%s", args, err, out)
 	}
-	require.NoError(t, pgCtl("start", "-D", data, "-l", filepath.Join(dir, "server.log"), "-w", "-t", "60", "-s"))
-	t.Cleanup(func() { _ = pgCtl("stop", "-D", data, "-m", "fast", "-w", "-s") })
+	return err
 }

@@ -122,8 +122,8 @@ func (g *Gateway) serveOperations(w http.ResponseWriter, r *http.Request, k *cal
 
 // proposed turns an origin's proposal into the answer to send: the
 // operation (403 approval_required), extension_required for a request
-// that does not declare the extension (extension 2), or 502 for a
-// proposal the platform cannot use.
+// that does not declare the extension (extension 2), 502 for a proposal
+// the platform cannot use, or 503 when the database cannot record it.
 func (g *Gateway) proposed(ctx context.Context, k *call, owner operations.Owner, declared bool, raw []byte,
 	req *operations.Request, avoid string) (int, any) {
 	p, err := operations.ParseProposal(raw)
@@ -141,8 +141,11 @@ func (g *Gateway) proposed(ctx context.Context, k *call, owner operations.Owner,
 		return http.StatusServiceUnavailable, operations.PerformingBody(ctx)
 	}
 	if err != nil {
+		// With the database down, unavailable (with Retry-After), as
+		// every other answer is then: nothing was recorded.
 		httpx.Logger(ctx).ErrorContext(ctx, "gateway: record operation", "api", k.api.Name, "err", err)
-		return http.StatusInternalServerError, map[string]string{"error": httpx.CodeInternal}
+		e := httpx.AsError(err)
+		return e.Status(), e.Body()
 	}
 	e := operations.ApprovalRequired(op)
 	return e.Status(), e.Body()

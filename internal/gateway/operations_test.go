@@ -11,11 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/operations/opstest"
 	"github.com/poppyhost/poppyhost/internal/registry"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 // The Operations extension at an API (extension 4, 6, 7): the jacket
@@ -300,4 +302,58 @@ func TestOperationsAPIOriginTimeoutSettles(t *testing.T) {
 	require.NoError(t, r.env.Pool.QueryRow(context.Background(), `SELECT status FROM operations WHERE company_id = $1 AND id = $2`,
 		r.companyID, op.Operation.OperationID).Scan(&status))
 	require.Equal(t, "performed", status)
+}
+
+// TestOperationsAPIProposalDatabaseDown: when PostgreSQL goes away while
+// the origin answers with a proposal, the Personal Agent gets 503 with
+// Retry-After, as for every request while the database is down, never a
+// 500; nothing is recorded, and once the database is back the same
+// request gets the operation.
+func TestOperationsAPIProposalDatabaseDown(t *testing.T) {
+	t.Parallel()
+	r, x := newOperationsRig(t, "ops-db-down")
+	token := r.signIn(t, r.agent, "ada", "orders:read", "orders:write")
+	ctx := context.Background()
+	var name string
+	require.NoError(t, r.env.Pool.QueryRow(ctx, `SELECT current_database()`).Scan(&name))
+	admin, err := pgx.Connect(ctx, testdb.ServerURL(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { admin.Close(context.Background()) })
+	allow := func(on bool) {
+		_, err := admin.Exec(ctx, fmt.Sprintf(`ALTER DATABASE %s ALLOW_CONNECTIONS %t`, pgx.Identifier{name}.Sanitize(), on))
+		require.NoError(t, err)
+	}
+	t.Cleanup(func() { allow(true) })
+
+	var down atomic.Bool
+	down.Store(true)
+	r.origin.Handle(http.MethodPost, "/orders/o1/exchanges", func(w http.ResponseWriter, req *http.Request) {
+		if down.CompareAndSwap(true, false) {
+			// Down between the forward and the proposal's record: every
+			// connection of the platform's pool is closed, and no new one
+			// is accepted.
+			allow(false)
+			_, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, name)
+			require.NoError(t, err)
+		}
+		x.Serve(w, req)
+	})
+	o := opts{token: token, header: []string{"Poppy-Extensions", opstest.Declares}}
+	resp := r.call(t, http.MethodPost, api("/orders/o1/exchanges"), jacket, o)
+	require.Equal(t, http.StatusServiceUnavailable, resp.Status, "%s", resp.Body)
+	require.Equal(t, "5", resp.Header.Get("Retry-After"))
+	require.Equal(t, "unavailable", resp.JSON(t)["error"], "%s", resp.Body)
+
+	allow(true)
+	var n int
+	require.Eventually(t, func() bool {
+		return r.env.Pool.QueryRow(ctx, `SELECT count(*) FROM operations`).Scan(&n) == nil
+	}, 10*time.Second, 50*time.Millisecond)
+	require.Zero(t, n, "nothing was recorded")
+	require.Eventually(t, func() bool {
+		resp = r.call(t, http.MethodPost, api("/orders/o1/exchanges"), jacket, o)
+		return resp.Status != http.StatusServiceUnavailable
+	}, 10*time.Second, 100*time.Millisecond)
+	opstest.RequireOperation(t, resp)
+	require.Zero(t, x.Performed.Load())
 }

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -187,10 +189,8 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("Connection", "close")
 	case ClientGone(r):
 		e = &Error{Code: CodeClientClosed, Description: "the client closed the request", Cause: err}
-	case !errors.As(err, &e):
-		e = &Error{Code: CodeInternal, Description: "internal error", Cause: err}
-		if databaseDown(err) {
-			e = &Error{Code: CodeUnavailable, Description: "temporarily unavailable; try again shortly", Cause: err}
+	default:
+		if e = AsError(err); e.Code == CodeUnavailable && databaseDown(err) {
 			w.Header().Set("Retry-After", "5")
 		}
 	}
@@ -212,6 +212,21 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	WriteJSON(w, status, withExtra(body, e.Extra))
+}
+
+// AsError returns err as the *Error WriteError answers it with: err
+// itself when it is (or wraps) one; unavailable when PostgreSQL could not
+// be reached or dropped the connection (a retry is worth it); else
+// internal_error, err kept as the cause.
+func AsError(err error) *Error {
+	var e *Error
+	switch {
+	case errors.As(err, &e):
+		return e
+	case databaseDown(err):
+		return &Error{Code: CodeUnavailable, Description: "temporarily unavailable; try again shortly", Cause: err}
+	}
+	return &Error{Code: CodeInternal, Description: "internal error", Cause: err}
 }
 
 // Body is the JSON body of e as WriteError writes it below status 500,
@@ -242,18 +257,30 @@ func withExtra(body errorBody, extra map[string]any) json.RawMessage {
 // ownMembers are the JSON names of errorBody, which Extra cannot replace.
 var ownMembers = map[string]bool{"error": true, "error_description": true, "fields": true, "request_id": true}
 
-// databaseDown reports whether err comes from not reaching PostgreSQL, or
+// databaseDown reports whether err comes from not reaching PostgreSQL (a
+// connection it refused, for whatever reason),
 // from PostgreSQL shutting down under us (SQLSTATE class 57P: a pooled
-// connection it closed), which is worth a retry rather than a 500.
+// connection it closed), or from a pooled connection that broke without a
+// word (a network error or the stream ending mid-message: an immediate
+// shutdown, a crash, a cut; and then "conn closed" for what was still to
+// be sent on it), which is worth a retry rather than a 500.
+// A network error of another connection that reaches here unclassified
+// is as passing, so a 503 suits it too.
 func databaseDown(err error) bool {
 	var (
 		ce *pgconn.ConnectError
 		pe *pgconn.PgError
+		ne *net.OpError
 	)
+	if errors.As(err, &ce) {
+		// Whatever PostgreSQL said: shutting down, too many clients.
+		return true
+	}
 	if errors.As(err, &pe) {
 		return strings.HasPrefix(pe.Code, "57P")
 	}
-	return errors.As(err, &ce) || pgconn.Timeout(err)
+	return pgconn.Timeout(err) || errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, pgconn.ErrConnClosed)
 }
 
 // WriteJSON writes v as a JSON response with status.
