@@ -3,6 +3,10 @@ package botauth
 import (
 	"context"
 	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rsa"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -193,12 +197,25 @@ func parseDirectory(body []byte) (map[string]crypto.PublicKey, error) {
 			continue
 		}
 		var pub any
-		if err := k.Raw(&pub); err != nil {
+		if err := k.Raw(&pub); err != nil || !verifiable(pub) {
 			continue
 		}
 		out[base64.RawURLEncoding.EncodeToString(tp)] = pub
 	}
 	return out, nil
+}
+
+// verifiable reports whether pub is a public key of an algorithm
+// httpsig verifies (RFC 9421 §3.3): an X25519 key, a P-384 key or a
+// symmetric key in a directory signs nothing we accept.
+func verifiable(pub any) bool {
+	switch k := pub.(type) {
+	case ed25519.PublicKey, *rsa.PublicKey:
+		return true
+	case *ecdsa.PublicKey:
+		return k.Curve == elliptic.P256()
+	}
+	return false
 }
 
 // Thumbprint returns the RFC 7638 SHA-256 thumbprint of a public key,
