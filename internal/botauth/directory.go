@@ -7,7 +7,6 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rsa"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -192,7 +191,7 @@ func parseDirectory(body []byte) (map[string]crypto.PublicKey, error) {
 		if err != nil {
 			continue // a key we cannot read is a key we do not use
 		}
-		tp, err := k.Thumbprint(crypto.SHA256)
+		tp, err := jose.Thumbprint(k)
 		if err != nil {
 			continue
 		}
@@ -200,7 +199,7 @@ func parseDirectory(body []byte) (map[string]crypto.PublicKey, error) {
 		if err := k.Raw(&pub); err != nil || !verifiable(pub) {
 			continue
 		}
-		out[base64.RawURLEncoding.EncodeToString(tp)] = pub
+		out[tp] = pub
 	}
 	return out, nil
 }
@@ -225,9 +224,5 @@ func Thumbprint(pub crypto.PublicKey) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	tp, err := k.Thumbprint(crypto.SHA256)
-	if err != nil {
-		return "", err
-	}
-	return base64.RawURLEncoding.EncodeToString(tp), nil
+	return jose.Thumbprint(k)
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lestrrat-go/jwx/v2/jwk"
+
 	"github.com/poppyhost/poppyhost/internal/dpop"
 	"github.com/poppyhost/poppyhost/internal/dpop/dpoptest"
 )
@@ -17,7 +19,14 @@ import (
 // proofs and ones breaking each rule of RFC 9449 §4.3; testdata/fuzz
 // holds more, and every finding.
 func FuzzVerify(f *testing.F) {
-	k, other := dpoptest.NewKey(), dpoptest.NewKey()
+	// The P-256 key of RFC 7517 Appendix A.2: fuzzing workers run this
+	// setup again, and must accept the seeds signed here.
+	priv, err := jwk.ParseKey([]byte(`{"kty":"EC","crv":"P-256","x":"MKBCTNIcKUSDii11ySs3526iDZ8AiTo7Tu6KPAqv7D4",` +
+		`"y":"4Etl6SRW2YiLUrN5vfvVHuhp7x8PxltmWWlbbM4IFyM","d":"870MB6gfuTJ4HtUnUvYMyJpr5eUZNP4Bk43bVdj3eAE"}`))
+	if err != nil {
+		f.Fatal(err)
+	}
+	k, other := dpoptest.FromPrivate(priv), dpoptest.NewKey()
 	mutated := func(mutate func(p *dpoptest.Proof)) string {
 		p := k.For("GET", htu, token, now)
 		mutate(p)
