@@ -3,7 +3,10 @@ package botauth
 import (
 	"context"
 	"crypto"
-	"encoding/base64"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rsa"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -188,17 +191,30 @@ func parseDirectory(body []byte) (map[string]crypto.PublicKey, error) {
 		if err != nil {
 			continue // a key we cannot read is a key we do not use
 		}
-		tp, err := k.Thumbprint(crypto.SHA256)
+		tp, err := jose.Thumbprint(k)
 		if err != nil {
 			continue
 		}
 		var pub any
-		if err := k.Raw(&pub); err != nil {
+		if err := k.Raw(&pub); err != nil || !verifiable(pub) {
 			continue
 		}
-		out[base64.RawURLEncoding.EncodeToString(tp)] = pub
+		out[tp] = pub
 	}
 	return out, nil
+}
+
+// verifiable reports whether pub is a public key of an algorithm
+// httpsig verifies (RFC 9421 §3.3): an X25519 key, a P-384 key or a
+// symmetric key in a directory signs nothing we accept.
+func verifiable(pub any) bool {
+	switch k := pub.(type) {
+	case ed25519.PublicKey, *rsa.PublicKey:
+		return true
+	case *ecdsa.PublicKey:
+		return k.Curve == elliptic.P256()
+	}
+	return false
 }
 
 // Thumbprint returns the RFC 7638 SHA-256 thumbprint of a public key,
@@ -208,9 +224,5 @@ func Thumbprint(pub crypto.PublicKey) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	tp, err := k.Thumbprint(crypto.SHA256)
-	if err != nil {
-		return "", err
-	}
-	return base64.RawURLEncoding.EncodeToString(tp), nil
+	return jose.Thumbprint(k)
 }

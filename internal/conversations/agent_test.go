@@ -32,7 +32,7 @@ type agentSide struct {
 	endpoint string
 }
 
-func newAgentSide(t *testing.T) *agentSide {
+func newAgentSide(t testing.TB) *agentSide {
 	t.Helper()
 	env := newRig(t)
 	env.CreateCompany(t, map[string]any{
@@ -70,7 +70,7 @@ type paReq struct {
 
 // request builds a signed request; body is as for peers.NewRequest: nil,
 // a string or []byte (sent as is), or a value sent as JSON.
-func (a *agentSide) request(t *testing.T, ctx context.Context, method, path string, body any, o paReq) *http.Request {
+func (a *agentSide) request(t testing.TB, ctx context.Context, method, path string, body any, o paReq) *http.Request {
 	t.Helper()
 	u := a.endpoint + path
 	if o.Query != "" {
@@ -90,12 +90,12 @@ func (a *agentSide) request(t *testing.T, ctx context.Context, method, path stri
 }
 
 // call sends a request to {endpoint}{path} and reads the response.
-func (a *agentSide) call(t *testing.T, method, path string, body any, o paReq) *peers.Response {
+func (a *agentSide) call(t testing.TB, method, path string, body any, o paReq) *peers.Response {
 	t.Helper()
 	return a.callVia(t, a.env.Client, method, path, body, o)
 }
 
-func (a *agentSide) callVia(t *testing.T, client *http.Client, method, path string, body any, o paReq) *peers.Response {
+func (a *agentSide) callVia(t testing.TB, client *http.Client, method, path string, body any, o paReq) *peers.Response {
 	t.Helper()
 	return peers.Send(t, client, a.request(t, context.Background(), method, path, body, o))
 }
@@ -106,7 +106,7 @@ func paMsg(id, text string) map[string]any {
 }
 
 // start starts a conversation and returns its ID.
-func (a *agentSide) start(t *testing.T, msg map[string]any, o paReq) string {
+func (a *agentSide) start(t testing.TB, msg map[string]any, o paReq) string {
 	t.Helper()
 	resp := a.call(t, http.MethodPost, "", map[string]any{"message": msg}, o)
 	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)

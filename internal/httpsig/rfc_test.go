@@ -37,7 +37,7 @@ func proxyRequest(t *testing.T) Message {
 	return Message{Method: "POST", Scheme: "https", Authority: "service.internal.example", Path: "/foo", RawQuery: "param=Value&Pet=dog", Header: h}
 }
 
-func read(t *testing.T, name string) string {
+func read(t testing.TB, name string) string {
 	t.Helper()
 	b, err := os.ReadFile("testdata/" + name)
 	if err != nil {
@@ -46,7 +46,7 @@ func read(t *testing.T, name string) string {
 	return string(b)
 }
 
-func publicKey(t *testing.T, name string) crypto.PublicKey {
+func publicKey(t testing.TB, name string) crypto.PublicKey {
 	t.Helper()
 	blk, _ := pem.Decode([]byte(read(t, name)))
 	k, err := x509.ParsePKIXPublicKey(blk.Bytes)

@@ -2,6 +2,7 @@ package jose
 
 import (
 	"bytes"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/rand"
 	"crypto/sha256"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lestrrat-go/jwx/v2/jwa"
+	"github.com/lestrrat-go/jwx/v2/jwk"
 	"golang.org/x/crypto/cryptobyte"
 	"golang.org/x/crypto/cryptobyte/asn1"
 )
@@ -186,4 +188,29 @@ func Split(token string) ([]string, Header, error) {
 		return nil, h, err
 	}
 	return parts, h, nil
+}
+
+// ErrInvalidKey: a JWK whose EC point is not on its curve.
+var ErrInvalidKey = errors.New("jose: the key is not a valid public key")
+
+// Thumbprint returns the RFC 7638 SHA-256 thumbprint of a public key,
+// base64url without padding. jwx parses EC keys without checking their
+// point, and its Thumbprint panics on a coordinate longer than the curve
+// allows; the point is checked here first, so a stranger's JWK gets an
+// error, not a panic.
+func Thumbprint(key jwk.Key) (string, error) {
+	if _, isEC := key.(jwk.ECDSAPublicKey); isEC {
+		var pub ecdsa.PublicKey
+		if err := key.Raw(&pub); err != nil {
+			return "", ErrInvalidKey
+		}
+		if _, err := pub.ECDH(); err != nil {
+			return "", ErrInvalidKey
+		}
+	}
+	tp, err := key.Thumbprint(crypto.SHA256)
+	if err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(tp), nil
 }

@@ -1,6 +1,7 @@
 package jose
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lestrrat-go/jwx/v2/jwa"
+	"github.com/lestrrat-go/jwx/v2/jwk"
 	"github.com/lestrrat-go/jwx/v2/jws"
 	"github.com/stretchr/testify/require"
 )
@@ -134,4 +136,31 @@ func TestSignES256(t *testing.T) {
 	for _, bad := range [][]byte{nil, {0x30, 0x00}, {0x30, 0x03, 0x02, 0x01, 0x80}, long} {
 		require.False(t, rawSignature(bad, &sig), "%x", bad)
 	}
+}
+
+// TestThumbprintRefusesPointsOffTheCurve: a coordinate longer than the
+// curve allows, or a point off it, is an error where jwx alone panicked
+// or answered; a valid key's thumbprint is RFC 7638's.
+func TestThumbprintRefusesPointsOffTheCurve(t *testing.T) {
+	// RFC 7517 Appendix A.1's P-256 key.
+	const x, y = "MKBCTNIcKUSDii11ySs3526iDZ8AiTo7Tu6KPAqv7D4", "4Etl6SRW2YiLUrN5vfvVHuhp7x8PxltmWWlbbM4IFyM"
+	ec := func(x, y string) jwk.Key {
+		k, err := jwk.ParseKey([]byte(`{"kty":"EC","crv":"P-256","x":"` + x + `","y":"` + y + `"}`))
+		require.NoError(t, err)
+		return k
+	}
+	for name, k := range map[string]jwk.Key{
+		"x too long":       ec("00000000000000000000000000000000000000000000", y),
+		"y empty":          ec(x, ""),
+		"off the curve":    ec(x, x),
+		"x past the prime": ec("AP____8AAAABAAAAAAAAAAAAAAAA________________", y),
+	} {
+		_, err := Thumbprint(k)
+		require.ErrorIs(t, err, ErrInvalidKey, name)
+	}
+	tp, err := Thumbprint(ec(x, y))
+	require.NoError(t, err)
+	want, err := ec(x, y).Thumbprint(crypto.SHA256)
+	require.NoError(t, err)
+	require.Equal(t, base64.RawURLEncoding.EncodeToString(want), tp)
 }

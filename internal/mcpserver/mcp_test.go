@@ -36,7 +36,7 @@ type mcpRig struct {
 
 func (g *mcpRig) issuer(slug string) string { return g.env.PublicURL("/t/" + slug) }
 
-func (g *mcpRig) companyID(t *testing.T, slug string) int64 {
+func (g *mcpRig) companyID(t testing.TB, slug string) int64 {
 	t.Helper()
 	var id int64
 	require.NoError(t, g.env.Pool.QueryRow(context.Background(), `SELECT id FROM companies WHERE slug = $1`, slug).Scan(&id))
@@ -45,7 +45,7 @@ func (g *mcpRig) companyID(t *testing.T, slug string) int64 {
 
 // addTool registers tool for slug on a new origin of its own, whose base
 // URL (its expected aud) becomes the tool's URL.
-func (g *mcpRig) addTool(t *testing.T, slug string, tool registry.Tool) *peers.Origin {
+func (g *mcpRig) addTool(t testing.TB, slug string, tool registry.Tool) *peers.Origin {
 	t.Helper()
 	o := g.env.StartOrigin(t, "origin.test", g.issuer(slug), g.issuer(slug))
 	tool.URL = o.BaseURL()
@@ -56,7 +56,7 @@ func (g *mcpRig) addTool(t *testing.T, slug string, tool registry.Tool) *peers.O
 
 // putTool registers tool for slug, with defaults for its input schema and
 // timeout.
-func (g *mcpRig) putTool(t *testing.T, slug string, tool registry.Tool) {
+func (g *mcpRig) putTool(t testing.TB, slug string, tool registry.Tool) {
 	t.Helper()
 	if tool.InputSchema == nil {
 		tool.InputSchema = json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"string"}}}`)
@@ -68,7 +68,7 @@ func (g *mcpRig) putTool(t *testing.T, slug string, tool registry.Tool) {
 	require.NoError(t, err)
 }
 
-func setupMCP(t *testing.T) *mcpRig {
+func setupMCP(t testing.TB) *mcpRig {
 	t.Helper()
 	env := testkit.Setup(t)
 	scopes := map[string]any{"orders:read": "See your orders", "orders:write": "Change your orders"}
@@ -174,11 +174,16 @@ func resultText(t *testing.T, res *mcp.CallToolResult) string {
 }
 
 // post sends a raw JSON-RPC POST to slug's /mcp in Session sid, or with
-// no Session header when sid is "".
-func (g *mcpRig) post(t *testing.T, slug, sid, token string, body any, headers ...string) *peers.Response {
+// no Session header when sid is "". body is sent as JSON, or as is when
+// it is a []byte.
+func (g *mcpRig) post(t testing.TB, slug, sid, token string, body any, headers ...string) *peers.Response {
 	t.Helper()
-	raw, err := json.Marshal(body)
-	require.NoError(t, err)
+	raw, isRaw := body.([]byte)
+	if !isRaw {
+		var err error
+		raw, err = json.Marshal(body)
+		require.NoError(t, err)
+	}
 	req, err := http.NewRequest(http.MethodPost, g.issuer(slug)+"/mcp", bytes.NewReader(raw))
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -181,6 +182,11 @@ func canonicalNumber(s string) (string, error) {
 	}
 	trimmed := strings.TrimRight(digits, "0")
 	exp += int64(len(digits) - len(trimmed))
+	if exp < math.MinInt32 || exp > math.MaxInt32 {
+		// The same bound as on the exponent read, so a canonical text
+		// is its own canonical text.
+		return "", fmt.Errorf("%w: number %q", ErrNotJSON, s)
+	}
 	sign := ""
 	if neg {
 		sign = "-"

@@ -78,6 +78,16 @@ func (d *docTree) visit(depth int, path []string) error {
 	return nil
 }
 
+// text refuses a string or member name holding NUL, which the stored
+// description (jsonb) cannot hold: YAML writes it as "\0", JSON as
+// "\u0000".
+func text(s string, path []string) error {
+	if strings.ContainsRune(s, 0) {
+		return fmt.Errorf("a string or member name under %s holds NUL (U+0000)", pointer(path))
+	}
+	return nil
+}
+
 // pointer names the start of path as a JSON pointer.
 func pointer(path []string) string {
 	const shown = 8
@@ -102,6 +112,11 @@ func (d *docTree) jsonValue(dec *json.Decoder, depth int, path []string) (any, e
 	}
 	delim, ok := tok.(json.Delim)
 	if !ok {
+		if s, ok := tok.(string); ok {
+			if err := text(s, path); err != nil {
+				return nil, err
+			}
+		}
 		return tok, d.visit(depth, path)
 	}
 	if err := d.visit(depth+1, path); err != nil {
@@ -116,6 +131,9 @@ func (d *docTree) jsonValue(dec *json.Decoder, depth int, path []string) (any, e
 				return nil, err
 			}
 			key, _ := k.(string)
+			if err := text(key, path); err != nil {
+				return nil, err
+			}
 			if m[key], err = d.jsonValue(dec, depth+1, append(path, key)); err != nil {
 				return nil, err
 			}
@@ -157,6 +175,9 @@ func (d *docTree) yamlValue(n *yaml.Node, depth int, path []string) (any, error)
 			if k.Kind != yaml.ScalarNode || k.Value == "<<" {
 				return nil, fmt.Errorf("a key under %s is not a plain string", pointer(path))
 			}
+			if err := text(k.Value, path); err != nil {
+				return nil, err
+			}
 			v, err := d.yamlValue(n.Content[i+1], depth+1, append(path, k.Value))
 			if err != nil {
 				return nil, err
@@ -196,7 +217,7 @@ func (d *docTree) yamlValue(n *yaml.Node, depth int, path []string) (any, error)
 		default:
 			// Strings, and timestamps and the like as written: JSON has
 			// only strings for them.
-			return n.Value, nil
+			return n.Value, text(n.Value, path)
 		}
 	}
 }

@@ -6,3 +6,6 @@ var (
 	RegisterAPI  = (*Handler).registerAPI
 	RegisterTool = (*Handler).registerTool
 )
+
+// OrdersYAML is a description of the tests, a seed of the fuzz targets.
+const OrdersYAML = ordersYAML

@@ -34,6 +34,12 @@ func FuzzVerify(f *testing.F) {
 			c["cnf"] = map[string]any{"jwk": map[string]any{"kty": "EC", "crv": "P-256", "x": "AA", "y": "AA"}}
 		}}), ""},
 		{unitToken(f, tokenSpec{mutateClaims: func(c map[string]any) { c["aud"] = []any{unitAud, nil} }}), ""},
+		// An x longer than P-256 allows, which jwx parses and then
+		// panicked on when taking the thumbprint.
+		{unitToken(f, tokenSpec{mutateDlgClaims: func(c map[string]any) {
+			c["cnf"] = map[string]any{"jwk": map[string]any{"kty": "EC", "crv": "P-256",
+				"x": "00000000000000000000000000000000000000000000", "y": "4Etl6SRW2YiLUrN5vfvVHuhp7x8PxltmWWlbbM4IFyM"}}
+		}}), ""},
 	} {
 		f.Add(seed.token, seed.accessToken)
 	}

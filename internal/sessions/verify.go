@@ -2,7 +2,6 @@ package sessions
 
 import (
 	"context"
-	"crypto"
 	"crypto/ecdsa"
 	"crypto/sha256"
 	"encoding/base64"
@@ -384,12 +383,12 @@ func (v *Verifier) delegation(ctx context.Context, client *agentid.Client, compa
 	if ec, ok := dk.(jwk.ECDSAPublicKey); !ok || ec.Crv() != jwa.P256 || ec.Raw(&pub) != nil {
 		return nil, fail("cnf.jwk must be a P-256 public key, since Session JWTs are ES256")
 	}
-	tp, err := dk.Thumbprint(crypto.SHA256)
+	tp, err := jose.Thumbprint(dk)
 	if err != nil {
-		return nil, fail("cnf.jwk has no thumbprint")
+		return nil, fail("cnf.jwk must be a P-256 public key, a point on the curve")
 	}
 	d := &verifiedDelegation{
-		clientID: client.ClientID, kid: *hdr.Kid, signer: key, pub: &pub, thumbprint: base64.RawURLEncoding.EncodeToString(tp),
+		clientID: client.ClientID, kid: *hdr.Kid, signer: key, pub: &pub, thumbprint: tp,
 		expires: exp, cacheUntil: minTime(exp, now.Add(delegationCacheFor)),
 	}
 	v.dlg.put(sum, d, now)

@@ -35,6 +35,12 @@ func NewKey() *Key {
 	if err != nil {
 		panic(err)
 	}
+	return FromPrivate(priv)
+}
+
+// FromPrivate returns the proof key of priv, a private JWK: a fixed key
+// signs the same proofs in every process, as fuzzing needs.
+func FromPrivate(priv jwk.Key) *Key {
 	pub, err := priv.PublicKey()
 	if err != nil {
 		panic(err)

@@ -27,6 +27,26 @@ func (r *Response) JSON(t testing.TB) map[string]any {
 	return m
 }
 
+// Refused reports whether the request was refused (4xx), and fails t on
+// an answer no request may get, however hostile: a 5xx, or a 4xx without
+// an error code.
+func (r *Response) Refused(t testing.TB) bool {
+	t.Helper()
+	if r.Status >= 500 {
+		t.Fatalf("answered %d: %s", r.Status, r.Body)
+	}
+	if r.Status < 400 {
+		return false
+	}
+	var e struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(r.Body, &e) != nil || e.Error == "" {
+		t.Fatalf("answered %d without an error code: %s", r.Status, r.Body)
+	}
+	return true
+}
+
 // NewRequest builds a request with body: nil, a string or []byte (sent
 // as is, with a Content-Length), another io.Reader (sent as is, without
 // one unless net/http can tell its length), or any other value (sent as
