@@ -131,7 +131,9 @@ func (h *AgentHandler) reply(w http.ResponseWriter, r *http.Request, status int,
 		if err := checkCursor(c, p); err != nil {
 			return err
 		}
-		rd, err := h.read(r.Context(), c, p)
+		// A retried message's c has its original reply's state: read the
+		// conversation again.
+		rd, err := h.read(r.Context(), c, false, p)
 		if err != nil {
 			return err
 		}
