@@ -322,7 +322,7 @@ func TestAgentTwoInstances(t *testing.T) {
 // secondInstance serves another replica on env's database and public
 // URL, as a second server behind the same name, and returns a client that
 // reaches it.
-func secondInstance(t *testing.T, env *rig) *http.Client {
+func secondInstance(t testing.TB, env *rig) *http.Client {
 	t.Helper()
 	h, _, _ := env.replica(t)
 	return peers.StartSite(t, env.CA, h).Client

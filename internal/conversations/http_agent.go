@@ -44,6 +44,7 @@ func NewAgentHandler(store *Store, hub *Hub, opts AgentOptions) *AgentHandler {
 // /t/{slug}, behind the constructor's middleware.
 func (h *AgentHandler) Public(r chi.Router) {
 	r.Route("/poppy/conversations", func(r chi.Router) {
+		r.Use(ParkStreams)
 		r.Use(h.middleware...)
 		r.Post("/", h.handle(h.start))
 		r.Post("/{id}/messages", h.handle(h.send))
