@@ -84,6 +84,8 @@ func (s *eventStream) delta(d *Delta) bool {
 
 // wait writes what the hub wakes the stream for until it ends; ctx is
 // the request's. One timer serves the keep-alive comments and the end.
+// What it writes, it writes on a goroutine of its own (offload), so that
+// the stack the writes and queries grow is not the waiting one's.
 func (s *eventStream) wait(ctx context.Context) {
 	defer s.watch.Stop()
 	end := time.Now().Add(s.streamCap)
@@ -92,21 +94,12 @@ func (s *eventStream) wait(ctx context.Context) {
 	for {
 		select {
 		case <-s.watch.C:
-			deltas, events := s.watch.Take()
-			for _, d := range deltas {
-				if !s.delta(d) {
-					return
-				}
-			}
-			if events && !s.send(ctx) {
+			if !offload(func() bool { return s.wake(ctx) }) {
 				return
 			}
 		case <-tick.C:
 			left := time.Until(end)
-			if left <= 0 {
-				return
-			}
-			if _, err := fmt.Fprint(s.w, ": keep-alive\n\n"); err != nil || s.rc.Flush() != nil {
+			if left <= 0 || !offload(s.keepAliveComment) {
 				return
 			}
 			tick.Reset(min(s.keepAlive, left))
@@ -118,6 +111,44 @@ func (s *eventStream) wait(ctx context.Context) {
 	}
 }
 
+// wake writes the deltas that came, then the events if any may have;
+// false when the client is gone or the database failed.
+func (s *eventStream) wake(ctx context.Context) bool {
+	deltas, events := s.watch.Take()
+	for _, d := range deltas {
+		if !s.delta(d) {
+			return false
+		}
+	}
+	return !events || s.send(ctx)
+}
+
+// keepAliveComment writes a comment; false when the client is gone.
+func (s *eventStream) keepAliveComment() bool {
+	_, err := fmt.Fprint(s.w, ": keep-alive\n\n")
+	return err == nil && s.rc.Flush() == nil
+}
+
+// offload runs f on a goroutine of its own and returns what it returns;
+// a panic of f is the caller's.
+func offload(f func() bool) bool {
+	var (
+		ok bool
+		p  any
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() { p = recovered(recover()) }()
+		ok = f()
+	}()
+	<-done
+	if p != nil {
+		panic(p)
+	}
+	return ok
+}
+
 // parkKey is the context key of a request's parking.
 type parkKey struct{}
 
@@ -127,7 +158,8 @@ type parking struct {
 }
 
 // ParkStreams runs the wait of an event stream (spec 8.6) that a handler
-// under it leaves there. The handler runs on a goroutine of its own, whose
+// under it leaves there. The handler runs on a goroutine of its own
+// (offload; its panic is the request's goroutine's), whose
 // stack the request's checks grow (the Session's signature check, the
 // routers) and which ends when the handler returns; the wait then runs
 // here, in a shallow frame of the request's goroutine, and the garbage of
@@ -143,19 +175,10 @@ func ParkStreams(next http.Handler) http.Handler {
 			return
 		}
 		pk := &parking{}
-		var p any
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			defer func() { p = recovered(recover()) }()
+		offload(func() bool {
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), parkKey{}, pk)))
-		}()
-		<-done
-		if p != nil {
-			// The request's goroutine answers for a panic, as if the
-			// handler had run on it.
-			panic(p)
-		}
+			return true
+		})
 		if pk.wait != nil {
 			pk.wait(r.Context())
 		}
