@@ -110,7 +110,7 @@ func (h *Hub) watch(companyID int64, conversationID string, stream bool) *Waiter
 	return w
 }
 
-// Stop unregisters the waiter.
+// Stop unregisters the waiter; stopping it again does nothing.
 func (w *Waiter) Stop() {
 	w.hub.mu.Lock()
 	defer w.hub.mu.Unlock()

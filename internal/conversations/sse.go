@@ -28,7 +28,7 @@ func (h *reader) stream(w http.ResponseWriter, r *http.Request, c *Conversation,
 		return
 	}
 	if pk, ok := r.Context().Value(parkKey{}).(*parking); ok {
-		pk.wait = s.wait
+		pk.stream = s
 		return
 	}
 	s.wait(r.Context())
@@ -152,9 +152,9 @@ func offload(f func() bool) bool {
 // parkKey is the context key of a request's parking.
 type parkKey struct{}
 
-// parking is where a stream leaves its wait for ParkStreams.
+// parking is where a stream leaves itself for ParkStreams to wait on.
 type parking struct {
-	wait func(ctx context.Context)
+	stream *eventStream
 }
 
 // ParkStreams runs the wait of an event stream (spec 8.6) that a handler
@@ -175,12 +175,18 @@ func ParkStreams(next http.Handler) http.Handler {
 			return
 		}
 		pk := &parking{}
+		// A panic after the stream parked must not leave its waiter.
+		defer func() {
+			if pk.stream != nil {
+				pk.stream.watch.Stop()
+			}
+		}()
 		offload(func() bool {
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), parkKey{}, pk)))
 			return true
 		})
-		if pk.wait != nil {
-			pk.wait(r.Context())
+		if pk.stream != nil {
+			pk.stream.wait(r.Context())
 		}
 	})
 }
