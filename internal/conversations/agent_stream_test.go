@@ -322,7 +322,7 @@ func TestAgentTwoInstances(t *testing.T) {
 // secondInstance serves another replica on env's database and public
 // URL, as a second server behind the same name, and returns a client that
 // reaches it.
-func secondInstance(t *testing.T, env *rig) *http.Client {
+func secondInstance(t testing.TB, env *rig) *http.Client {
 	t.Helper()
 	h, _, _ := env.replica(t)
 	return peers.StartSite(t, env.CA, h).Client
@@ -364,4 +364,111 @@ func TestAgentDrainEndsWaits(t *testing.T) {
 	}
 	// Reads that need no wait still answer.
 	a.read(t, id, "", paReq{})
+}
+
+// TestAgentLongPollsFollowEveryChange races long-polls that follow their
+// cursors against messages and state changes written from both sides:
+// every reader gets every event once, in order, without a gap, and each
+// read that has no more to give reports the status and responder as of
+// its last event (a woken long-poll reads only the events and takes the
+// state from its state events).
+func TestAgentLongPollsFollowEveryChange(t *testing.T) {
+	t.Parallel()
+	a := newAgentSide(t)
+	id := a.start(t, paMsg("m0", "hello"), paReq{})
+	const changes = 45
+	final := make(chan int64, 1)
+	writeErrs := make(chan error, changes)
+	go func() {
+		last := int64(2) // the first message and the first state event
+		states := [][2]string{{"working", "agent"}, {"idle", "human"}, {"idle", "agent"}}
+		for i := range changes {
+			// Readers park between some writes and not others.
+			time.Sleep(time.Duration(i%4) * 3 * time.Millisecond)
+			if i%3 == 0 {
+				s := states[(i/3)%len(states)]
+				_, err := conversations.AppendTestEvents(context.Background(), a.env.Pool, a.companyID, id, s[0], s[1],
+					companyMessage(fmt.Sprintf("r%d", i), "on it"))
+				writeErrs <- err
+				last += 2 // the message and the state event
+				continue
+			}
+			resp, err := a.env.Client.Do(a.request(t, context.Background(), http.MethodPost, "/"+id+"/messages",
+				map[string]any{"message": paMsg(fmt.Sprintf("m%d", i+1), "more")}, paReq{}))
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusAccepted {
+					err = fmt.Errorf("message %d: status %d", i, resp.StatusCode)
+				}
+			}
+			writeErrs <- err
+			last++
+		}
+		final <- last
+	}()
+
+	type outcome struct {
+		seqs []int64
+		err  error
+	}
+	follow := func(out chan<- outcome) {
+		var (
+			seqs              []int64
+			status, responder = "idle", "agent"
+			cursor            = "evt_2"
+			finalSeq          = int64(-1)
+			readErr           error
+		)
+		for readErr == nil && (finalSeq < 0 || len(seqs) == 0 || seqs[len(seqs)-1] < finalSeq) {
+			select {
+			case finalSeq = <-final:
+				final <- finalSeq // for the other reader
+			default:
+			}
+			resp, err := a.env.Client.Do(a.request(t, context.Background(), http.MethodGet, "/"+id+"/events", nil,
+				paReq{Query: "wait=2&cursor=" + cursor}))
+			if err != nil {
+				readErr = err
+				break
+			}
+			var rd paRead
+			err = json.NewDecoder(resp.Body).Decode(&rd)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK {
+				readErr = fmt.Errorf("read after %s: status %d, %v", cursor, resp.StatusCode, err)
+				break
+			}
+			for _, e := range rd.Events {
+				var seq int64
+				if _, err := fmt.Sscanf(e["id"].(string), "evt_%d", &seq); err != nil {
+					readErr = err
+					break
+				}
+				seqs = append(seqs, seq)
+				if e["type"] == "state" {
+					status, responder = e["status"].(string), e["responder"].(string)
+				}
+			}
+			if !*rd.HasMore && (rd.Status != status || rd.Responder != responder) && readErr == nil {
+				readErr = fmt.Errorf("read after %s ending at %s says %s/%s, its events %s/%s",
+					cursor, *rd.Cursor, rd.Status, rd.Responder, status, responder)
+			}
+			cursor = *rd.Cursor
+		}
+		out <- outcome{seqs: seqs, err: readErr}
+	}
+	outs := make(chan outcome, 2)
+	go follow(outs)
+	go follow(outs)
+	for range changes {
+		require.NoError(t, <-writeErrs)
+	}
+	for range 2 {
+		o := <-outs
+		require.NoError(t, o.err)
+		require.NotEmpty(t, o.seqs)
+		for i, seq := range o.seqs {
+			require.Equal(t, int64(3+i), seq, "event %d of %v", i, o.seqs)
+		}
+	}
 }

@@ -270,12 +270,26 @@ func reportAgainstBare(b *testing.B, pool *pgxpool.Pool, wakeP99 float64, n int)
 // with wait=25) learns of a message: each iteration parks a reader on the
 // conversation, posts a message, and takes the time from the POST's
 // response to the long-poll's response. That path is the commit's NOTIFY,
-// the hub's LISTEN connection, the reader's two queries (the conversation
-// and its events), and the JSON answer over HTTP/2. Client and server
-// share the process and one HTTP/2 connection; ns/op also counts waiting
-// for the reader to park, so read the wake-* figures, not ns/op.
+// the hub's LISTEN connection, the reader's query of the events, and the
+// JSON answer over HTTP/2. Client and server share the process and one
+// HTTP/2 connection; ns/op also counts waiting for the reader to park, so
+// read the wake-* figures, not ns/op.
 func BenchmarkWakeLongPoll(b *testing.B) {
 	env := newRig(b)
+	benchWakeLongPoll(b, env, env.Client)
+}
+
+// BenchmarkWakeLongPollAcross is BenchmarkWakeLongPoll with the reader on
+// a second replica (its own hub, pool and listener, in this process): the
+// message reaches it only by the NOTIFY.
+func BenchmarkWakeLongPollAcross(b *testing.B) {
+	env := newRig(b)
+	benchWakeLongPoll(b, env, secondInstance(b, env))
+}
+
+// benchWakeLongPoll runs BenchmarkWakeLongPoll with the reader on reader's
+// server.
+func benchWakeLongPoll(b *testing.B, env *rig, reader *http.Client) {
 	c := newBenchCompany(b, env, env.StartAgent(b, ""), nil)
 	id := c.start(b)
 	cursor := c.cursor(b, id)
@@ -287,7 +301,7 @@ func BenchmarkWakeLongPoll(b *testing.B) {
 		err    error
 	}
 	poll := func(cursor string, out chan<- answer) {
-		resp, err := env.Client.Do(c.request(b, http.MethodGet, c.endpoint+"/"+id+"/events?wait=25&cursor="+cursor, nil))
+		resp, err := reader.Do(c.request(b, http.MethodGet, c.endpoint+"/"+id+"/events?wait=25&cursor="+cursor, nil))
 		if err != nil {
 			out <- answer{err: err}
 			return
@@ -335,6 +349,18 @@ func BenchmarkWakeLongPoll(b *testing.B) {
 // line arriving. The stream runs one query per wake (the events).
 func BenchmarkWakeSSE(b *testing.B) {
 	env := newRig(b)
+	benchWakeSSE(b, env, env.Client)
+}
+
+// BenchmarkWakeSSEAcross is BenchmarkWakeSSE with the stream on a second
+// replica, as BenchmarkWakeLongPollAcross.
+func BenchmarkWakeSSEAcross(b *testing.B) {
+	env := newRig(b)
+	benchWakeSSE(b, env, secondInstance(b, env))
+}
+
+// benchWakeSSE runs BenchmarkWakeSSE with the stream on reader's server.
+func benchWakeSSE(b *testing.B, env *rig, reader *http.Client) {
 	c := newBenchCompany(b, env, env.StartAgent(b, ""), nil)
 	id := c.start(b)
 	cursor := c.cursor(b, id)
@@ -343,7 +369,7 @@ func BenchmarkWakeSSE(b *testing.B) {
 	defer cancel()
 	req := c.request(b, http.MethodGet, c.endpoint+"/"+id+"/events?cursor="+cursor, nil).WithContext(ctx)
 	req.Header.Set("Accept", "text/event-stream")
-	resp, err := env.Client.Do(req)
+	resp, err := reader.Do(req)
 	require.NoError(b, err)
 	defer resp.Body.Close()
 	require.Equal(b, http.StatusOK, resp.StatusCode)
@@ -365,7 +391,7 @@ func BenchmarkWakeSSE(b *testing.B) {
 
 	var wake, post []time.Duration
 	for b.Loop() {
-		waitParked(b, "(*reader).stream", 1)
+		waitParked(b, "(*eventStream).wait", 1)
 		sent := time.Now()
 		c.send(b, id)
 		accepted := time.Now()
@@ -653,13 +679,18 @@ type streamClientConfig struct {
 // running TestIdleStreamsClient), so the figures are the server's alone.
 // shared: the streams share HTTP/2 connections (the server allows 250
 // streams on one); each: one TLS connection per stream. Run it with
-// -benchtime=1x: an iteration is the whole measurement.
+// -benchtime=1x: an iteration is the whole measurement. The server's
+// middleware chain is the platform's, with conversations.ParkStreams
+// outermost but for the instrumentation.
 func BenchmarkIdleStreams(b *testing.B) {
 	env := newRig(b)
 	c := newBenchCompany(b, env, env.StartAgent(b, ""), nil)
 	var ids []string
-	for _, n := range []int{1000, 5000} {
+	for _, n := range []int{1000, 5000, 20000} {
 		for _, mode := range []string{"shared", "each"} {
+			if mode == "each" && n > 5000 {
+				continue // a TLS connection each: 5,000 say enough
+			}
 			b.Run(fmt.Sprintf("%s/streams=%d", mode, n), func(b *testing.B) {
 				ids = benchConversations(b, c, ids, n)
 				var heap, stack, goroutines, conns float64
@@ -725,7 +756,7 @@ func streamsOpen() int {
 	_, profile, _ := strings.Cut(buf.String(), "\n")
 	n := 0
 	for rec := range strings.SplitSeq(profile, "\n\n") {
-		if !strings.Contains(rec, benchPkg+"(*reader).stream+") {
+		if !strings.Contains(rec, benchPkg+"(*eventStream).wait+") {
 			continue
 		}
 		count, _, _ := strings.Cut(rec, " ")

@@ -372,3 +372,47 @@ func TestFailuresDoNotHoldBackTheRest(t *testing.T) {
 	require.NoError(t, j.pool.QueryRow(ctx, `SELECT count(*) FROM conversations WHERE status = 'queued'`).Scan(&stillQueued))
 	require.Equal(t, 100, stillQueued)
 }
+
+// TestMessageKeepsDeadlines: a message that changes nothing but the
+// conversation's activity leaves its deadlines as they are, so that the
+// row is updated in place (migration 00032); the idle deadline then comes
+// early, and the idle sweep computes it again instead of closing: the
+// conversation closes an idle period after its last message, not after
+// its first.
+func TestMessageKeepsDeadlines(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	j := newSweepSide(t, tenant.Conversations{IdleCloseSeconds: 3600})
+	id := j.start(t, j.acme, "msg_1", "Hello")
+	due := func() (idle, prune time.Time) {
+		t.Helper()
+		require.NoError(t, j.pool.QueryRow(ctx, `SELECT idle_due_at, prune_due_at FROM conversations WHERE id = $1`, id).
+			Scan(&idle, &prune))
+		return idle, prune
+	}
+	idle0, prune0 := due()
+
+	j.clock.advance(50 * time.Minute)
+	text := "Still there?"
+	_, err := j.store.Send(ctx, j.acme.ID, owner, id, &conversations.Message{ID: "msg_2",
+		Author: conversations.Author{Type: conversations.ResponderAgent}, Text: &text}, conversations.Policy{})
+	require.NoError(t, err)
+	idle1, prune1 := due()
+	require.True(t, idle1.Equal(idle0), "idle deadline moved by a message: %v, was %v", idle1, idle0)
+	require.True(t, prune1.Equal(prune0), "prune deadline moved by a message: %v, was %v", prune1, prune0)
+
+	// Past the first deadline: the sweep finds it stale and moves it to
+	// an hour after the message.
+	j.clock.advance(70 * time.Minute)
+	j.run(t, "conversations_idle_close")
+	require.Equal(t, "idle", j.get(t, j.acme, id).Status)
+	var left float64
+	require.NoError(t, j.pool.QueryRow(ctx, `SELECT extract(epoch FROM idle_due_at - last_activity_at) FROM conversations
+		WHERE id = $1`, id).Scan(&left))
+	require.Equal(t, float64(3600), left)
+	require.Empty(t, j.delivered.list())
+
+	j.clock.advance(111 * time.Minute)
+	j.run(t, "conversations_idle_close")
+	require.Equal(t, "closed", j.get(t, j.acme, id).Status)
+}

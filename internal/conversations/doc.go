@@ -18,9 +18,9 @@
 //     send, handoff, close, Direct Conversations; spec 8.3, 8.9, 8.10,
 //     8.12), the Company side (store_company.go), sweeps (store_sweeps.go),
 //     webhook delivery (store_webhook.go), operation outcomes
-//     (store_operations.go) and notifications (store_notify.go).
+//     (store_operations.go).
 //   - http.go: what both sides' handlers share, reads (spec 8.5, 8.6;
-//     sse.go streams) and body decoding; http_agent.go: AgentHandler, the
+//     sse.go streams, which wait in ParkStreams) and body decoding; http_agent.go: AgentHandler, the
 //     Personal Agent side's routes (spec 8.2) with its errors (8.11, 8.13);
 //     http_company.go: CompanyHandler, /company/v1/conversations.
 //   - hub.go: the Hub that wakes readers on every replica.

@@ -137,7 +137,8 @@ func (r *rig) replica(t testing.TB) (http.Handler, *conversations.Hub, *jobs.Que
 		agents.Public(tr)
 	})
 	host := tenant.HostRouter(tenants, publicHost, site, newRouter())
-	h := httpx.Instrument(logger, httpx.NewMetrics(prometheus.NewRegistry()), httpx.PaceBodies(httpx.BodyTimeouts{})(host))
+	h := httpx.Instrument(logger, httpx.NewMetrics(prometheus.NewRegistry()),
+		conversations.ParkStreams(httpx.PaceBodies(httpx.BodyTimeouts{})(host)))
 	return h, hub, queue
 }
 

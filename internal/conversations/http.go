@@ -119,16 +119,34 @@ func checkCursor(c *Conversation, p readParams) error {
 	return nil
 }
 
-// read returns the events after p, waiting up to p.wait for one. The
-// waiter is registered before the first read, so an event committed after
-// that read wakes it.
-func (h *reader) read(ctx context.Context, c *Conversation, p readParams) (*Read, error) {
+// read returns the events of c after p, waiting up to p.wait for one.
+// The waiter is registered before the first read, so an event committed
+// after that read wakes it. current says c is the conversation as of its
+// last event, c.LastSeq (as one read of its row gives it); otherwise the
+// first read reads it again.
+//
+// A read with events takes the status and responder from the
+// conversation read and the state events after it (every change of
+// either adds one, spec 8.7): one query per wake-up, and the state never
+// older than the events. A wake-up that finds no event reads the
+// conversation again, and finds it if it is gone.
+func (h *reader) read(ctx context.Context, c *Conversation, current bool, p readParams) (*Read, error) {
 	w := h.hub.Watch(c.CompanyID, c.ID)
 	defer w.Stop()
 	deadline := time.NewTimer(p.wait)
 	defer deadline.Stop()
+	var (
+		cur    = c
+		events []Event
+		more   bool
+		err    error
+	)
+	if current {
+		events, more, err = h.store.Events(ctx, c.CompanyID, c.ID, p.after, maxEventsPerRead)
+	} else {
+		cur, events, more, err = h.store.snapshot(ctx, c.CompanyID, c.ID, p.after, maxEventsPerRead)
+	}
 	for {
-		cur, events, more, err := h.store.snapshot(ctx, c.CompanyID, c.ID, p.after, maxEventsPerRead)
 		if err != nil {
 			return nil, err
 		}
@@ -136,10 +154,14 @@ func (h *reader) read(ctx context.Context, c *Conversation, p readParams) (*Read
 			return nil, notFound()
 		}
 		if len(events) > 0 || p.wait == 0 {
-			return readOf(cur, p, events, more), nil
+			return readOf(stateAfter(cur, events), p, events, more), nil
 		}
 		select {
 		case <-w.C:
+			events, more, err = h.store.Events(ctx, c.CompanyID, c.ID, p.after, maxEventsPerRead)
+			if err == nil && len(events) == 0 {
+				cur, events, more, err = h.store.snapshot(ctx, c.CompanyID, c.ID, p.after, maxEventsPerRead)
+			}
 		case <-deadline.C:
 			return readOf(cur, p, nil, false), nil
 		case <-h.hub.draining:
@@ -166,7 +188,7 @@ func (h *reader) serveEvents(w http.ResponseWriter, r *http.Request, c *Conversa
 		h.stream(w, r, c, p)
 		return nil
 	}
-	rd, err := h.read(r.Context(), c, p)
+	rd, err := h.read(r.Context(), c, true, p)
 	if err != nil {
 		return err
 	}

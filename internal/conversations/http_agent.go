@@ -44,6 +44,7 @@ func NewAgentHandler(store *Store, hub *Hub, opts AgentOptions) *AgentHandler {
 // /t/{slug}, behind the constructor's middleware.
 func (h *AgentHandler) Public(r chi.Router) {
 	r.Route("/poppy/conversations", func(r chi.Router) {
+		r.Use(ParkStreams)
 		r.Use(h.middleware...)
 		r.Post("/", h.handle(h.start))
 		r.Post("/{id}/messages", h.handle(h.send))
@@ -131,7 +132,9 @@ func (h *AgentHandler) reply(w http.ResponseWriter, r *http.Request, status int,
 		if err := checkCursor(c, p); err != nil {
 			return err
 		}
-		rd, err := h.read(r.Context(), c, p)
+		// A retried message's c has its original reply's state: read the
+		// conversation again.
+		rd, err := h.read(r.Context(), c, false, p)
 		if err != nil {
 			return err
 		}

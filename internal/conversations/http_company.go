@@ -39,6 +39,7 @@ func NewCompanyHandler(store *Store, hub *Hub, delivery *Delivery) *CompanyHandl
 // which requires a Company API key (tenant.RequireAPIKey).
 func (h *CompanyHandler) CompanyAPI(r chi.Router) {
 	r.Route("/conversations", func(r chi.Router) {
+		r.Use(ParkStreams)
 		r.Get("/", h.list)
 		if h.delivery != nil {
 			r.Post("/webhook-secret", h.rotateSecret)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,8 +34,10 @@ type Delta struct {
 // so a message accepted by one replica wakes a long-poll or stream on
 // another.
 type Hub struct {
-	mu      sync.Mutex
-	waiters map[string]map[*Waiter]struct{}
+	mu sync.Mutex
+	// waiters are each conversation's, by hubKey; a conversation has
+	// few.
+	waiters map[string][]*Waiter
 
 	drainOnce sync.Once
 	draining  chan struct{}
@@ -44,7 +47,7 @@ type Hub struct {
 // whenever l (re)connects, since notifications sent while l was not
 // listening are lost.
 func NewHub(l *notify.Listener) *Hub {
-	h := &Hub{waiters: map[string]map[*Waiter]struct{}{}, draining: make(chan struct{})}
+	h := &Hub{waiters: map[string][]*Waiter{}, draining: make(chan struct{})}
 	l.Handle(eventsChannel, h.wake)
 	l.Handle(deltasChannel, func(payload string) {
 		d := new(Delta)
@@ -61,18 +64,26 @@ func NewHub(l *notify.Listener) *Hub {
 // Agents read again, reconnecting to another replica (spec 8.5, 8.6).
 func (h *Hub) Drain() { h.drainOnce.Do(func() { close(h.draining) }) }
 
+// maxQueuedDeltas bounds the text deltas a stream's waiter keeps for it;
+// more mean the reader is slow, and it misses some, which a Personal
+// Agent tolerates (spec 8.6).
+const maxQueuedDeltas = 64
+
 // Waiter is one reader's registration. Register it before reading, so a
 // notification for events committed after the read cannot be missed.
 type Waiter struct {
-	// C receives a value when the conversation may have new events, or
-	// when the hub reconnected and could have missed some.
-	C chan struct{}
-	// Deltas receives text deltas (WatchDeltas; nil otherwise, and none
-	// are sent); full means the reader is slow and misses some, which a
-	// Personal Agent tolerates (8.6).
-	Deltas chan *Delta
+	// C receives a value when the conversation may have new events, when
+	// the hub reconnected and could have missed some, or, for a stream's
+	// waiter, when text deltas came (Take says which).
+	C      chan struct{}
 	key    string
 	hub    *Hub
+	stream bool
+	// Since the last Take, under the hub's lock: whether events may have
+	// come, and the deltas that came (a stream's; none is kept while
+	// none comes).
+	woken  bool
+	deltas []*Delta
 }
 
 func hubKey(companyID int64, conversationID string) string {
@@ -82,47 +93,61 @@ func hubKey(companyID int64, conversationID string) string {
 // Watch registers a waiter for a conversation's events, without deltas:
 // a long-poll's.
 func (h *Hub) Watch(companyID int64, conversationID string) *Waiter {
-	return h.watch(companyID, conversationID, nil)
+	return h.watch(companyID, conversationID, false)
 }
 
 // WatchDeltas registers a waiter for a conversation's events and its text
-// deltas, with room for 64 deltas: a stream's.
+// deltas: a stream's.
 func (h *Hub) WatchDeltas(companyID int64, conversationID string) *Waiter {
-	return h.watch(companyID, conversationID, make(chan *Delta, 64))
+	return h.watch(companyID, conversationID, true)
 }
 
-func (h *Hub) watch(companyID int64, conversationID string, deltas chan *Delta) *Waiter {
-	w := &Waiter{C: make(chan struct{}, 1), Deltas: deltas, key: hubKey(companyID, conversationID), hub: h}
+func (h *Hub) watch(companyID int64, conversationID string, stream bool) *Waiter {
+	w := &Waiter{C: make(chan struct{}, 1), key: hubKey(companyID, conversationID), hub: h, stream: stream}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	set := h.waiters[w.key]
-	if set == nil {
-		set = map[*Waiter]struct{}{}
-		h.waiters[w.key] = set
-	}
-	set[w] = struct{}{}
+	h.waiters[w.key] = append(h.waiters[w.key], w)
 	return w
 }
 
-// Stop unregisters the waiter.
+// Stop unregisters the waiter; stopping it again does nothing.
 func (w *Waiter) Stop() {
 	w.hub.mu.Lock()
 	defer w.hub.mu.Unlock()
-	set := w.hub.waiters[w.key]
-	delete(set, w)
-	if len(set) == 0 {
+	rest := slices.DeleteFunc(w.hub.waiters[w.key], func(o *Waiter) bool { return o == w })
+	if len(rest) == 0 {
 		delete(w.hub.waiters, w.key)
+	} else {
+		w.hub.waiters[w.key] = rest
+	}
+}
+
+// Take returns the text deltas that came since the last Take, oldest
+// first, and whether events may have come since: a stream writes the
+// deltas, then reads the events, so that a message never overtakes its
+// own deltas.
+func (w *Waiter) Take() (deltas []*Delta, events bool) {
+	w.hub.mu.Lock()
+	defer w.hub.mu.Unlock()
+	deltas, events = w.deltas, w.woken
+	w.deltas, w.woken = nil, false
+	return deltas, events
+}
+
+// signal wakes w; the hub's lock is held.
+func (w *Waiter) signal() {
+	select {
+	case w.C <- struct{}{}:
+	default:
 	}
 }
 
 func (h *Hub) wake(key string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for w := range h.waiters[key] {
-		select {
-		case w.C <- struct{}{}:
-		default:
-		}
+	for _, w := range h.waiters[key] {
+		w.woken = true
+		w.signal()
 	}
 }
 
@@ -130,24 +155,22 @@ func (h *Hub) wakeAll() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, set := range h.waiters {
-		for w := range set {
-			select {
-			case w.C <- struct{}{}:
-			default:
-			}
+		for _, w := range set {
+			w.woken = true
+			w.signal()
 		}
 	}
 }
 
-// delta hands d to the conversation's streams, all of them the same
+// delta queues d for the conversation's streams, all of them the same
 // *Delta, which none changes.
 func (h *Hub) delta(d *Delta) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for w := range h.waiters[hubKey(d.CompanyID, d.ConversationID)] {
-		select {
-		case w.Deltas <- d:
-		default:
+	for _, w := range h.waiters[hubKey(d.CompanyID, d.ConversationID)] {
+		if w.stream && len(w.deltas) < maxQueuedDeltas {
+			w.deltas = append(w.deltas, d)
+			w.signal()
 		}
 	}
 }

@@ -1,101 +1,202 @@
 package conversations
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"runtime/debug"
+	"strings"
 	"time"
 )
 
 // stream answers a read as server-sent events (spec 8.6): every event
 // with its ID as the SSE id, text deltas without one, comments to keep the
 // connection alive. It ends when the client goes, after streamCap (the
-// client reconnects with Last-Event-ID), or when the hub drains.
+// client reconnects with Last-Event-ID), or when the hub drains. Once the
+// events so far are written, the stream waits in ParkStreams when the
+// request came through it, else here.
 func (h *reader) stream(w http.ResponseWriter, r *http.Request, c *Conversation, p readParams) {
-	rc := http.NewResponseController(w)
-	ctx := r.Context()
-	watch := h.hub.WatchDeltas(c.CompanyID, c.ID)
-	defer watch.Stop()
-
+	s := &eventStream{reader: h, w: w, rc: http.NewResponseController(w), companyID: c.CompanyID, id: c.ID,
+		after: p.after, watch: h.hub.WatchDeltas(c.CompanyID, c.ID)}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	if err := rc.Flush(); err != nil {
+	if s.rc.Flush() != nil || !s.send(r.Context()) {
+		s.watch.Stop()
 		return
 	}
-	end := time.NewTimer(h.streamCap)
-	defer end.Stop()
-	alive := time.NewTicker(h.keepAlive)
-	defer alive.Stop()
-	after := p.after
-	// send writes the events after the last one sent; false when the
-	// client is gone or the database failed.
-	send := func() bool {
-		for {
-			events, more, err := h.store.Events(ctx, c.CompanyID, c.ID, after, maxEventsPerRead)
+	if pk, ok := r.Context().Value(parkKey{}).(*parking); ok {
+		pk.stream = s
+		return
+	}
+	s.wait(r.Context())
+}
+
+// eventStream is an open stream: what its wait needs and nothing of the
+// request's checks (the Session, the conversation's row), which stay
+// behind when it parks.
+type eventStream struct {
+	*reader
+	w         http.ResponseWriter
+	rc        *http.ResponseController
+	companyID int64
+	id        string
+	// after is the last event sent.
+	after int64
+	watch *Waiter
+}
+
+// send writes the events after the last one sent; false when the client
+// is gone or the database failed.
+func (s *eventStream) send(ctx context.Context) bool {
+	for {
+		events, more, err := s.store.Events(ctx, s.companyID, s.id, s.after, maxEventsPerRead)
+		if err != nil {
+			return false
+		}
+		for _, e := range events {
+			data, err := json.Marshal(e)
 			if err != nil {
 				return false
 			}
-			for _, e := range events {
-				data, err := json.Marshal(e)
-				if err != nil {
-					return false
-				}
-				if _, err := fmt.Fprintf(w, "id: %s\ndata: %s\n\n", eventID(e.Seq), data); err != nil {
-					return false
-				}
-				after = e.Seq
-			}
-			if len(events) > 0 && rc.Flush() != nil {
+			if _, err := fmt.Fprintf(s.w, "id: %s\ndata: %s\n\n", eventID(e.Seq), data); err != nil {
 				return false
 			}
-			if !more {
-				return true
-			}
+			s.after = e.Seq
+		}
+		if len(events) > 0 && s.rc.Flush() != nil {
+			return false
+		}
+		if !more {
+			return true
 		}
 	}
-	// delta writes a text delta; false when the client is gone.
-	delta := func(d *Delta) bool {
-		data, _ := json.Marshal(map[string]string{"message_id": d.MessageID, "text": d.Text})
-		_, err := fmt.Fprintf(w, "event: text-delta\ndata: %s\n\n", data)
-		return err == nil && rc.Flush() == nil
-	}
-	if !send() {
-		return
-	}
+}
+
+// delta writes a text delta; false when the client is gone.
+func (s *eventStream) delta(d *Delta) bool {
+	data, _ := json.Marshal(map[string]string{"message_id": d.MessageID, "text": d.Text})
+	_, err := fmt.Fprintf(s.w, "event: text-delta\ndata: %s\n\n", data)
+	return err == nil && s.rc.Flush() == nil
+}
+
+// wait writes what the hub wakes the stream for until it ends; ctx is
+// the request's. One timer serves the keep-alive comments and the end.
+// What it writes, it writes on a goroutine of its own (offload), so that
+// the stack the writes and queries grow is not the waiting one's.
+func (s *eventStream) wait(ctx context.Context) {
+	defer s.watch.Stop()
+	end := time.Now().Add(s.streamCap)
+	tick := time.NewTimer(min(s.keepAlive, s.streamCap))
+	defer tick.Stop()
 	for {
 		select {
-		case <-watch.C:
-			// The hub queued every delta that came before this wake-up:
-			// they go first, so a message never overtakes its own deltas.
-			for queued := true; queued; {
-				select {
-				case d := <-watch.Deltas:
-					if !delta(d) {
-						return
-					}
-				default:
-					queued = false
-				}
-			}
-			if !send() {
+		case <-s.watch.C:
+			if !offload(func() bool { return s.wake(ctx) }) {
 				return
 			}
-		case d := <-watch.Deltas:
-			if !delta(d) {
+		case <-tick.C:
+			left := time.Until(end)
+			if left <= 0 || !offload(s.keepAliveComment) {
 				return
 			}
-		case <-alive.C:
-			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
-				return
-			}
-		case <-end.C:
-			return
-		case <-h.hub.draining:
+			tick.Reset(min(s.keepAlive, left))
+		case <-s.hub.draining:
 			return
 		case <-ctx.Done():
 			return
 		}
 	}
+}
+
+// wake writes the deltas that came, then the events if any may have;
+// false when the client is gone or the database failed.
+func (s *eventStream) wake(ctx context.Context) bool {
+	deltas, events := s.watch.Take()
+	for _, d := range deltas {
+		if !s.delta(d) {
+			return false
+		}
+	}
+	return !events || s.send(ctx)
+}
+
+// keepAliveComment writes a comment; false when the client is gone.
+func (s *eventStream) keepAliveComment() bool {
+	_, err := fmt.Fprint(s.w, ": keep-alive\n\n")
+	return err == nil && s.rc.Flush() == nil
+}
+
+// offload runs f on a goroutine of its own and returns what it returns;
+// a panic of f is the caller's.
+func offload(f func() bool) bool {
+	var (
+		ok bool
+		p  any
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() { p = recovered(recover()) }()
+		ok = f()
+	}()
+	<-done
+	if p != nil {
+		panic(p)
+	}
+	return ok
+}
+
+// parkKey is the context key of a request's parking.
+type parkKey struct{}
+
+// parking is where a stream leaves itself for ParkStreams to wait on.
+type parking struct {
+	stream *eventStream
+}
+
+// ParkStreams runs the wait of an event stream (spec 8.6) that a handler
+// under it leaves there. The handler runs on a goroutine of its own
+// (offload; its panic is the request's goroutine's), whose
+// stack the request's checks grow (the Session's signature check, the
+// routers) and which ends when the handler returns; the wait then runs
+// here, in a shallow frame of the request's goroutine, and the garbage of
+// those checks is freed. The middleware between see the request end when
+// its stream starts waiting. Mount it as far out as the streams' requests
+// pass; a second one further in lets the outer one run the wait. Only a
+// GET of a path ending in /events that accepts a stream takes a goroutine.
+func ParkStreams(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/events") ||
+			r.Context().Value(parkKey{}) != nil || !acceptsStream(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		pk := &parking{}
+		// A panic after the stream parked must not leave its waiter.
+		defer func() {
+			if pk.stream != nil {
+				pk.stream.watch.Stop()
+			}
+		}()
+		offload(func() bool {
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), parkKey{}, pk)))
+			return true
+		})
+		if pk.stream != nil {
+			pk.stream.wait(r.Context())
+		}
+	})
+}
+
+// recovered is what a handler's goroutine panicked with, for the
+// request's goroutine to panic with again: http.ErrAbortHandler as it is,
+// anything else with the stack where it happened.
+func recovered(p any) any {
+	if p == nil || p == http.ErrAbortHandler {
+		return p
+	}
+	return fmt.Errorf("%v\n%s", p, debug.Stack())
 }

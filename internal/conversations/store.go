@@ -66,10 +66,12 @@ const conversationColumns = `id, client_id, user_id, coalesce(account_id, 0), co
 	coalesce(user_requested_event_id, ''), coalesce(open_direct_id, ''), status, responder, context,
 	last_seq, first_seq, created_at`
 
-func scanConversation(companyID int64, row pgx.Row) (*Conversation, error) {
+// scanConversation scans conversationColumns, then the row's extra
+// columns into extra.
+func scanConversation(companyID int64, row pgx.Row, extra ...any) (*Conversation, error) {
 	c := &Conversation{CompanyID: companyID}
-	err := row.Scan(&c.ID, &c.ClientID, &c.UserID, &c.AccountID, &c.ParentID, &c.AcceptedID, &c.OpenDirectID,
-		&c.Status, &c.Responder, &c.Context, &c.LastSeq, &c.FirstSeq, &c.CreatedAt)
+	err := row.Scan(append([]any{&c.ID, &c.ClientID, &c.UserID, &c.AccountID, &c.ParentID, &c.AcceptedID, &c.OpenDirectID,
+		&c.Status, &c.Responder, &c.Context, &c.LastSeq, &c.FirstSeq, &c.CreatedAt}, extra...)...)
 	if db.IsNotFound(err) {
 		return nil, nil
 	}
@@ -110,6 +112,47 @@ func stateEvent(status, responder string) newEvent {
 // responder, and notifies readers on commit. A change of status or
 // responder adds its state event (spec 8.7).
 func (s *Store) appendEvents(ctx context.Context, tx pgx.Tx, c *Conversation, status, responder string, events ...newEvent) error {
+	return s.appendRemembering(ctx, tx, c, status, responder, nil, events...)
+}
+
+// remembered is a Personal Agent message ID to record with the events
+// that its message added (spec 8.3).
+type remembered struct {
+	owner Owner
+	id    string
+	hash  []byte
+}
+
+// appendSQL is appendEvents' one statement: the conversation's row, its
+// events and the notification, and with remember the message ID, in one
+// round trip. Its arguments are those of appendArgs.
+const appendSQL = `WITH u AS (
+		UPDATE conversations SET last_seq = last_seq + $3, status = $4, responder = $5,
+			last_activity_at = $6, first_event_at = coalesce(first_event_at, $6),
+			queued_at = CASE WHEN $4 = 'queued' THEN coalesce(queued_at, $6) ELSE NULL END,
+			closed_at = CASE WHEN $4 = 'closed' THEN coalesce(closed_at, $6) ELSE NULL END
+		WHERE company_id = $1 AND id = $2 RETURNING last_seq
+	), e AS (
+		INSERT INTO conversation_events (company_id, conversation_id, seq, type, body, created_at, verified)
+		SELECT $1, $2, u.last_seq - $3 + t.n, t.type, t.body::jsonb, $6, t.verified::jsonb
+		FROM u, unnest($7::text[], $8::text[], $9::text[]) WITH ORDINALITY AS t(type, body, verified, n)
+	)`
+
+// appendRememberSQL adds the message ID (remembered) to appendSQL.
+const appendRememberSQL = `, m AS (
+		INSERT INTO conversation_message_ids
+			(company_id, client_id, user_id, message_id, conversation_id, content_hash, response)
+		SELECT $1, $12, $13, $14, $2, $15, $16 FROM u
+	)`
+
+// appendEnd ends appendSQL: the new last event's seq, and the
+// notification sent on commit (Hub).
+const appendEnd = ` SELECT last_seq, pg_notify($10, $11) FROM u`
+
+// appendRemembering is appendEvents, recording remember's message ID with
+// its reply, when not nil, in the same statement.
+func (s *Store) appendRemembering(ctx context.Context, tx pgx.Tx, c *Conversation, status, responder string,
+	remember *remembered, events ...newEvent) error {
 	if status != c.Status || responder != c.Responder {
 		events = append(events, stateEvent(status, responder))
 	}
@@ -117,31 +160,43 @@ func (s *Store) appendEvents(ctx context.Context, tx pgx.Tx, c *Conversation, st
 		return nil
 	}
 	now := s.now()
-	var last int64
-	err := tx.QueryRow(ctx, `UPDATE conversations SET last_seq = last_seq + $3, status = $4, responder = $5,
-			last_activity_at = $6, first_event_at = coalesce(first_event_at, $6),
-			queued_at = CASE WHEN $4 = 'queued' THEN coalesce(queued_at, $6) ELSE NULL END,
-			closed_at = CASE WHEN $4 = 'closed' THEN coalesce(closed_at, $6) ELSE NULL END
-		WHERE company_id = $1 AND id = $2 RETURNING last_seq`,
-		c.CompanyID, c.ID, len(events), status, responder, now).Scan(&last)
-	if err != nil {
-		return err
-	}
-	first := last - int64(len(events)) + 1
-	rows := make([][]any, len(events))
+	types := make([]string, len(events))
+	bodies := make([]string, len(events))
+	facts := make([]*string, len(events))
 	for i, e := range events {
 		body, err := json.Marshal(e.Body)
 		if err != nil {
 			return err
 		}
-		rows[i] = []any{c.CompanyID, c.ID, first + int64(i), e.Type, body, now, e.Verified}
+		types[i], bodies[i] = e.Type, string(body)
+		if e.Verified != nil {
+			raw, err := json.Marshal(e.Verified)
+			if err != nil {
+				return err
+			}
+			f := string(raw)
+			facts[i] = &f
+		}
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"conversation_events"},
-		[]string{"company_id", "conversation_id", "seq", "type", "body", "created_at", "verified"}, pgx.CopyFromRows(rows)); err != nil {
+	sql := appendSQL
+	args := []any{c.CompanyID, c.ID, len(events), status, responder, now, types, bodies, facts,
+		eventsChannel, hubKey(c.CompanyID, c.ID)}
+	if remember != nil {
+		after := *c
+		after.Status, after.Responder = status, responder
+		reply, err := json.Marshal(replyOf(&after))
+		if err != nil {
+			return err
+		}
+		sql += appendRememberSQL
+		args = append(args, remember.owner.ClientID, remember.owner.UserID, remember.id, remember.hash, reply)
+	}
+	var last int64
+	if err := tx.QueryRow(ctx, sql+appendEnd, args...).Scan(&last, nil); err != nil {
 		return err
 	}
 	c.LastSeq, c.Status, c.Responder = last, status, responder
-	return notifyTx(ctx, tx, c.CompanyID, c.ID)
+	return nil
 }
 
 // deliver schedules the Company Agent's webhook for c.

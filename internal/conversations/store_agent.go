@@ -95,24 +95,30 @@ type usedMessage struct {
 // findMessage returns what the User's message ID was used for, or nil.
 func findMessage(ctx context.Context, tx pgx.Tx, companyID int64, o Owner, id string, hash []byte) (*usedMessage, error) {
 	var (
-		u      usedMessage
+		usedIn string
 		stored []byte
 		reply  []byte
 	)
 	err := tx.QueryRow(ctx, `SELECT conversation_id, content_hash, response FROM conversation_message_ids
 		WHERE company_id = $1 AND client_id = $2 AND user_id = $3 AND message_id = $4`,
-		companyID, o.ClientID, o.UserID, id).Scan(&u.ConversationID, &stored, &reply)
+		companyID, o.ClientID, o.UserID, id).Scan(&usedIn, &stored, &reply)
 	if db.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	u.Same = bytes.Equal(stored, hash)
+	return usedOf(usedIn, stored, reply, hash)
+}
+
+// usedOf is a recorded message ID: used in conversation usedIn, with the
+// stored content hash and reply, compared with a request's hash.
+func usedOf(usedIn string, stored, reply, hash []byte) (*usedMessage, error) {
+	u := &usedMessage{ConversationID: usedIn, Same: bytes.Equal(stored, hash)}
 	if err := json.Unmarshal(reply, &u.Reply); err != nil {
 		return nil, err
 	}
-	return &u, nil
+	return u, nil
 }
 
 // retriedReply is a conversation as a retried message's original
@@ -364,26 +370,35 @@ func (s *Store) send(ctx context.Context, companyID int64, o Owner, id string, m
 	if err != nil {
 		return nil, err
 	}
+	if !validID(id) {
+		return nil, notFound()
+	}
 	hash := contentHash(m, "send", id)
 	return retried(func() (*Conversation, error) {
-		return s.ownedTx(ctx, companyID, o, id, true, func(tx pgx.Tx, c *Conversation) (*Conversation, error) {
-			if err := check.run(c); err != nil {
-				return nil, err
+		var out *Conversation
+		err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+			c, used, err := lockForMessage(ctx, tx, companyID, id, o, m.ID, hash)
+			if err != nil {
+				return err
 			}
-			used, err := findMessage(ctx, tx, companyID, o, m.ID, hash)
+			if err := o.owns(c); err != nil {
+				return err
+			}
+			if err := check.run(c); err != nil {
+				return err
+			}
 			switch {
-			case err != nil:
-				return nil, err
 			case used != nil && !used.Same:
-				return nil, conflict()
+				return conflict()
 			case used != nil:
-				return retriedReply(c, used), nil
+				out = retriedReply(c, used)
+				return nil
 			}
 			if err := checkOpen(c); err != nil {
-				return nil, err
+				return err
 			}
 			if err := bindAccount(ctx, tx, c, o); err != nil {
-				return nil, err
+				return err
 			}
 			if m.Context != nil {
 				// Fields left out keep their values (spec 8.4); the merged
@@ -394,25 +409,46 @@ func (s *Store) send(ctx context.Context, companyID int64, o Owner, id string, m
 					AND (SELECT count(*) FROM jsonb_object_keys(context || $3::jsonb)) <= $4`,
 					companyID, id, merged, maxContextKeys)
 				if err != nil {
-					return nil, err
+					return err
 				}
 				if tag.RowsAffected() == 0 {
-					return nil, invalid("the conversation's context would have more than %d fields", maxContextKeys)
+					return invalid("the conversation's context would have more than %d fields", maxContextKeys)
 				}
 			}
 			seq := c.LastSeq + 1
-			if err := s.appendEvents(ctx, tx, c, p.afterMessage(c), c.Responder, agentMessageEvent(m, o)); err != nil {
-				return nil, err
-			}
-			if err := rememberMessage(ctx, tx, c, o, m.ID, hash); err != nil {
-				return nil, err
+			if err := s.appendRemembering(ctx, tx, c, p.afterMessage(c), c.Responder,
+				&remembered{owner: o, id: m.ID, hash: hash}, agentMessageEvent(m, o)); err != nil {
+				return err
 			}
 			if err := s.schedulePerform(ctx, tx, c, o, m.ID, seq, approval); err != nil {
-				return nil, err
+				return err
 			}
-			return c, s.deliver(ctx, tx, c)
+			out = c
+			return s.deliver(ctx, tx, c)
 		})
+		return out, err
 	})
+}
+
+// lockForMessage reads conversation id with its row locked, and what the
+// User's message ID was used for, or nil, in one query; the conversation
+// is nil when there is none.
+func lockForMessage(ctx context.Context, tx pgx.Tx, companyID int64, id string, o Owner, messageID string, hash []byte) (*Conversation, *usedMessage, error) {
+	var (
+		usedIn *string
+		stored []byte
+		reply  []byte
+	)
+	c, err := scanConversation(companyID, tx.QueryRow(ctx, `SELECT c.*, m.conversation_id, m.content_hash, m.response
+		FROM (SELECT `+conversationColumns+` FROM conversations WHERE company_id = $1 AND id = $2 FOR UPDATE) c
+		LEFT JOIN conversation_message_ids m
+			ON m.company_id = $1 AND m.client_id = $3 AND m.user_id = $4 AND m.message_id = $5`,
+		companyID, id, o.ClientID, o.UserID, messageID), &usedIn, &stored, &reply)
+	if err != nil || c == nil || usedIn == nil {
+		return c, nil, err
+	}
+	u, err := usedOf(*usedIn, stored, reply, hash)
+	return c, u, err
 }
 
 // onConversation runs f in a transaction on the Company's conversation id,

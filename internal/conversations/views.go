@@ -85,6 +85,25 @@ func readOf(c *Conversation, p readParams, events []Event, more bool) *Read {
 	return rd
 }
 
+// stateAfter is c with the status and responder of the last state event
+// of events after c.LastSeq, if any: the state as of events.
+func stateAfter(c *Conversation, events []Event) *Conversation {
+	for i := len(events) - 1; i >= 0 && events[i].Seq > c.LastSeq; i-- {
+		if events[i].Type != EventState {
+			continue
+		}
+		status, _ := events[i].Body["status"].(string)
+		responder, _ := events[i].Body["responder"].(string)
+		if status == "" || responder == "" {
+			break
+		}
+		out := *c
+		out.Status, out.Responder = status, responder
+		return &out
+	}
+	return c
+}
+
 // Reply is the answer to a POST: the conversation and its state.
 type Reply struct {
 	ConversationID string `json:"conversation_id,omitempty"`

@@ -171,23 +171,29 @@ func TestConversations(t *testing.T) {
 		require.NoError(t, conversations.PublishDelta(ctx, w.pool,
 			conversations.Delta{CompanyID: b, ConversationID: id, MessageID: "msg_b", Text: "B's"}))
 		select {
-		case d := <-readerB.Deltas:
-			require.Equal(t, "B's", d.Text)
+		case <-readerB.C:
+			deltas, _ := readerB.Take()
+			require.Len(t, deltas, 1)
+			require.Equal(t, "B's", deltas[0].Text)
 		case <-time.After(10 * time.Second):
 			t.Fatal("B's reader got no delta")
 		}
-		require.Empty(t, readerA.Deltas, "B's delta reached A's reader")
+		deltas, _ := readerA.Take()
+		require.Empty(t, deltas, "B's delta reached A's reader")
 		require.NoError(t, conversations.PublishDelta(ctx, w.pool,
 			conversations.Delta{CompanyID: a, ConversationID: id, MessageID: "msg_a", Text: "A's"}))
 		select {
-		case d := <-readerA.Deltas:
+		case <-readerA.C:
 			// The hub handles notifications in order: B's delta, had it
 			// reached A's reader, would come first.
-			require.Equal(t, "A's", d.Text, "B's delta reached A's reader")
+			deltas, _ := readerA.Take()
+			require.Len(t, deltas, 1)
+			require.Equal(t, "A's", deltas[0].Text, "B's delta reached A's reader")
 		case <-time.After(10 * time.Second):
 			t.Fatal("A's reader got no delta")
 		}
-		require.Empty(t, readerB.Deltas, "A's delta reached B's reader")
+		deltas, _ = readerB.Take()
+		require.Empty(t, deltas, "A's delta reached B's reader")
 		keptA(t)
 	})
 }

@@ -330,7 +330,9 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	web.Domain(company)
 
 	host := tenant.HostRouter(companies, opts.URLs.Public.Hostname(), platform, company)
-	p.handler = httpx.Instrument(logger, metrics, httpx.PaceBodies(opts.Bodies)(opts.Proxies.Middleware(host)))
+	// Event streams wait outside the rest of the chain (conversations.ParkStreams).
+	p.handler = httpx.Instrument(logger, metrics,
+		conversations.ParkStreams(httpx.PaceBodies(opts.Bodies)(opts.Proxies.Middleware(host))))
 	return p, nil
 }
 
