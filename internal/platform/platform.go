@@ -205,7 +205,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	})
 	delivery.AddWorkers(queue.Workers)
 	// The backlogs an operator alerts on, read from PostgreSQL at each
-	// scrape (docs/operations.md, "Alerts").
+	// scrape (docs/operations.md, "Dashboard and alerts in the chart").
 	reg.MustRegister(jobs.BacklogCollector(opts.Pool, now), conversations.DeliveryLagCollector(opts.Pool, now),
 		operations.UnsettledCollector(opts.Pool, now), keys.Collector())
 	sess := sessions.NewManager(sessions.NewVerifier(resolver, sessions.VerifierOptions{Now: now}), p.Sessions, opts.URLs)

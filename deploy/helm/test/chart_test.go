@@ -257,6 +257,7 @@ func TestLint(t *testing.T) {
 		"required values": required(),
 		"proxy-values":    ciValues(t, "proxy-values.yaml"),
 		"certificate":     ciValues(t, "certificate-values.yaml"),
+		"monitoring":      monitoringValues(),
 	}
 	for name, vals := range cases {
 		t.Run(name, func(t *testing.T) {
