@@ -28,6 +28,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Operations whose settle job gave up learning the outcome; each waits for the Company to resolve it.",
 		}),
 	}
+	// Every outcome is exported from the start, 0 until it happens, so
+	// that rates and alerts see it.
+	for _, name := range outcomeNames {
+		m.outcomes.WithLabelValues(name)
+	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.outcomes, m.unknown} {
 			if err := reg.Register(c); err != nil {

@@ -204,6 +204,10 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		Client: safehttp.New(opts.Fetch), Logger: logger, Now: now,
 	})
 	delivery.AddWorkers(queue.Workers)
+	// The backlogs an operator alerts on, read from PostgreSQL at each
+	// scrape (docs/operations.md, "Dashboard and alerts in the chart").
+	reg.MustRegister(jobs.BacklogCollector(opts.Pool, now), conversations.DeliveryLagCollector(opts.Pool, now),
+		operations.UnsettledCollector(opts.Pool, now), keys.Collector())
 	sess := sessions.NewManager(sessions.NewVerifier(resolver, sessions.VerifierOptions{Now: now}), p.Sessions, opts.URLs)
 	// session verifies the Session header once the body has arrived, or
 	// its first 64 KiB: a body that never comes is refused (408) before

@@ -89,6 +89,8 @@ type manifests struct {
 	pdb            *policyv1.PodDisruptionBudget
 	job            *batchv1.Job
 	serviceMonitor *unstructured.Unstructured
+	dashboard      *corev1.ConfigMap
+	prometheusRule *unstructured.Unstructured
 	notes          string
 }
 
@@ -166,6 +168,19 @@ func decode(t *testing.T, file, doc string, m *manifests) {
 			t.Fatalf("%s: %s does not decode strictly into the API type: %v\n%s", file, head.Kind, err, doc)
 		}
 	}
+	// custom decodes a custom resource, which has no Go type here; seen is
+	// the one decoded before, which must be nil.
+	custom := func(seen *unstructured.Unstructured) *unstructured.Unstructured {
+		t.Helper()
+		if seen != nil {
+			t.Fatalf("%s: a second %s", file, head.Kind)
+		}
+		var obj map[string]any
+		if err := yaml.UnmarshalStrict([]byte(doc), &obj); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		return &unstructured.Unstructured{Object: obj}
+	}
 	switch head.APIVersion + " " + head.Kind {
 	case "apps/v1 Deployment":
 		strict(&m.deployment, m.deployment != nil)
@@ -183,15 +198,12 @@ func decode(t *testing.T, file, doc string, m *manifests) {
 		strict(&m.pdb, m.pdb != nil)
 	case "batch/v1 Job":
 		strict(&m.job, m.job != nil)
+	case "v1 ConfigMap":
+		strict(&m.dashboard, m.dashboard != nil)
+	case "monitoring.coreos.com/v1 PrometheusRule":
+		m.prometheusRule = custom(m.prometheusRule)
 	case "monitoring.coreos.com/v1 ServiceMonitor":
-		if m.serviceMonitor != nil {
-			t.Fatalf("%s: a second ServiceMonitor", file)
-		}
-		var obj map[string]any
-		if err := yaml.UnmarshalStrict([]byte(doc), &obj); err != nil {
-			t.Fatalf("%s: %v", file, err)
-		}
-		m.serviceMonitor = &unstructured.Unstructured{Object: obj}
+		m.serviceMonitor = custom(m.serviceMonitor)
 	default:
 		t.Fatalf("%s: unexpected %s %s", file, head.APIVersion, head.Kind)
 	}
@@ -245,6 +257,7 @@ func TestLint(t *testing.T) {
 		"required values": required(),
 		"proxy-values":    ciValues(t, "proxy-values.yaml"),
 		"certificate":     ciValues(t, "certificate-values.yaml"),
+		"monitoring":      monitoringValues(),
 	}
 	for name, vals := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -268,8 +281,8 @@ func TestDefaults(t *testing.T) {
 	if d == nil || m.service == nil || m.hpa == nil || m.pdb == nil || m.job == nil {
 		t.Fatalf("missing manifests: %+v", m)
 	}
-	if m.ingress != nil || m.serviceMonitor != nil {
-		t.Error("Ingress and ServiceMonitor are rendered although off by default")
+	if m.ingress != nil || m.serviceMonitor != nil || m.dashboard != nil || m.prometheusRule != nil {
+		t.Error("Ingress, ServiceMonitor, dashboard or PrometheusRule rendered although off by default")
 	}
 	if d.Spec.Replicas != nil {
 		t.Errorf("replicas = %d with the HorizontalPodAutoscaler on; it must be left to the autoscaler", *d.Spec.Replicas)

@@ -1,0 +1,124 @@
+package platform_test
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/poppyhost/poppyhost/internal/testkit"
+)
+
+// exportedMetrics is the list of metric names the chart's dashboard and
+// alerts may use; the chart's render test reads it too.
+const exportedMetrics = "../../deploy/helm/test/testdata/exported-metrics.txt"
+
+// scrape returns every sample of /metrics, keyed by name and labels as
+// exposed (name{label="value",...}).
+func scrape(t *testing.T, env *testkit.Env) map[string]float64 {
+	t.Helper()
+	resp := env.Probe(t, "/metrics")
+	require.Equal(t, http.StatusOK, resp.Status)
+	samples := map[string]float64{}
+	sc := bufio.NewScanner(strings.NewReader(string(resp.Body)))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		require.Positive(t, i, line)
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		require.NoError(t, err, line)
+		samples[line[:i]] = v
+	}
+	require.NoError(t, sc.Err())
+	return samples
+}
+
+// TestBacklogMetrics: operations left unsettled, jobs and webhook
+// deliveries waiting, and a signing key past its rotation show in the
+// metrics the chart's alerts read, at the next scrape.
+func TestBacklogMetrics(t *testing.T) {
+	t.Parallel()
+	env := testkit.Setup(t)
+	ctx := context.Background()
+	env.CreateCompany(t, map[string]any{"slug": "shop", "organization": map[string]any{"name": "Shop", "domain": "shop.example"}})
+	var id int64
+	require.NoError(t, env.Pool.QueryRow(ctx, `SELECT id FROM companies WHERE slug = 'shop'`).Scan(&id))
+	// The JWKS makes the Company's first signing key.
+	require.Equal(t, http.StatusOK, env.Do(t, http.MethodGet, env.PublicURL("/t/shop/oauth/jwks.json"), nil).Status)
+
+	before := scrape(t, env)
+	for _, s := range []string{
+		`poppyhost_operations_unsettled{status="unknown"}`, `poppyhost_operations_unsettled{status="performing"}`,
+		`poppyhost_operations_unsettled_oldest_seconds{status="unknown"}`, `poppyhost_jobs{state="available"}`,
+		`poppyhost_jobs_available_oldest_seconds`, `poppyhost_webhook_deliveries_pending`, `poppyhost_webhook_delivery_lag_seconds`,
+	} {
+		v, ok := before[s]
+		require.True(t, ok, "%s is not exported before anything waits", s)
+		require.Zero(t, v, s)
+	}
+	require.Less(t, before["poppyhost_signing_key_oldest_seconds"], before["poppyhost_signing_key_rotate_after_seconds"])
+
+	// An operation whose outcome became unknown two hours after its
+	// sending began, three hours ago.
+	_, err := env.Pool.Exec(ctx, `INSERT INTO operations (company_id, id, client_id, user_id, interface, target, action_key,
+		status, revision, performing_since, created_at, updated_at, expires_at)
+		VALUES ($1, 'op_stuck', 'https://agent.test/client', 'usr_1', 'api', 'orders-api', 'key_1', 'unknown', 'rev_1',
+		now() - interval '3 hours', now() - interval '3 hours', now() - interval '1 hour', now() + interval '1 day')`, id)
+	require.NoError(t, err)
+	// A job due an hour ago in a queue no replica works, and a webhook
+	// delivery asked for two hours ago, waiting to retry.
+	_, err = env.Pool.Exec(ctx, `INSERT INTO river_job (args, kind, max_attempts, queue, state, created_at, scheduled_at)
+		VALUES ('{}', 'metrics_test', 1, 'not_worked', 'available', now() - interval '1 hour', now() - interval '1 hour'),
+		('{"company_id": 0, "conversation_id": "none"}', 'conversations_deliver', 5, 'default', 'retryable',
+		 now() - interval '2 hours', now() + interval '1 day')`)
+	require.NoError(t, err)
+	// The key made a day past the rotation period.
+	_, err = env.Pool.Exec(ctx, `UPDATE signing_keys SET created_at = now() - interval '91 days' WHERE company_id = $1`, id)
+	require.NoError(t, err)
+
+	after := scrape(t, env)
+	require.Equal(t, 1.0, after[`poppyhost_operations_unsettled{status="unknown"}`])
+	require.Greater(t, after[`poppyhost_operations_unsettled_oldest_seconds{status="unknown"}`], 2*3600.0)
+	require.GreaterOrEqual(t, after[`poppyhost_jobs{state="available"}`], 1.0)
+	require.Greater(t, after[`poppyhost_jobs_available_oldest_seconds`], 1800.0)
+	require.Equal(t, 1.0, after[`poppyhost_webhook_deliveries_pending`])
+	require.Greater(t, after[`poppyhost_webhook_delivery_lag_seconds`], 3600.0)
+	require.Greater(t, after["poppyhost_signing_key_oldest_seconds"], after["poppyhost_signing_key_rotate_after_seconds"])
+}
+
+// TestExportedMetricsList: every name on the list the chart's dashboard
+// and alerts are checked against is exported by a running server, so the
+// list cannot name a metric that does not exist.
+func TestExportedMetricsList(t *testing.T) {
+	t.Parallel()
+	env := testkit.Setup(t)
+	env.CreateCompany(t, map[string]any{"slug": "shop", "organization": map[string]any{"name": "Shop", "domain": "shop.example"}})
+	// One request makes the per-route HTTP metrics.
+	env.Do(t, http.MethodGet, env.PublicURL("/t/shop/oauth/jwks.json"), nil)
+	names := map[string]bool{}
+	for s := range scrape(t, env) {
+		name, _, _ := strings.Cut(s, "{")
+		names[name] = true
+	}
+	b, err := os.ReadFile(exportedMetrics)
+	require.NoError(t, err)
+	var listed int
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		listed++
+		require.True(t, names[line], "%s is listed in %s but the server does not export it", line, exportedMetrics)
+	}
+	require.Positive(t, listed)
+}
