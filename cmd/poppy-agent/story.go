@@ -116,8 +116,12 @@ func story(ctx context.Context, args []string, in io.Reader, out io.Writer) erro
 		if !saidYes {
 			// The Company Agent offered the exchange: say yes.
 			saidYes = true
-			fmt.Fprintln(out, "\n   agent: Yes, please set up the exchange. (replies read by SSE)")
-			if events, err = conv.Send(ctx, agent.Message{Text: "Yes, please set up the exchange of the jacket on order " + j.order + "."}, -1); err != nil {
+			sayYes := "Yes, please set up the exchange."
+			if j.order != "" {
+				sayYes = "Yes, please set up the exchange of the jacket on order " + j.order + "."
+			}
+			fmt.Fprintf(out, "\n   agent: %s (replies read by SSE)\n", sayYes)
+			if events, err = conv.Send(ctx, agent.Message{Text: sayYes}, -1); err != nil {
 				return err
 			}
 			more, err := untilReply(ctx, conv)
