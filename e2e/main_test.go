@@ -1,5 +1,5 @@
 // Package e2e holds black-box tests of the built binaries: TestMain builds
-// cmd/server, cmd/migrate and cmd/demo-origin with `go build`, and the
+// cmd/server, cmd/migrate, cmd/demo-origin and cmd/poppy-agent with `go build`, and the
 // tests run them as separate processes against real PostgreSQL, talking to
 // them only over HTTPS, signals and the database.
 package e2e
@@ -39,8 +39,8 @@ const (
 
 // bins holds the paths of the built binaries; buildErr fails every test.
 var (
-	serverBin, migrateBin, demoOriginBin string
-	buildErr                             error
+	serverBin, migrateBin, demoOriginBin, poppyAgentBin string
+	buildErr                                            error
 )
 
 func TestMain(m *testing.M) {
@@ -52,8 +52,9 @@ func TestMain(m *testing.M) {
 	serverBin = filepath.Join(dir, "server")
 	migrateBin = filepath.Join(dir, "migrate")
 	demoOriginBin = filepath.Join(dir, "demo-origin")
+	poppyAgentBin = filepath.Join(dir, "poppy-agent")
 	for out, pkg := range map[string]string{serverBin: "./cmd/server", migrateBin: "./cmd/migrate",
-		demoOriginBin: "./cmd/demo-origin"} {
+		demoOriginBin: "./cmd/demo-origin", poppyAgentBin: "./cmd/poppy-agent"} {
 		cmd := exec.Command("go", "build", "-o", out, pkg)
 		cmd.Dir = ".." // the module root
 		if b, err := cmd.CombinedOutput(); err != nil {

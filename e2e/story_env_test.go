@@ -199,7 +199,6 @@ func (e *storyEnv) startOrigin(t *testing.T, caDir string) {
 	port, controlPort := freePort(t), freePort(t)
 	e.control = "http://127.0.0.1:" + controlPort
 	base := e.startCounter(t, "127.0.0.1:"+port)
-	out := &peers.SyncBuffer{}
 	cmd := exec.Command(demoOriginBin,
 		"-addr", "127.0.0.1:"+port, "-base-url", base,
 		"-issuer", e.issuer, "-tls-cert", filepath.Join(dir, "cert.pem"), "-tls-key", filepath.Join(dir, "key.pem"),
@@ -207,20 +206,7 @@ func (e *storyEnv) startOrigin(t *testing.T, caDir string) {
 	// The origin fetches the Company's key set from the platform, whose
 	// certificate the dev CA issued.
 	cmd.Env = subproc.Env(map[string]string{"SSL_CERT_FILE": filepath.Join(dir, "ca.pem")})
-	cmd.Stdout, cmd.Stderr = out, out
-	require.NoError(t, cmd.Start())
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-		if t.Failed() {
-			t.Logf("---- demo origin output ----\n%s", out.String())
-		}
-	})
+	out, done := startProcess(t, "demo origin", cmd)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		resp, err := http.Get(e.control + "/registration")
@@ -236,6 +222,28 @@ func (e *storyEnv) startOrigin(t *testing.T, caDir string) {
 		require.True(t, time.Now().Before(deadline), "the demo origin did not start: %v", err)
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// startProcess starts cmd with its output in out, killed when the test
+// ends, its output logged then if the test failed; done closes when it
+// has exited.
+func startProcess(t *testing.T, name string, cmd *exec.Cmd) (out *peers.SyncBuffer, done chan struct{}) {
+	t.Helper()
+	out, done = &peers.SyncBuffer{}, make(chan struct{})
+	cmd.Stdout, cmd.Stderr = out, out
+	require.NoError(t, cmd.Start())
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+		if t.Failed() {
+			t.Logf("---- %s output ----\n%s", name, out.String())
+		}
+	})
+	return out, done
 }
 
 // startCompanyAgent serves the demo Company Agent in this process on a

@@ -27,7 +27,7 @@ func story(ctx context.Context, args []string, in io.Reader, out io.Writer) erro
 	fs := flag.NewFlagSet("story", flag.ContinueOnError)
 	fs.BoolVar(&specialist, "specialist", false, "ask for a specialist, accept the Company's request for the User, and hand off")
 	fs.StringVar(&via, "via", "conversation", "the interface: conversation, api, mcp or web")
-	fs.StringVar(&j.order, "order", "ord_7Hk2", "the order to exchange an item of (api, mcp, web)")
+	fs.StringVar(&j.order, "order", "", "the order to exchange an item of (default: a fresh copy of the demo's jacket order, so the story can be run again)")
 	fs.StringVar(&j.item, "item", "itm_4Qa", "the item to exchange")
 	fs.StringVar(&j.sku, "sku", "stormline-insulated-m", "the replacement's SKU")
 	c.register(fs)
@@ -80,7 +80,13 @@ func story(ctx context.Context, args []string, in io.Reader, out io.Writer) erro
 				return err
 			}
 			fmt.Fprintf(out, "   signed in with %s\n", strings.Join(co.Grant().Scopes, " "))
-			events, err = conv.Send(ctx, agent.Message{Text: "I've signed in. Please go ahead: exchange it for the insulated jacket in the same size."}, 10)
+			if j.order == "" {
+				if j.order, err = freshOrder(ctx, s, out); err != nil {
+					return err
+				}
+			}
+			events, err = conv.Send(ctx, agent.Message{Text: "I've signed in. Please go ahead: exchange the jacket on order " + j.order +
+				" for the insulated jacket in the same size."}, 10)
 			if err != nil {
 				return err
 			}
@@ -110,8 +116,12 @@ func story(ctx context.Context, args []string, in io.Reader, out io.Writer) erro
 		if !saidYes {
 			// The Company Agent offered the exchange: say yes.
 			saidYes = true
-			fmt.Fprintln(out, "\n   agent: Yes, please set up the exchange. (replies read by SSE)")
-			if events, err = conv.Send(ctx, agent.Message{Text: "Yes, please set up the exchange."}, -1); err != nil {
+			sayYes := "Yes, please set up the exchange."
+			if j.order != "" {
+				sayYes = "Yes, please set up the exchange of the jacket on order " + j.order + "."
+			}
+			fmt.Fprintf(out, "\n   agent: %s (replies read by SSE)\n", sayYes)
+			if events, err = conv.Send(ctx, agent.Message{Text: sayYes}, -1); err != nil {
 				return err
 			}
 			more, err := untilReply(ctx, conv)
@@ -222,6 +232,12 @@ func storyVia(ctx context.Context, a *agent.Agent, s *agent.Session, via string,
 	fmt.Fprintf(out, "\n2. Direct Sign-In in headless Chromium for %s\n", strings.Join(scopes, " "))
 	if err := a.SignInDirect(ctx, s.Company, scopes, user); err != nil {
 		return err
+	}
+	if j.order == "" {
+		var err error
+		if j.order, err = freshOrder(ctx, s, out); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(out, "\n3. The exchange through the %s\n", via)
 	if err := do(ctx, s, j, approver, out); err != nil {

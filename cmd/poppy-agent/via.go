@@ -47,6 +47,32 @@ func viaAPI(ctx context.Context, s *agent.Session, j jacket, approver agent.Appr
 	return nil
 }
 
+// freshOrder asks the demo shop's orders API for a new copy of the
+// jacket's order for the signed-in account (POST /demo-orders,
+// docs/demo.md), so that each run of the story has a jacket to exchange.
+func freshOrder(ctx context.Context, s *agent.Session, out io.Writer) (string, error) {
+	desc := s.Company.API("openapi")
+	if desc == "" {
+		return "", errors.New("the Company lists no OpenAPI description: give --order")
+	}
+	base, err := s.Company.OpenAPIBase(ctx, desc)
+	if err != nil {
+		return "", err
+	}
+	resp, err := s.Do(ctx, agent.Request{Method: http.MethodPost, URL: base + "/demo-orders", JSON: map[string]any{}})
+	if err != nil {
+		return "", err
+	}
+	var order struct {
+		ID string `json:"id"`
+	}
+	if resp.Status != http.StatusCreated || resp.Decode(&order) != nil || order.ID == "" {
+		return "", fmt.Errorf("POST %s/demo-orders answered %d %s: give --order", base, resp.Status, resp.Body)
+	}
+	fmt.Fprintf(out, "   the shop gave this run a fresh copy of the jacket's order: %s\n", order.ID)
+	return order.ID, nil
+}
+
 // viaMCP makes the exchange with the Company's MCP tool.
 func viaMCP(ctx context.Context, s *agent.Session, j jacket, approver agent.Approver, out io.Writer) error {
 	server := s.Company.API("mcp")

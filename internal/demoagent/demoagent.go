@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -271,7 +272,7 @@ func (a *Agent) handle(ctx context.Context, d *delivery, f *verified.Claims) err
 			return reply(ExchangeOffer, ExchangeData)
 		}
 		return a.say(ctx, conv, "stormline-"+ev.ID, ExchangeProposed, "extensions",
-			map[string]any{"operations": map[string]any{"proposal": a.jacketProposal()}})
+			map[string]any{"operations": map[string]any{"proposal": a.jacketProposal(orderIn(ev.Message.Text))}})
 	case words.has("order"):
 		if f.Account == "" || !slices.Contains(f.Scopes, OrdersScope) {
 			return a.post(ctx, conv, "/authorization", map[string]any{"scope": OrdersScope})
@@ -282,14 +283,27 @@ func (a *Agent) handle(ctx context.Context, d *delivery, f *verified.Claims) err
 	}
 }
 
-// jacketProposal is the spec's jacket exchange as the shop proposes it,
-// with the orders API request that performs it.
-func (a *Agent) jacketProposal() map[string]any {
-	p, _ := demoshop.ExchangeProposal(demoshop.JacketOrderID, demoshop.JacketItemID, demoshop.JacketSKU,
-		demoshop.InsulatedJacketSKU)
+// orderID finds an order's ID in a message.
+var orderID = regexp.MustCompile(`\bord_[A-Za-z0-9]{1,32}\b`)
+
+// orderIn is the order a message names, the first one, or the spec's
+// jacket order when it names none.
+func orderIn(text string) string {
+	if id := orderID.FindString(text); id != "" {
+		return id
+	}
+	return demoshop.JacketOrderID
+}
+
+// jacketProposal is the spec's jacket exchange on the order as the shop
+// proposes it, with the orders API request that performs it. The agent
+// does not look the order up: the shop answers the performed request with
+// 404 when the account has no such order, and the agent says so.
+func (a *Agent) jacketProposal(order string) map[string]any {
+	p, _ := demoshop.ExchangeProposal(order, demoshop.JacketItemID, demoshop.JacketSKU, demoshop.InsulatedJacketSKU)
 	return map[string]any{"action_key": p.ActionKey, "terms": p.Terms, "summary": p.Summary, "expires_in": p.ExpiresIn,
 		"perform": map[string]any{"api": a.o.OrdersAPI, "method": http.MethodPost,
-			"path": "/orders/" + demoshop.JacketOrderID + "/exchanges",
+			"path": "/orders/" + order + "/exchanges",
 			"body": map[string]any{"item_id": demoshop.JacketItemID, "replacement_sku": demoshop.InsulatedJacketSKU}}}
 }
 

@@ -17,7 +17,8 @@
 //  3. "return": the return policy;
 //  4. "exchange", "jacket": signed in with orders:read and orders:write,
 //     proposes the spec's exchange of the Stormline Jacket (M) on order
-//     ord_7Hk2 for the insulated one as an operation (Operations
+//     ord_7Hk2, or on the order the message names (ord_...), for the
+//     insulated one as an operation (Operations
 //     extension v3, "Conversations"): a message with
 //     extensions.operations.proposal, the shop's own terms
 //     (demoshop.ExchangeProposal) and the request that performs it on the

@@ -157,3 +157,32 @@ func TestJacketExchangeAfterATimeout(t *testing.T) {
 	d.await(t, id, cursor, messageText(demoagent.ExchangeDone))
 	require.Len(t, d.shop.Orders(strconv.FormatInt(d.ada, 10))[0].Exchanges, 1)
 }
+
+// TestJacketExchangeOfANamedOrder: a message that names an order (a fresh
+// copy of the jacket's order, docs/demo.md) gets the exchange of that
+// order's jacket proposed and performed; the seeded order is untouched.
+func TestJacketExchangeOfANamedOrder(t *testing.T) {
+	t.Parallel()
+	d := setup(t)
+	d.signIn(t)
+	ada := strconv.FormatInt(d.ada, 10)
+	fresh, ok := d.shop.FreshOrder(ada)
+	require.True(t, ok)
+
+	rd := d.pa(t, http.MethodPost, "?wait=0", message("m1", "Please exchange the jacket on order "+fresh.ID+"."), http.StatusCreated)
+	id, cursor := rd["conversation_id"].(string), rd["cursor"].(string)
+	ev, cursor := d.await(t, id, cursor, companyMessage)
+	op := ev["message"].(map[string]any)["extensions"].(map[string]any)["operations"].(map[string]any)["operation"].(map[string]any)
+	require.Equal(t, fresh.ID, op["terms"].(map[string]any)["order_id"])
+
+	d.pa(t, http.MethodPost, "/"+id+"/messages", approvalMessage("m2", op, "user"), http.StatusAccepted)
+	d.await(t, id, cursor, messageText(demoagent.ExchangeDone))
+	for _, o := range d.shop.Orders(ada) {
+		if o.ID == fresh.ID {
+			require.Len(t, o.Exchanges, 1)
+			require.Equal(t, op["operation_id"], o.Exchanges[0].OperationID)
+		} else {
+			require.Empty(t, o.Exchanges, "order %s", o.ID)
+		}
+	}
+}

@@ -30,6 +30,18 @@ func (s *Shop) mountAPI() {
 		}
 		writeJSON(w, "application/json", http.StatusNotFound, problemBody("not_found", "no such order on this account"))
 	}))
+	s.mux.HandleFunc("POST /api/demo-orders", s.api(func(w http.ResponseWriter, r *http.Request, c *verified.Claims) {
+		if p := needScope(c, ScopeWrite); p != nil {
+			writeJSON(w, "application/json", p.status, p.body())
+			return
+		}
+		o, ok := s.FreshOrder(c.Account)
+		if !ok {
+			writeJSON(w, "application/json", http.StatusNotFound, problemBody("not_found", "this account has no demo orders"))
+			return
+		}
+		writeJSON(w, "application/json", http.StatusCreated, o)
+	}))
 	s.mux.HandleFunc("POST /api/orders/{id}/exchanges", s.api(func(w http.ResponseWriter, r *http.Request, c *verified.Claims) {
 		var body struct {
 			ItemID         string `json:"item_id"`

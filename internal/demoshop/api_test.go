@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/poppyhost/poppyhost/internal/demoshop"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
@@ -274,4 +275,61 @@ func TestOpenAPI(t *testing.T) {
 	require.Equal(t, r.shop.APIOrigin(), doc["servers"].([]any)[0].(map[string]any)["url"])
 	require.Contains(t, doc["paths"], "/orders/{id}/exchanges")
 	require.Equal(t, r.base+"/api", r.shop.APIOrigin())
+}
+
+// TestFreshOrder: POST /api/demo-orders gives the signed-in, seeded
+// account a new copy of the jacket's order, whose jacket can be exchanged
+// after the seeded one was; an account the shop did not seed gets none,
+// one without orders:write neither, and an account keeps a bounded number.
+func TestFreshOrder(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	api := r.shop.APIOrigin()
+
+	// The seeded jacket is exchanged: asking again is refused.
+	tok := r.token(api, approved(ada(), "op_1", "R1", "user"))
+	require.Equal(t, http.StatusCreated, r.do(http.MethodPost, exchangePath, jacket, verified.Header, tok, "Idempotency-Key", "op_1.R1").Status)
+	require.Equal(t, http.StatusConflict, r.do(http.MethodPost, exchangePath, jacket, verified.Header, r.token(api, ada())).Status)
+
+	resp := r.do(http.MethodPost, "/api/demo-orders", map[string]any{}, verified.Header, r.token(api, ada()))
+	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
+	order := resp.JSON(t)
+	id, _ := order["id"].(string)
+	require.Regexp(t, `^ord_[A-Z2-7]{10}$`, id)
+	require.Equal(t, "delivered", order["items"].([]any)[0].(map[string]any)["status"])
+	again := r.do(http.MethodPost, "/api/demo-orders", map[string]any{}, verified.Header, r.token(api, ada())).JSON(t)
+	require.NotEqual(t, id, again["id"], "each call its own order")
+
+	path := "/api/orders/" + id + "/exchanges"
+	proposal := r.do(http.MethodPost, path, jacket, verified.Header, r.token(api, ada()))
+	require.Equal(t, http.StatusForbidden, proposal.Status, "%s", proposal.Body)
+	require.Equal(t, "application/poppy-proposal+json", proposal.Header.Get("Content-Type"))
+	require.Equal(t, "exchange "+id+" itm_4Qa", proposal.JSON(t)["action_key"])
+	c := approved(ada(), "op_2", "R1", "user")
+	c.Terms = json.RawMessage(strings.Replace(jacketTerms, "ord_7Hk2", id, 1))
+	done := r.do(http.MethodPost, path, jacket, verified.Header, r.token(api, c), "Idempotency-Key", "op_2.R1")
+	require.Equal(t, http.StatusCreated, done.Status, "%s", done.Body)
+	require.Equal(t, id, done.JSON(t)["order_id"])
+
+	// Refused: an account the shop has no orders for, and no orders:write.
+	stranger := ada()
+	stranger.Account = "43"
+	resp = r.do(http.MethodPost, "/api/demo-orders", map[string]any{}, verified.Header, r.token(api, stranger))
+	require.Equal(t, http.StatusNotFound, resp.Status, "%s", resp.Body)
+	require.Empty(t, r.shop.Orders("43"))
+	reader := ada()
+	reader.Scopes = []string{"orders:read"}
+	resp = r.do(http.MethodPost, "/api/demo-orders", map[string]any{}, verified.Header, r.token(api, reader))
+	require.Equal(t, http.StatusForbidden, resp.Status, "%s", resp.Body)
+	require.Len(t, r.shop.Orders("42"), 4, "the seed and two fresh orders")
+
+	// Bounded: the oldest fresh orders go, the seeded ones stay.
+	for range demoshop.MaxFreshOrders + 5 {
+		_, ok := r.shop.FreshOrder("42")
+		require.True(t, ok)
+	}
+	orders := r.shop.Orders("42")
+	require.Len(t, orders, 2+demoshop.MaxFreshOrders)
+	require.Equal(t, "ord_7Hk2", orders[0].ID)
+	require.Equal(t, "ord_3Mp8", orders[1].ID)
 }

@@ -2,6 +2,7 @@ package demoshop
 
 import (
 	"net/http"
+	"strconv"
 )
 
 // OpenAPI is the orders API's OpenAPI 3.1 description, to register with
@@ -70,6 +71,13 @@ func (s *Shop) OpenAPI() map[string]any {
 					object([]string{"orders"}, map[string]any{"orders": map[string]any{"type": "array", "items": ref("Order")}}))}}},
 			"/orders/{id}": map[string]any{"parameters": idParam, "get": map[string]any{"operationId": "getOrder",
 				"summary": "An order, with its exchanges and returns", "responses": with("200", answer("The order.", ref("Order")))}},
+			"/demo-orders": map[string]any{"post": map[string]any{"operationId": "freshDemoOrder", "security": write,
+				"summary": "Demo only: a new copy of the jacket's order for this account, so the story can be run again " +
+					"(the account keeps the latest " + strconv.Itoa(MaxFreshOrders) + ")",
+				"responses": map[string]any{
+					"201": answer("The new order.", ref("Order")),
+					"403": answer("A scope is missing.", ref("Error")),
+					"404": answer("The account has no demo orders.", ref("Error"))}}},
 			"/orders/{id}/exchanges": map[string]any{"parameters": idParam, "post": map[string]any{
 				"operationId": "exchangeItem", "security": write,
 				"summary":     "Exchange an item for another size or model; needs approval of the terms (Operations extension)",

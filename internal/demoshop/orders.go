@@ -1,6 +1,7 @@
 package demoshop
 
 import (
+	"crypto/rand"
 	"time"
 )
 
@@ -57,6 +58,8 @@ type Order struct {
 	ShippingAddress Address    `json:"shipping_address"`
 	Exchanges       []Exchange `json:"exchanges"`
 	Returns         []Return   `json:"returns"`
+	// Fresh marks a copy of the jacket's order made by FreshOrder.
+	Fresh bool `json:"-"`
 }
 
 // The spec's jacket example: order ord_7Hk2, item itm_4Qa.
@@ -82,6 +85,45 @@ func seedOrders(now time.Time) []*Order {
 				{ID: "itm_2Ls", SKU: shell.SKU, Name: shell.Name, Price: shell.Price, Status: "delivered"},
 			}, Exchanges: []Exchange{}, Returns: []Return{}},
 	}
+}
+
+// MaxFreshOrders bounds the fresh jacket orders (FreshOrder) an account
+// keeps: a new one beyond it replaces the oldest.
+const MaxFreshOrders = 20
+
+// FreshOrder gives a seeded account a new copy of the jacket's order, with
+// an ID of its own, so that each run of the demo's story has an item to
+// exchange (docs/demo.md). An account the shop has not seeded gets none
+// (ok false): the route that calls it is the demo's, not a way for any
+// account to grow the shop's memory. The account keeps at most
+// MaxFreshOrders of them, the oldest dropped first.
+func (s *Shop) FreshOrder(account string) (order *Order, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	orders, seeded := s.orders[account]
+	if !seeded {
+		return nil, false
+	}
+	o := seedOrders(s.o.Now())[0]
+	o.ID = "ord_" + rand.Text()[:10]
+	o.PlacedAt = s.o.Now()
+	o.Fresh = true
+	fresh := 0
+	for _, x := range orders {
+		if x.Fresh {
+			fresh++
+		}
+	}
+	if fresh >= MaxFreshOrders {
+		for i, x := range orders {
+			if x.Fresh {
+				orders = append(orders[:i:i], orders[i+1:]...)
+				break
+			}
+		}
+	}
+	s.orders[account] = append(orders, o)
+	return o.clone(), true
 }
 
 // clone is a deep copy of o, safe to encode outside the lock.
