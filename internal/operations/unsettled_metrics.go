@@ -29,7 +29,7 @@ func UnsettledCollector(pool *pgxpool.Pool, now func() time.Time) prometheus.Col
 	return dbmetrics.New(func(ctx context.Context, emit dbmetrics.Emit) error {
 		at := now()
 		rows, err := pool.Query(ctx, `SELECT status, count(*), min(performing_since) FROM operations
-			WHERE status IN ('performing', 'unknown') GROUP BY status`)
+			WHERE status IN ('performing', 'unknown') AND performing_since IS NOT NULL GROUP BY status`)
 		if err != nil {
 			return err
 		}
