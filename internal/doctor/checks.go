@@ -22,7 +22,7 @@ import (
 // checks run in this order; later ones use what earlier ones found.
 var checks = []check{
 	{"tls", "3", "serve the domain over HTTPS with a certificate for its name from a CA Personal Agents trust", checkTLS},
-	{"poppy.json", "3.1", "route /.well-known/poppy.json on the domain to poppyhost, and set organization.domain to the domain itself", checkPoppyJSON},
+	{"poppy.json", "3.1", "route /.well-known/poppy.json on the domain to poppyhost", checkPoppyJSON},
 	{"protected-resource", "3.2", "route /.well-known/oauth-protected-resource on the domain to poppyhost", checkProtectedResource},
 	{"authorization-server", "3.2", "route the issuer's /.well-known/oauth-authorization-server to poppyhost and list the domain in the Company's domains", checkAuthorizationServer},
 	{"jwks", "3.2, 4.5", "publish only public signing keys at jwks_uri, with certificates (x5c) that have not expired", checkJWKS},
@@ -107,7 +107,8 @@ func checkPoppyJSON(ctx context.Context, s *state) (bool, error) {
 		}
 	}
 	if !strings.EqualFold(doc.Organization.Domain, final.Hostname()) {
-		return false, fmt.Errorf("organization.domain is %q but %q served the document", doc.Organization.Domain, final.Hostname())
+		return false, &hinted{fmt.Errorf("organization.domain is %q but %q served the document", doc.Organization.Domain, final.Hostname()),
+			"add the host that serves poppy.json to the Company's domains; each domain's document names that domain"}
 	}
 	var raw any
 	if err := json.Unmarshal(resp.Body, &raw); err != nil {
@@ -171,6 +172,7 @@ func checkProtectedResource(ctx context.Context, s *state) (bool, error) {
 	resp, err := s.client.Get(ctx, safehttp.Request{URL: s.origin + "/.well-known/oauth-protected-resource",
 		Accept: []string{"application/json"}})
 	if errors.Is(err, safehttp.ErrStatus) && strings.HasSuffix(err.Error(), ": 404") && want == "" {
+		s.resourceChecked = true
 		return false, nil // no issuer: signed-out Sessions only
 	}
 	if err != nil {
@@ -201,12 +203,16 @@ func checkProtectedResource(ctx context.Context, s *state) (bool, error) {
 	case len(prm.AuthorizationServers) > 1:
 		return false, errors.New("several authorization_servers and no auth.issuer in poppy.json")
 	}
+	s.resourceChecked = true
 	return false, nil
 }
 
 // checkAuthorizationServer reads the issuer's RFC 8414 metadata and checks
 // the members spec 3.2 requires.
 func checkAuthorizationServer(ctx context.Context, s *state) (bool, error) {
+	if !s.resourceChecked {
+		return true, errors.New("needs the protected resource metadata")
+	}
 	if s.issuer == "" {
 		return true, errors.New("no issuer: the domain offers signed-out Sessions only")
 	}

@@ -3,6 +3,7 @@ package doctor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -62,7 +63,10 @@ type state struct {
 	origin string // https://domain
 	doc    *poppyJSON
 	issuer string
-	as     *asMetadata
+	// resourceChecked says the protected resource metadata was read, or
+	// its absence seen.
+	resourceChecked bool
+	as              *asMetadata
 }
 
 // Run checks the Company at domain (a host, with a port if not 443).
@@ -87,12 +91,24 @@ func Run(ctx context.Context, domain string, o Options) *Report {
 			}
 		case err != nil:
 			r.Status, r.Detail, r.Hint = Fail, err.Error(), c.hint
+			if h, ok := errors.AsType[*hinted](err); ok {
+				r.Hint = h.hint
+			}
 			rep.OK = false
 		}
 		rep.Results = append(rep.Results, r)
 	}
 	return rep
 }
+
+// hinted is a check's error with a hint of its own, for a failure the
+// check's usual hint does not fix.
+type hinted struct {
+	err  error
+	hint string
+}
+
+func (h *hinted) Error() string { return h.err.Error() }
 
 // Failed returns the names of the failed checks.
 func (r *Report) Failed() []string {

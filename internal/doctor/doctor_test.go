@@ -215,6 +215,8 @@ func TestDoctorNamesABadDomainOrKeySet(t *testing.T) {
 	wrong := run(t, env, fake(t, env, "other.doctor.test", set(pubJWK)))
 	require.Equal(t, []string{"poppy.json"}, wrong.Failed())
 	require.Contains(t, wrong.Results[1].Detail, "other.doctor.test")
+	require.Contains(t, wrong.Results[1].Hint, "domains", "the hint of a wrong domain is its own")
+	require.Equal(t, doctor.Skip, statuses(wrong)["authorization-server"], "skipped, not passed, after poppy.json failed")
 
 	for name, keys := range map[string]any{
 		"empty":     set(),
