@@ -3,6 +3,7 @@ package doctor
 import (
 	"context"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -268,7 +269,11 @@ func checkJWKS(ctx context.Context, s *state) (bool, error) {
 			return false, fmt.Errorf("key %q is a private key", key.KeyID())
 		}
 		if chain := key.X509CertChain(); chain != nil && chain.Len() > 0 {
-			der, _ := chain.Get(0)
+			b64, _ := chain.Get(0)
+			der, err := base64.StdEncoding.DecodeString(string(b64))
+			if err != nil {
+				return false, fmt.Errorf("key %q: x5c: %w", key.KeyID(), err)
+			}
 			cert, err := x509.ParseCertificate(der)
 			if err != nil {
 				return false, fmt.Errorf("key %q: x5c: %w", key.KeyID(), err)

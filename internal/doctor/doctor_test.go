@@ -7,8 +7,12 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/json"
 	"io"
+	"math/big"
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
@@ -18,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lestrrat-go/jwx/v2/cert"
 	"github.com/lestrrat-go/jwx/v2/jwk"
 	"github.com/stretchr/testify/require"
 
@@ -207,6 +212,23 @@ func TestDoctorNamesABadDomainOrKeySet(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, encJWK.Set(jwk.KeyUsageKey, "enc"))
 	set := func(keys ...any) any { return map[string]any{"keys": keys} }
+	// withCert is the public key with an x5c certificate valid until
+	// notAfter.
+	withCert := func(notAfter time.Time) jwk.Key {
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "issuer key"},
+			NotBefore: notAfter.Add(-48 * time.Hour), NotAfter: notAfter}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
+		require.NoError(t, err)
+		k, err := privJWK.PublicKey()
+		require.NoError(t, err)
+		var chain cert.Chain
+		require.NoError(t, chain.AddString(base64.StdEncoding.EncodeToString(der)))
+		require.NoError(t, k.Set(jwk.X509CertChainKey, &chain))
+		return k
+	}
+
+	current := run(t, env, fake(t, env, "fake.doctor.test", set(withCert(time.Now().Add(24*time.Hour)))))
+	require.True(t, current.OK, "failed: %v", current.Failed())
 
 	good := run(t, env, fake(t, env, "fake.doctor.test", set(pubJWK)))
 	require.True(t, good.OK, "failed: %v", good.Failed())
@@ -223,6 +245,7 @@ func TestDoctorNamesABadDomainOrKeySet(t *testing.T) {
 		"private":   set(privJWK),
 		"symmetric": set(map[string]any{"kty": "oct", "k": "c2VjcmV0LXNlY3JldC1zZWNyZXQ", "kid": "s"}),
 		"enc only":  set(encJWK),
+		"expired":   set(withCert(time.Now().Add(-time.Hour))),
 		"not a set": "keys",
 	} {
 		rep := run(t, env, fake(t, env, "fake.doctor.test", keys))
