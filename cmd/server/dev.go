@@ -495,18 +495,3 @@ func loopback(addr net.Addr) string {
 	}
 	return net.JoinHostPort(host, port)
 }
-
-// localhostResolver resolves localhost and every name under .localhost to
-// 127.0.0.1 (RFC 6761 section 6.3), which the system resolver may not, so
-// dev mode's outbound fetches reach the demo Company Agent and Personal
-// Agents served on this machine as *.localhost. Other names go to the
-// system resolver.
-type localhostResolver struct{}
-
-func (localhostResolver) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
-	h := strings.ToLower(strings.TrimSuffix(host, "."))
-	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
-		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
-	}
-	return net.DefaultResolver.LookupNetIP(ctx, network, host)
-}

@@ -182,14 +182,3 @@ func signInDemo(t *testing.T, client *http.Client, printed, passwordFile string)
 	require.Contains(t, string(page), "ada", "the account page names the signed-in account")
 	require.Contains(t, string(page), `value="signout"`)
 }
-
-// TestLocalhostResolver: dev mode's fetches reach *.localhost on this
-// machine (RFC 6761), such as the demo Company Agent's webhook.
-func TestLocalhostResolver(t *testing.T) {
-	t.Parallel()
-	for _, host := range []string{"localhost", "agent.stormline.localhost", "Agent.Stormline.Localhost."} {
-		ips, err := localhostResolver{}.LookupNetIP(context.Background(), "ip", host)
-		require.NoError(t, err, host)
-		require.Equal(t, "127.0.0.1", ips[0].String(), host)
-	}
-}

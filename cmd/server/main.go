@@ -258,7 +258,7 @@ func checkSchema(ctx context.Context, pool *pgxpool.Pool, dev bool, logger *slog
 func fetchOptions(cfg config.Config) (safehttp.Options, error) {
 	opts := safehttp.Options{AllowPrivate: cfg.AllowPrivateFetch}
 	if cfg.Dev {
-		opts.Resolver = localhostResolver{}
+		opts.Resolver = safehttp.LocalhostResolver{}
 	}
 	if cfg.DevCADir == "" {
 		return opts, nil

@@ -25,12 +25,15 @@ type PostRequest struct {
 	// MaxBytes is how much of the response body is kept; 0 means 64 KiB.
 	// A longer body is cut, not refused: a POST's answer is its status.
 	MaxBytes int64
+	// AnyStatus returns a 4xx or 5xx response with its body instead of
+	// ErrStatus, for a caller that reads the error a server sent.
+	AnyStatus bool
 }
 
 // Post sends req.Body to req.URL with the same address rules as Get. It
 // never follows a redirect, which would drop or resend the body to
 // another URL: a 3xx is ErrRedirect. Any other status outside 2xx is
-// ErrStatus.
+// ErrStatus, unless req.AnyStatus.
 func (c *Client) Post(ctx context.Context, req PostRequest) (*Response, error) {
 	u, err := target(http.MethodPost, req.URL)
 	if err != nil {
@@ -66,7 +69,7 @@ func (c *Client) Post(ctx context.Context, req PostRequest) (*Response, error) {
 	switch {
 	case resp.StatusCode >= 300 && resp.StatusCode < 400:
 		return nil, fmt.Errorf("POST %s: %w: status %d", redact(u), ErrRedirect, resp.StatusCode)
-	case resp.StatusCode < 200 || resp.StatusCode >= 300:
+	case (resp.StatusCode < 200 || resp.StatusCode >= 300) && !req.AnyStatus:
 		return nil, fmt.Errorf("POST %s: %w: %d", redact(u), ErrStatus, resp.StatusCode)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, limit))

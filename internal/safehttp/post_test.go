@@ -84,3 +84,30 @@ func TestPostTimeout(t *testing.T) {
 	_, err := c.Post(t.Context(), PostRequest{URL: b.url("agent.test", "/"), Body: []byte("{}")})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 }
+
+// With AnyStatus a 4xx or 5xx comes back with its body; a redirect is
+// still refused.
+func TestPostAnyStatus(t *testing.T) {
+	t.Parallel()
+	for _, code := range []int{400, 404, 503, 302} {
+		t.Run(strconv.Itoa(code), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				if code < 400 {
+					w.Header().Set("Location", "https://other.test/")
+				}
+				w.WriteHeader(code)
+				_, _ = w.Write([]byte(`{"error":"invalid_session"}`))
+			}))
+			c := b.client(t, Options{AllowPrivate: true})
+			resp, err := c.Post(t.Context(), PostRequest{URL: b.url("agent.test", "/x"), Body: []byte("{}"), AnyStatus: true})
+			if code < 400 {
+				require.ErrorIs(t, err, ErrRedirect)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, code, resp.Status)
+			require.JSONEq(t, `{"error":"invalid_session"}`, string(resp.Body))
+		})
+	}
+}
