@@ -6,7 +6,6 @@
 //	poppy-agent discover --company https://stormline.localhost:8443 --ca .data/dev-ca.pem
 //	poppy-agent story    --company https://stormline.localhost:8443 --ca .data/dev-ca.pem \
 //	    --ca-key .data/dev-ca-key.pem --user ada --password-file .data/demo-password
-//	poppy-agent doctor   --company https://stormline.localhost:8443 --ca .data/dev-ca.pem
 package main
 
 import (
@@ -34,7 +33,6 @@ commands:
   browse     join the agent's browser to a Session and open a page
   signin     sign in (Direct, or Device with --device), refresh, sign out
   story      run the jacket story against a running demo, step by step
-  doctor     check a Company's deployment from the outside (--json for CI)
 
 run "poppy-agent <command> -h" for its flags`
 
@@ -52,8 +50,6 @@ func run(ctx context.Context, args []string, in io.Reader, out io.Writer) error 
 		return signin(ctx, args[1:], out)
 	case "story":
 		return story(ctx, args[1:], in, out)
-	case "doctor":
-		return doctorCmd(ctx, args[1:], out)
 	case "-h", "--help", "help":
 		fmt.Fprintln(out, usage)
 		return nil

@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/poppyhost/poppyhost/internal/devca"
 	"github.com/stretchr/testify/require"
 )
 
@@ -20,7 +22,11 @@ import (
 // JSON report says the same.
 func TestDoctorCommand(t *testing.T) {
 	dir := t.TempDir()
-	cert := testCA(t, dir, "shop.localhost")
+	ca, err := devca.New()
+	require.NoError(t, err)
+	cert, err := ca.Issue("shop.localhost")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "ca.pem"), ca.CertPEM(), 0o600))
 	domain := "shop.localhost"
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/poppy.json", func(w http.ResponseWriter, _ *http.Request) {
@@ -29,27 +35,27 @@ func TestDoctorCommand(t *testing.T) {
 			"organization": map[string]any{"name": "Test Shop", "domain": domain}})
 	})
 	srv := httptest.NewUnstartedServer(mux)
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS12}
 	srv.StartTLS()
 	defer srv.Close()
 	base := "https://shop.localhost:" + srv.URL[strings.LastIndex(srv.URL, ":")+1:]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	args := []string{"doctor", "--company", base, "--ca", filepath.Join(dir, "ca.pem"), "--timeout", "5s"}
+	args := []string{"--company", base, "--ca", filepath.Join(dir, "ca.pem"), "--timeout", "5s"}
 
 	var out bytes.Buffer
-	require.NoError(t, run(ctx, args, nil, &out), out.String())
+	require.NoError(t, run(ctx, args, &out), out.String())
 	require.Contains(t, out.String(), "PASS  poppy.json")
 	require.Contains(t, out.String(), "no check failed (6 skipped)")
 
 	domain = "elsewhere.example"
 	out.Reset()
-	err := run(ctx, args, nil, &out)
+	err = run(ctx, args, &out)
 	require.ErrorContains(t, err, "failed checks: poppy.json")
 	require.Contains(t, out.String(), "FAIL  poppy.json")
 
 	out.Reset()
-	require.Error(t, run(ctx, append(args, "--json"), nil, &out))
+	require.Error(t, run(ctx, append(args, "--json"), &out))
 	var rep struct {
 		OK      bool `json:"ok"`
 		Results []struct {
@@ -63,5 +69,5 @@ func TestDoctorCommand(t *testing.T) {
 
 	// Without the CA the certificate is not trusted: the TLS check fails.
 	out.Reset()
-	require.ErrorContains(t, run(ctx, args[:3], nil, &out), "failed checks: tls")
+	require.ErrorContains(t, run(ctx, args[:2], &out), "failed checks: tls")
 }
