@@ -106,3 +106,13 @@ func SetCompany(ctx context.Context, slug string) {
 
 // CompanyKey is the attribute naming a request's Company by its slug.
 const CompanyKey = "poppyhost.company"
+
+// StartLinked is StartRoot for work done on behalf of an earlier trace
+// (a job a request inserted): the new trace links to from.
+func StartLinked(ctx context.Context, name string, kind trace.SpanKind, from trace.SpanContext) (context.Context, trace.Span) {
+	if !enabled.Load() {
+		return ctx, trace.SpanFromContext(ctx)
+	}
+	return otel.Tracer(scope).Start(ctx, name, trace.WithSpanKind(kind), trace.WithNewRoot(),
+		trace.WithLinks(trace.Link{SpanContext: from}))
+}
