@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,9 +13,60 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/poppyhost/poppyhost/internal/operations/opstest"
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 	"github.com/poppyhost/poppyhost/internal/tracing"
 )
+
+// tracedSpans records the spans of every test once one turned tracing
+// on: the provider is the process's, so the tests share it and each
+// picks its own trace.
+var (
+	tracedOnce  sync.Once
+	tracedSpans *tracetest.InMemoryExporter
+)
+
+// traced turns tracing on, recording in memory.
+func traced() *tracetest.InMemoryExporter {
+	tracedOnce.Do(func() {
+		tracedSpans = tracetest.NewInMemoryExporter()
+		tracing.Use(sdktrace.NewTracerProvider(sdktrace.WithSyncer(tracedSpans)))
+	})
+	return tracedSpans
+}
+
+// traceOf returns the trace id of the traceparent the origin received,
+// with its parent span's id.
+func traceOf(t *testing.T, got peers.Received) (trace.TraceID, string) {
+	t.Helper()
+	parts := strings.Split(got.Header.Get("Traceparent"), "-")
+	require.Len(t, parts, 4, "the origin receives a traceparent: %q", got.Header.Get("Traceparent"))
+	id, err := trace.TraceIDFromHex(parts[1])
+	require.NoError(t, err)
+	return id, parts[2]
+}
+
+// spansOf waits for the server span of trace id to end and returns the
+// trace's spans.
+func spansOf(t *testing.T, exporter *tracetest.InMemoryExporter, id trace.TraceID) []tracetest.SpanStub {
+	t.Helper()
+	var spans []tracetest.SpanStub
+	// The server span ends once the answer is written, maybe after the
+	// caller read it.
+	require.Eventually(t, func() bool {
+		spans = nil
+		server := false
+		for _, s := range exporter.GetSpans() {
+			if s.SpanContext.TraceID() == id {
+				spans = append(spans, s)
+				server = server || s.SpanKind == trace.SpanKindServer
+			}
+		}
+		return server
+	}, 10*time.Second, 10*time.Millisecond)
+	return spans
+}
 
 // forgedTraceparent is a trace context a Personal Agent made up; the
 // platform starts its own trace instead, and the origin never sees it.
@@ -26,8 +78,7 @@ const forgedTraceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-
 // origin receives a traceparent of that trace, not the one the caller
 // sent. No attribute carries the query, the token or the Session.
 func TestTracingGatewayCall(t *testing.T) {
-	exporter := tracetest.NewInMemoryExporter()
-	tracing.Use(sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporter)))
+	exporter := traced()
 	env := testkit.SetupWith(t, testkit.Options{Tracer: tracing.DB{}})
 	r := addCompany(t, env, env.StartAgent(t, "agent-traced.test"), "shop", "origin-traced.test")
 	token := r.signIn(t, r.agent, "ada", "orders:read")
@@ -36,37 +87,25 @@ func TestTracingGatewayCall(t *testing.T) {
 		opts{token: token, header: []string{"Traceparent", forgedTraceparent, "Tracestate", "forged=1"}})
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 
-	got := r.origin.Last().Header
-	require.Empty(t, got.Values("Tracestate"), "the caller's trace state does not reach the origin")
-	parts := strings.Split(got.Get("Traceparent"), "-")
-	require.Len(t, parts, 4, "the origin receives a traceparent: %q", got.Get("Traceparent"))
-	require.NotEqual(t, strings.Split(forgedTraceparent, "-")[1], parts[1], "the platform starts its own trace")
-	traceID, err := trace.TraceIDFromHex(parts[1])
-	require.NoError(t, err)
+	got := r.origin.Last()
+	require.Empty(t, got.Header.Values("Tracestate"), "the caller's trace state does not reach the origin")
+	traceID, parent := traceOf(t, got)
+	require.NotEqual(t, strings.Split(forgedTraceparent, "-")[1], traceID.String(), "the platform starts its own trace")
 
 	var server, session, origin tracetest.SpanStub
 	var statements []tracetest.SpanStub
-	// The server span ends once the answer is written, maybe after the
-	// caller read it.
-	require.Eventually(t, func() bool {
-		server, session, origin, statements = tracetest.SpanStub{}, tracetest.SpanStub{}, tracetest.SpanStub{}, nil
-		for _, s := range exporter.GetSpans() {
-			if s.SpanContext.TraceID() != traceID {
-				continue
-			}
-			switch {
-			case s.SpanKind == trace.SpanKindServer:
-				server = s
-			case s.Name == "session verify":
-				session = s
-			case s.Name == "origin":
-				origin = s
-			case attrs(s)["db.system.name"] == "postgresql":
-				statements = append(statements, s)
-			}
+	for _, s := range spansOf(t, exporter, traceID) {
+		switch {
+		case s.SpanKind == trace.SpanKindServer:
+			server = s
+		case s.Name == "session verify":
+			session = s
+		case s.Name == "origin":
+			origin = s
+		case attrs(s)["db.system.name"] == "postgresql":
+			statements = append(statements, s)
 		}
-		return server.Name != ""
-	}, 10*time.Second, 10*time.Millisecond)
+	}
 
 	require.Equal(t, "GET /t/{slug}/api/{name}/*", server.Name)
 	require.False(t, server.Parent.IsValid(), "the server span starts the trace")
@@ -87,18 +126,51 @@ func TestTracingGatewayCall(t *testing.T) {
 	require.True(t, underSession, "the Session's lookup is under the Session span")
 
 	require.Equal(t, trace.SpanKindClient, origin.SpanKind)
-	require.Equal(t, origin.SpanContext.SpanID().String(), parts[2], "the origin's parent is the client span")
+	require.Equal(t, origin.SpanContext.SpanID().String(), parent, "the origin's parent is the client span")
 	require.Equal(t, "200", attrs(origin)["http.response.status_code"])
 
-	for _, s := range exporter.GetSpans() {
-		if s.SpanContext.TraceID() != traceID {
-			continue
-		}
+	for _, s := range spansOf(t, exporter, traceID) {
 		for k, v := range attrs(s) {
 			require.NotContains(t, v, "secret", "%s: %s carries the query", s.Name, k)
 			require.NotContains(t, v, token, "%s: %s carries the token", s.Name, k)
 		}
 	}
+}
+
+// TestTracingApprovedOperation: the call that performs an approved
+// operation is traced to the origin like any other: the origin's
+// traceparent belongs to the approving request's trace.
+func TestTracingApprovedOperation(t *testing.T) {
+	exporter := traced()
+	r, x := newOperationsRig(t, "ops-traced")
+	token := r.signIn(t, r.agent, "ada", "orders:read", "orders:write")
+	exchange := func(approvalHeader string) *peers.Response {
+		o := opts{token: token, header: []string{"Poppy-Extensions", opstest.Declares}}
+		if approvalHeader != "" {
+			o.header = append(o.header, "Poppy-Approval", approvalHeader)
+		}
+		return r.call(t, http.MethodPost, api("/orders/o1/exchanges"), jacket, o)
+	}
+	op := opstest.RequireOperation(t, exchange(""))
+	done := exchange(opstest.Approval(op, ""))
+	require.Equal(t, http.StatusCreated, done.Status, "%s", done.Body)
+	require.Equal(t, int32(1), x.Performed.Load())
+
+	traceID, parent := traceOf(t, r.origin.Last())
+	var server, origin tracetest.SpanStub
+	for _, s := range spansOf(t, exporter, traceID) {
+		switch {
+		case s.SpanKind == trace.SpanKindServer:
+			server = s
+		case s.Name == "origin" && s.SpanContext.SpanID().String() == parent:
+			origin = s
+		}
+	}
+	require.Equal(t, "POST /t/{slug}/api/{name}/*", server.Name)
+	require.Equal(t, "201", attrs(server)["http.response.status_code"])
+	require.Equal(t, "shop", attrs(server)[tracing.CompanyKey])
+	require.Equal(t, trace.SpanKindClient, origin.SpanKind, "the perform call's client span is the origin's parent")
+	require.Equal(t, "201", attrs(origin)["http.response.status_code"])
 }
 
 // attrs are a span's attributes as text.
