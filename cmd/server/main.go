@@ -38,6 +38,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/sealing"
 	"github.com/poppyhost/poppyhost/internal/tenant"
+	"github.com/poppyhost/poppyhost/internal/tracing"
 	"github.com/poppyhost/poppyhost/migrations"
 )
 
@@ -84,7 +85,26 @@ func run(ctx context.Context, env runEnv) error {
 		return fmt.Errorf("secrets: %w", err)
 	}
 
-	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	_, shutdownTracing, err := tracing.Setup(ctx, env.getenv)
+	if err != nil {
+		return fmt.Errorf("tracing: %w", err)
+	}
+	defer func() {
+		// Flush the last spans, bounded so a lost collector cannot hold
+		// the exit.
+		flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdownTracing(flushCtx); err != nil {
+			logger.Warn("tracing: flushing spans", slog.Any("error", err))
+		}
+	}()
+
+	poolConfig, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("database: %w", err)
+	}
+	poolConfig.ConnConfig.Tracer = tracing.DB{}
+	pool, err := pgxpool.NewWithConfig(ctx, poolConfig)
 	if err != nil {
 		return fmt.Errorf("database: %w", err)
 	}

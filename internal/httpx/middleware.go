@@ -12,6 +12,11 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/poppyhost/poppyhost/internal/tracing"
 )
 
 type ctxKey int
@@ -140,6 +145,7 @@ func Instrument(base *slog.Logger, m *Metrics, next http.Handler) http.Handler {
 		ctx = context.WithValue(ctx, loggerKey, logger)
 		route := &routeHolder{}
 		ctx = context.WithValue(ctx, routeKey, route)
+		ctx, span := tracing.StartRoot(ctx, "HTTP", trace.SpanKindServer)
 		r = r.WithContext(ctx)
 		w.Header().Set("X-Request-ID", id)
 		rec := &statusRecorder{ResponseWriter: w}
@@ -167,6 +173,9 @@ func Instrument(base *slog.Logger, m *Metrics, next http.Handler) http.Handler {
 			}
 			elapsed := time.Since(start)
 			method := knownMethod(r.Method)
+			if span.IsRecording() {
+				endServerSpan(span, method, pattern, status)
+			}
 			m.requests.WithLabelValues(pattern, method, strconv.Itoa(status)).Inc()
 			m.duration.WithLabelValues(pattern, method).Observe(elapsed.Seconds())
 			logger.LogAttrs(ctx, slog.LevelInfo, "request",
@@ -181,6 +190,29 @@ func Instrument(base *slog.Logger, m *Metrics, next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(rec, r)
 	})
+}
+
+// endServerSpan names a request's span by its route pattern and records
+// how it ended; the raw path and query are left out, since they can carry
+// identifiers and tokens.
+func endServerSpan(span trace.Span, method, pattern string, status int) {
+	span.SetName(method + " " + pattern)
+	outcome := "success"
+	switch {
+	case status == StatusClientClosedRequest:
+		outcome = "client_gone"
+	case status >= 500:
+		outcome = "server_error"
+		span.SetStatus(codes.Error, "server error")
+	case status >= 400:
+		outcome = "client_error"
+	}
+	span.SetAttributes(
+		attribute.String("http.request.method", method),
+		attribute.String("http.route", pattern),
+		attribute.Int("http.response.status_code", status),
+		attribute.String("poppyhost.outcome", outcome))
+	span.End()
 }
 
 // handlerFrame is how much stack GrowStack asks for: the runtime then

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 )
 
 // Client is River's client on our pool.
@@ -57,6 +58,9 @@ func New(pool *pgxpool.Pool, opts Options) (*Queue, error) {
 		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}},
 		Workers: opts.Workers,
 		Logger:  opts.Logger,
+		// Jobs linked to the request that inserted them, when tracing is
+		// on.
+		Middleware: []rivertype.Middleware{&traced{}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("jobs: %w", err)

@@ -13,6 +13,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/sessions"
 	"github.com/poppyhost/poppyhost/internal/tenant"
+	"github.com/poppyhost/poppyhost/internal/tracing"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
@@ -55,7 +56,8 @@ func New(opts Options) *Caller {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	transport := opts.Origins.RoundTripper()
+	// A traced call's client span and traceparent (tracing.Transport).
+	transport := tracing.Transport(opts.Origins.RoundTripper())
 	return &Caller{opts: opts, transport: transport,
 		errorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
 		tools: &http.Client{Transport: transport,

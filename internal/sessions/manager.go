@@ -10,10 +10,13 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/poppyhost/poppyhost/internal/botauth"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/tenant"
+	"github.com/poppyhost/poppyhost/internal/tracing"
 )
 
 // Manager verifies the Session header of requests to a Company and finds or
@@ -51,6 +54,19 @@ func AccessToken(r *http.Request) string {
 // every check has passed (spec 5.3). Failures are invalid_session or
 // session_ended *httpx.Errors.
 func (m *Manager) Authenticate(ctx context.Context, r *http.Request, c *tenant.Company) (*Session, error) {
+	ctx, span := tracing.Start(ctx, "session verify", trace.SpanKindInternal)
+	sess, err := m.authenticate(ctx, r, c)
+	if err != nil && span.IsRecording() {
+		// The error's text is for the caller; the span says only that the
+		// Session was refused.
+		span.SetStatus(codes.Error, "session refused")
+	}
+	span.End()
+	return sess, err
+}
+
+// authenticate is Authenticate within its span.
+func (m *Manager) authenticate(ctx context.Context, r *http.Request, c *tenant.Company) (*Session, error) {
 	if len(r.Header.Values(Header)) > 1 {
 		return nil, fail("send one %s header", Header)
 	}

@@ -11,12 +11,16 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/botauth"
 	"github.com/poppyhost/poppyhost/internal/httpx"
+	"github.com/poppyhost/poppyhost/internal/tracing"
 )
 
 type ctxKey struct{}
 
 // WithCompany returns ctx carrying the Company a request is for.
 func WithCompany(ctx context.Context, c *Company) context.Context {
+	if c != nil {
+		tracing.SetCompany(ctx, c.Slug)
+	}
 	return context.WithValue(ctx, ctxKey{}, c)
 }
 
