@@ -141,7 +141,7 @@ func RequireOperator(store *Store) func(http.Handler) http.Handler {
 				return
 			}
 			audit.SetActor(r.Context(), t.Actor())
-			next.ServeHTTP(w, r.WithContext(withCredential(r.Context(), "operator", tok)))
+			next.ServeHTTP(w, r.WithContext(withCredential(r.Context(), "operator", t.ID)))
 		})
 	}
 }
@@ -169,7 +169,7 @@ func RequireAPIKey(store *Store) func(http.Handler) http.Handler {
 			}
 			audit.SetActor(r.Context(), k.Actor())
 			audit.SetCompany(r.Context(), c.ID, c.Slug)
-			ctx := withCredential(WithCompany(r.Context(), c), "api-key", tok)
+			ctx := withCredential(WithCompany(r.Context(), c), "api-key", k.ID)
 			next.ServeHTTP(w, r.WithContext(ctx))
 		}))
 	}

@@ -2,8 +2,8 @@ package tenant
 
 import (
 	"context"
-	"encoding/hex"
 	"net/http"
+	"strconv"
 
 	"github.com/poppyhost/poppyhost/internal/httpx"
 )
@@ -34,10 +34,11 @@ func (r APIRates) WithDefaults() APIRates {
 
 type credentialKey struct{}
 
-// withCredential records which credential authenticated the request: its
-// kind and the hash of its secret, never the secret.
-func withCredential(ctx context.Context, kind, secret string) context.Context {
-	return context.WithValue(ctx, credentialKey{}, kind+" "+hex.EncodeToString(hashSecret(secret)))
+// withCredential records which credential authenticated the request, by
+// its kind and row id (the lookup already found it; the secret is never
+// kept), for LimitByCredential to count against.
+func withCredential(ctx context.Context, kind string, id int64) context.Context {
+	return context.WithValue(ctx, credentialKey{}, kind+" "+strconv.FormatInt(id, 10))
 }
 
 // LimitByCredential counts each request against the operator token or
