@@ -52,9 +52,20 @@ func (s *Store) List(ctx context.Context, companyID, before int64, limit int) ([
 	if before <= 0 {
 		before = 1<<63 - 1
 	}
-	rows, err := s.db.Query(ctx, `SELECT id, at, company_slug, actor_kind, actor_id, actor_prefix, actor_name,
-		action, path, fields FROM audit_log
-		WHERE ($1 = 0 OR company_id = $1) AND id < $2 ORDER BY id DESC LIMIT $3`, companyID, before, limit)
+	// Two statements, not one with "$1 = 0 OR company_id = $1": a generic
+	// plan of that could not use audit_log_company for one Company's page.
+	const columns = `SELECT id, at, company_slug, actor_kind, actor_id, actor_prefix, actor_name,
+		action, path, fields FROM audit_log`
+	var (
+		rows pgx.Rows
+		err  error
+	)
+	if companyID == 0 {
+		rows, err = s.db.Query(ctx, columns+` WHERE id < $1 ORDER BY id DESC LIMIT $2`, before, limit)
+	} else {
+		rows, err = s.db.Query(ctx, columns+` WHERE company_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3`,
+			companyID, before, limit)
+	}
 	if err != nil {
 		return nil, err
 	}
