@@ -79,6 +79,7 @@ var operations = []string{
 	"POST /company/v1/conversations/{conversation_id}/status",
 	"POST /company/v1/conversations/{conversation_id}/join",
 	"POST /company/v1/conversations/{conversation_id}/handoff-unavailable",
+	"POST /company/v1/conversations/{conversation_id}/hand-back",
 	"POST /company/v1/conversations/{conversation_id}/user-requested",
 	"POST /company/v1/operations/{operation_id}/resolve",
 	"POST /company/v1/conversations/{conversation_id}/authorization",

@@ -35,8 +35,8 @@ type Delta struct {
 // another.
 type Hub struct {
 	mu sync.Mutex
-	// waiters are each conversation's, by hubKey; a conversation has
-	// few.
+	// waiters are each conversation's, by hubKey, and each Company's
+	// (WatchCompany), by its ID alone; a conversation has few.
 	waiters map[string][]*Waiter
 
 	drainOnce sync.Once
@@ -102,8 +102,17 @@ func (h *Hub) WatchDeltas(companyID int64, conversationID string) *Waiter {
 	return h.watch(companyID, conversationID, true)
 }
 
+// WatchCompany registers a waiter for the events of every conversation
+// of a Company, without deltas: the staff console's feeds (feed.go).
+func (h *Hub) WatchCompany(companyID int64) *Waiter {
+	return h.add(&Waiter{C: make(chan struct{}, 1), key: strconv.FormatInt(companyID, 10), hub: h})
+}
+
 func (h *Hub) watch(companyID int64, conversationID string, stream bool) *Waiter {
-	w := &Waiter{C: make(chan struct{}, 1), key: hubKey(companyID, conversationID), hub: h, stream: stream}
+	return h.add(&Waiter{C: make(chan struct{}, 1), key: hubKey(companyID, conversationID), hub: h, stream: stream})
+}
+
+func (h *Hub) add(w *Waiter) *Waiter {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.waiters[w.key] = append(h.waiters[w.key], w)
@@ -142,12 +151,20 @@ func (w *Waiter) signal() {
 	}
 }
 
+// wake wakes the waiters of the conversation key names and those of its
+// Company.
 func (h *Hub) wake(key string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, w := range h.waiters[key] {
 		w.woken = true
 		w.signal()
+	}
+	if company, _, ok := strings.Cut(key, " "); ok {
+		for _, w := range h.waiters[company] {
+			w.woken = true
+			w.signal()
+		}
 	}
 }
 

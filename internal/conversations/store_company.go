@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -70,10 +71,17 @@ func (s *Store) CompanyGet(ctx context.Context, companyID int64, id string) (*Co
 	return loadView(ctx, s.pool, companyID, id)
 }
 
-// ListFilter selects conversations for the Company API.
+// ListFilter selects conversations for the Company API and the staff
+// console's search.
 type ListFilter struct {
 	// Status, when set, keeps conversations with that status.
 	Status string
+	// ClientID, when set, keeps the conversations of that Personal
+	// Agent (its client_id).
+	ClientID string
+	// From and To, when set, keep conversations created at or after From
+	// and before To.
+	From, To time.Time
 	// Before, when set, lists conversations created before that one.
 	Before string
 	Limit  int
@@ -92,6 +100,18 @@ func (s *Store) CompanyList(ctx context.Context, companyID int64, f ListFilter) 
 	}
 	if f.Status != "" {
 		sql += ` AND status = ` + arg(f.Status)
+	}
+	// The Personal Agent and the dates narrow the range scan; none has an
+	// index of its own, which every message's update would pay for
+	// (docs/decisions.md, "The console's conversation search").
+	if f.ClientID != "" {
+		sql += ` AND client_id = ` + arg(f.ClientID)
+	}
+	if !f.From.IsZero() {
+		sql += ` AND created_at >= ` + arg(f.From)
+	}
+	if !f.To.IsZero() {
+		sql += ` AND created_at < ` + arg(f.To)
 	}
 	if f.Before != "" {
 		before, err := loadView(ctx, s.pool, companyID, f.Before)
@@ -337,6 +357,22 @@ func (s *Store) CompanyHandoffUnavailable(ctx context.Context, co *tenant.Compan
 			return nil, err
 		}
 		return postedOf(c, seq).with(m), nil
+	})
+}
+
+// CompanyHandBack gives a conversation a person answers back to the
+// Company Agent (spec 8.7, 8.9): idle with responder agent, a state event
+// the Personal Agent reads. The Company Agent answers the Personal
+// Agent's next message, which makes it working again when the Company has
+// an agent webhook. A conversation the Company Agent already answers is a
+// conflict; a pending handoff ends with CompanyHandoffUnavailable.
+func (s *Store) CompanyHandBack(ctx context.Context, companyID int64, id string) (*Posted, error) {
+	return s.companyTx(ctx, companyID, id, func(tx pgx.Tx, c *Conversation) (*Posted, error) {
+		if c.Responder != ResponderHuman {
+			return nil, httpx.Errorf(httpx.CodeConflict,
+				"no person answers this conversation (responder agent): there is nothing to hand back; a pending handoff ends with handoff-unavailable")
+		}
+		return s.post(ctx, tx, c, StatusIdle, ResponderAgent)
 	})
 }
 

@@ -125,9 +125,13 @@ type Want struct {
 	// Also maps a table to other indexes accepted for it: ties the
 	// caller has decided to allow (docs/decisions.md says which).
 	Also map[string][]string
+	// Ordered is a statement with ORDER BY and LIMIT whose index gives
+	// the order: the plan must not sort, and a scan's estimate (every row
+	// that matches) bounds nothing, since the LIMIT ends the scan.
+	Ordered bool
 }
 
-// Scan is one table scan of a plan.
+// Scan is one table scan of a plan, or a sort (Node "Sort", no Table).
 type Scan struct {
 	Node, Table, Index string
 	Rows               float64
@@ -222,13 +226,19 @@ func Problems(scans []Scan, want Want) []string {
 	}
 	var out []string
 	for _, sc := range scans {
+		if sc.Node == "Sort" {
+			if want.Ordered {
+				out = append(out, fmt.Sprintf("a sort of %.0f rows, want them in an index's order", sc.Rows))
+			}
+			continue
+		}
 		index, ok := want.Index[sc.Table]
 		switch {
 		case !ok:
 			out = append(out, fmt.Sprintf("unexpected %s", sc))
 		case !indexed[sc.Node] || sc.Index == "" || sc.Index != index && !slices.Contains(want.Also[sc.Table], sc.Index):
 			out = append(out, fmt.Sprintf("%s, want an index scan using %q", sc, index))
-		case sc.Rows > limit:
+		case sc.Rows > limit && !want.Ordered:
 			out = append(out, fmt.Sprintf("%s, want at most %.0f rows", sc, limit))
 		}
 	}
@@ -293,6 +303,8 @@ func (n node) scans(out []Scan) []Scan {
 		return append(out, sc)
 	case n.Relation != "" && n.Type != "ModifyTable":
 		out = append(out, Scan{Node: n.Type, Table: n.Relation, Index: n.Index, Rows: n.Rows})
+	case n.Type == "Sort" || n.Type == "Incremental Sort":
+		out = append(out, Scan{Node: "Sort", Rows: n.Rows})
 	}
 	for _, c := range n.Plans {
 		out = c.scans(out)
