@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/poppyhost/poppyhost/internal/accounts"
+	"github.com/poppyhost/poppyhost/internal/conversations"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
@@ -32,6 +33,11 @@ type Options struct {
 	// AbsoluteTimeout ends a session this long after sign-in, used or not
 	// [12 hours].
 	AbsoluteTimeout time.Duration
+
+	// Conversations and Hub serve the Inbox and Conversations pages
+	// (conversations.go); without both those pages are left out.
+	Conversations *conversations.Store
+	Hub           *conversations.Hub
 }
 
 // Default timeouts of a console session.
@@ -102,6 +108,7 @@ func (c *Console) routes(r chi.Router) {
 	r.Get("/", c.home)
 	r.Get("/account", c.account)
 	r.Post("/signout", c.signOut)
+	c.conversationRoutes(r)
 }
 
 // home sends a member to the first page of the navigation their role
