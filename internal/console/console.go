@@ -97,6 +97,8 @@ func (c *Console) Mount(r chi.Router) {
 		r.Get("/signin", c.signInPage)
 		r.Post("/signin", c.signIn)
 	})
+	// Live pages' feeds: signed in, but not a use of the session (feeds.go).
+	r.Group(c.feedRoutes)
 	r.Group(func(r chi.Router) {
 		r.Use(c.authenticate, c.csrf)
 		c.routes(r)

@@ -33,7 +33,8 @@ var (
 	conversationActors  = []Role{RoleAgent}
 )
 
-// conversationRoutes adds the Inbox and Conversations pages.
+// conversationRoutes adds the Inbox and Conversations pages; their feeds
+// are feedRoutes (feeds.go).
 func (c *Console) conversationRoutes(r chi.Router) {
 	if c.opts.Conversations == nil || c.opts.Hub == nil {
 		return
@@ -41,13 +42,11 @@ func (c *Console) conversationRoutes(r chi.Router) {
 	r.Group(func(r chi.Router) {
 		r.Use(c.allow(inboxReaders...))
 		r.Get("/inbox", c.inbox)
-		r.Get("/inbox/feed", c.inboxFeed)
 	})
 	r.Group(func(r chi.Router) {
 		r.Use(c.allow(conversationReaders...))
 		r.Get("/conversations", c.searchConversations)
 		r.Get("/conversations/{id}", c.transcript)
-		r.Get("/conversations/{id}/feed", c.transcriptFeed)
 	})
 	r.Group(func(r chi.Router) {
 		r.Use(c.allow(conversationActors...))
@@ -153,8 +152,11 @@ func (c *Console) inbox(w http.ResponseWriter, r *http.Request) {
 func (c *Console) inboxFeed(w http.ResponseWriter, r *http.Request) {
 	co := tenant.FromContext(r.Context())
 	watch := c.opts.Hub.WatchCompany(co.ID)
-	act := canAct(r)
 	c.opts.Hub.ServeFeed(w, r, watch, feedOptions, func(ctx context.Context) ([]byte, error) {
+		act, err := c.stillAllowed(ctx, r, inboxReaders)
+		if err != nil {
+			return nil, err
+		}
 		p, err := c.loadInbox(ctx, co)
 		if err != nil {
 			return nil, err
@@ -318,8 +320,7 @@ func (c *Console) showTranscript(w http.ResponseWriter, r *http.Request, status 
 func (c *Console) transcriptFeed(w http.ResponseWriter, r *http.Request) {
 	co := tenant.FromContext(r.Context())
 	id := chi.URLParam(r, "id")
-	act := canAct(r)
-	p, err := c.loadTranscript(r.Context(), co, id, act)
+	p, err := c.loadTranscript(r.Context(), co, id, false)
 	switch {
 	case err != nil:
 		c.fail(w, r, err)
@@ -330,6 +331,10 @@ func (c *Console) transcriptFeed(w http.ResponseWriter, r *http.Request) {
 	}
 	watch := c.opts.Hub.Watch(co.ID, p.Conv.ID)
 	c.opts.Hub.ServeFeed(w, r, watch, feedOptions, func(ctx context.Context) ([]byte, error) {
+		act, err := c.stillAllowed(ctx, r, conversationReaders)
+		if err != nil {
+			return nil, err
+		}
 		p, err := c.loadTranscript(ctx, co, id, act)
 		if err == nil && p == nil {
 			err = errors.New("console: the conversation is gone")

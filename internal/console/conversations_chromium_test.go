@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/console"
+	"github.com/poppyhost/poppyhost/internal/conversations"
 	"github.com/poppyhost/poppyhost/internal/testkit/chrome"
 	"github.com/poppyhost/poppyhost/internal/testkit/peers"
 )
@@ -81,7 +82,8 @@ func nextWhere(t *testing.T, events <-chan paEvent, what string, want func(paEve
 // it and replies, and the Personal Agent, reading the conversation by
 // server-sent events, sees a person join and the staff member's message
 // (spec 8.7, 8.8); its answer appears in the transcript without a reload.
-// Screenshots: inbox, conversation.
+// Screenshots: inbox, conversation. Another Company's conversation's URL
+// is the 404 page.
 func TestChromiumTakeAndReply(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
@@ -138,4 +140,15 @@ func TestChromiumTakeAndReply(t *testing.T) {
 	require.Contains(t, text, "Can a person look at this? <b>Thanks</b>", "message text is text")
 	require.Contains(t, text, "staff")
 	r.screenshot(t, b, "conversation")
+
+	// Another Company's conversation: the 404 page, nothing of it.
+	_, rivalID := r.company(t, "rival")
+	secret := "Rival's customer text"
+	theirs, err := conversations.NewStore(r.env.Pool, conversations.StoreOptions{}).Start(context.Background(), rivalID,
+		conversations.Owner{ClientID: "https://agent.test/", UserID: "usr_1"}, conversations.StartRequest{Message: &conversations.Message{
+			ID: "msg_r", Author: conversations.Author{Type: conversations.ResponderAgent}, Text: &secret}}, conversations.Policy{})
+	require.NoError(t, err)
+	resp := b.Load(chromedp.Navigate(r.url("/conversations/" + theirs.ID)))
+	require.EqualValues(t, http.StatusNotFound, resp.Status)
+	require.NotContains(t, chrome.Run(b, chromedp.Text("body")), secret)
 }

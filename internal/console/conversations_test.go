@@ -343,11 +343,22 @@ func TestInboxAndSearch(t *testing.T) {
 }
 
 // TestInboxFeed: the inbox's feed sends the list as it is, then again
-// when a conversation is handed off, without reloading.
+// when a conversation is handed off, without reloading; it is no use of
+// the session (an open Inbox still reaches the idle timeout), and it
+// stops once the member signs out; signed out, it answers 204, which
+// stops the browser's EventSource.
 func TestInboxFeed(t *testing.T) {
 	t.Parallel()
 	r := newConvRig(t)
 	c := r.signIn(t, console.RoleAgent)
+	lastSeen := func() time.Time {
+		t.Helper()
+		var at time.Time
+		require.NoError(t, r.env.Pool.QueryRow(context.Background(),
+			`SELECT max(last_seen_at) FROM console_sessions WHERE company_id = $1`, r.ID).Scan(&at))
+		return at
+	}
+	seen := lastSeen()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.url("/inbox/feed"), nil)
@@ -357,25 +368,42 @@ func TestInboxFeed(t *testing.T) {
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+	require.Equal(t, "no-store", resp.Header.Get("Cache-Control"))
 	rd := bufio.NewReader(resp.Body)
-	next := func() string {
+	next := func() (string, error) {
 		t.Helper()
 		var data []string
 		for {
 			line, err := rd.ReadString('\n')
-			require.NoError(t, err)
+			if err != nil {
+				return "", err
+			}
 			line = strings.TrimSuffix(line, "\n")
 			if line == "" && data != nil {
-				return strings.Join(data, "\n")
+				return strings.Join(data, "\n"), nil
 			}
 			if v, ok := strings.CutPrefix(line, "data: "); ok {
 				data = append(data, v)
 			}
 		}
 	}
-	require.Contains(t, next(), "Nobody is waiting for a person.")
+	got, err := next()
+	require.NoError(t, err)
+	require.Contains(t, got, "Nobody is waiting for a person.")
 	id := r.handedOff(t, r.ID, "A person, please")
-	got := next()
+	got, err = next()
+	require.NoError(t, err)
 	require.Contains(t, got, id)
 	require.Contains(t, got, `/take"`)
+	require.Equal(t, seen, lastSeen(), "the feed did not use the session")
+
+	// Signed out, the next change ends the feed instead of showing it.
+	resp2 := r.post(t, c, "/signout", nil)
+	require.Equal(t, http.StatusSeeOther, resp2.StatusCode)
+	later := r.handedOff(t, r.ID, "Me too")
+	got, err = next()
+	require.Error(t, err, "the feed sent %q after the sign-out", got)
+	require.NotContains(t, got, later)
+	resp3, _ := r.get(t, c, "/inbox/feed")
+	require.Equal(t, http.StatusNoContent, resp3.StatusCode)
 }
