@@ -21,11 +21,11 @@ func (c *Console) Admin(r chi.Router) {
 
 // staffView is a staff member as the admin API shows them.
 type staffView struct {
-	ID         int64     `json:"id"`
-	Email      string    `json:"email"`
-	Name       string    `json:"name"`
-	Role       Role      `json:"role"`
-	ConsoleURL string    `json:"console_url"`
+	ID         int64  `json:"id"`
+	Email      string `json:"email"`
+	Name       string `json:"name"`
+	Role       Role   `json:"role"`
+	ConsoleURL string `json:"console_url"`
 }
 
 // createStaff adds a staff member with a password: the operator's way to
