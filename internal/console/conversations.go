@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/poppyhost/poppyhost/internal/audit"
 	"github.com/poppyhost/poppyhost/internal/conversations"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/tenant"
@@ -49,7 +50,9 @@ func (c *Console) conversationRoutes(r chi.Router) {
 		r.Get("/conversations/{id}", c.transcript)
 	})
 	r.Group(func(r chi.Router) {
-		r.Use(c.allow(conversationActors...))
+		// A conversation's traffic is kept in the conversation, not in the
+		// audit log, as the Company API's is.
+		r.Use(c.allow(conversationActors...), audit.Exempt)
 		r.Post("/conversations/{id}/take", c.take)
 		r.Post("/conversations/{id}/reply", c.reply)
 		r.Post("/conversations/{id}/hand-back", c.handBack)
