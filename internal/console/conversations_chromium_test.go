@@ -45,18 +45,37 @@ func paStream(t *testing.T, r *rig, pa *peers.Agent, aud, id string) <-chan paEv
 		defer close(out)
 		rd := bufio.NewReader(resp.Body)
 		for {
-			line, err := rd.ReadString('\n')
+			data, err := nextSSE(rd)
 			if err != nil {
 				return
 			}
-			data, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "data: ")
 			var e paEvent
-			if ok && json.Unmarshal([]byte(data), &e) == nil && e.Type != "" {
+			if json.Unmarshal([]byte(data), &e) == nil && e.Type != "" {
 				out <- e
 			}
 		}
 	}()
 	return out
+}
+
+// nextSSE returns the data of the next server-sent event of rd, its lines
+// joined as EventSource joins them; comments and other fields are
+// skipped.
+func nextSSE(rd *bufio.Reader) (string, error) {
+	var data []string
+	for {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			return "", err
+		}
+		line = strings.TrimSuffix(line, "\n")
+		if line == "" && data != nil {
+			return strings.Join(data, "\n"), nil
+		}
+		if v, ok := strings.CutPrefix(line, "data: "); ok {
+			data = append(data, v)
+		}
+	}
 }
 
 // nextWhere returns the next event the Personal Agent reads that is

@@ -370,23 +370,7 @@ func TestInboxFeed(t *testing.T) {
 	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
 	require.Equal(t, "no-store", resp.Header.Get("Cache-Control"))
 	rd := bufio.NewReader(resp.Body)
-	next := func() (string, error) {
-		t.Helper()
-		var data []string
-		for {
-			line, err := rd.ReadString('\n')
-			if err != nil {
-				return "", err
-			}
-			line = strings.TrimSuffix(line, "\n")
-			if line == "" && data != nil {
-				return strings.Join(data, "\n"), nil
-			}
-			if v, ok := strings.CutPrefix(line, "data: "); ok {
-				data = append(data, v)
-			}
-		}
-	}
+	next := func() (string, error) { return nextSSE(rd) }
 	got, err := next()
 	require.NoError(t, err)
 	require.Contains(t, got, "Nobody is waiting for a person.")
