@@ -84,12 +84,15 @@ package crosstenant_test
 //	                         CompanyJoin, CompanyHandoff-             status unchanged
 //	                         Unavailable, CompanyUser-
 //	                         Requested, CompanyAuthorization,
-//	                         CompanyClose, CompanyDelta
+//	                         CompanyHandBack, CompanyClose,
+//	                         CompanyDelta
+//	                         Inbox, CompanyList's search     yes      none of A's
 //	                         Start                           yes      a parent of A's is not found; A's
 //	                                                                  message ID starts B's own conversation
 //	conversations.Delivery   RotateSecret                    yes      A's webhook secret unchanged
 //	conversations.Hub        Watch, PublishDelta             yes      B's delta under A's conversation ID
 //	                                                                  reaches no reader of A's
+//	                         WatchCompany                    yes      A's event wakes no inbox of B's
 //	operations.Store         Get, List, Lookup, RevisionOf,  yes      not found / none / Stale
 //	                         State, Check
 //	                         Propose                         yes      B's own operation, never A's
