@@ -249,9 +249,9 @@ func TestConversationChanges(t *testing.T) {
 
 	do("take", nil, http.StatusSeeOther)
 	require.Equal(t, []any{"idle", "human"}, r.state(t, r.ID, id)[:2])
-	do("reply", url.Values{"text": {"Hi, I'm here to help."}}, http.StatusSeeOther)
+	do("reply", url.Values{"text": {"Hi, I'm here to help.\r\nWhich size?"}}, http.StatusSeeOther)
 	msg := r.lastMessage(t, r.ID, id)
-	require.Equal(t, "Hi, I'm here to help.", msg["text"])
+	require.Equal(t, "Hi, I'm here to help.\nWhich size?", msg["text"], "a textarea's line breaks are newlines")
 	require.Equal(t, "company", msg["role"])
 	require.Equal(t, map[string]any{"type": "human", "id": "staff_" + strconv.FormatInt(m.ID, 10), "name": m.Name}, msg["author"])
 	// The Company API's checks: text that reads otherwise than it is.
