@@ -333,6 +333,8 @@ func TestInboxAndSearch(t *testing.T) {
 	for _, id := range []string{first, idle, second} {
 		require.Contains(t, body, id)
 	}
+	require.Contains(t, strings.ToLower(body), `href="/console/`+r.Slug+`/conversations?agent=https%3a%2f%2fagent.test%2fclient.json"`,
+		"each Personal Agent links to its conversations")
 	_, body = r.get(t, c, "/conversations?agent=https%3A%2F%2Fother.test%2F")
 	require.Contains(t, body, "No conversation matches.")
 	resp, body := r.get(t, c, "/conversations?status=open&from=yesterday")
