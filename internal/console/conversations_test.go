@@ -255,6 +255,8 @@ func TestConversationChanges(t *testing.T) {
 	require.Equal(t, "company", msg["role"])
 	require.Equal(t, map[string]any{"type": "human", "id": "staff_" + strconv.FormatInt(m.ID, 10), "name": m.Name}, msg["author"])
 	// The Company API's checks: text that reads otherwise than it is.
+	body = do("reply", url.Values{"text": {strings.Repeat("long ", 7000)}}, http.StatusBadRequest)
+	require.Contains(t, body, "larger than")
 	body = do("reply", url.Values{"text": {"pay here\u202egnp.exe"}}, http.StatusBadRequest)
 	require.Contains(t, body, "message.text")
 	require.Contains(t, body, "pay here", "the text is kept for another try")
@@ -342,6 +344,20 @@ func TestInboxAndSearch(t *testing.T) {
 	require.Contains(t, body, `id="status-error"`)
 	require.Contains(t, body, "Enter a date as YYYY-MM-DD.")
 	require.Contains(t, body, `value="yesterday"`, "the value stays in its field")
+	for query, field := range map[string]string{
+		"agent=a%00b":                        "agent-error",
+		"agent=" + strings.Repeat("a", 3000): "agent-error",
+		"from=2026-13-01":                    "from-error",
+		"from=2026-02-02&to=2026-02-01":      "to-error",
+	} {
+		resp, body := r.get(t, c, "/conversations?"+query)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, query)
+		require.Contains(t, body, `id="`+field+`"`, query)
+	}
+	resp, body = r.get(t, c, "/conversations?before=%3Cscript%3E")
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Contains(t, body, "search again")
+	require.NotContains(t, body, "<script>")
 }
 
 // TestInboxFeed: the inbox's feed sends the list as it is, then again
