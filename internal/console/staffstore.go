@@ -247,3 +247,18 @@ func (s *Store) DeleteExpired(ctx context.Context, now time.Time, idle, absolute
 	}
 	return total, nil
 }
+
+// SetPassword replaces the password of the Company's staff member with
+// email, or returns ErrNotFound. The caller has checked the password.
+func (s *Store) SetPassword(ctx context.Context, companyID int64, email, password string) error {
+	hash, err := s.passwords.Hash(ctx, companyID, password)
+	if err != nil {
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE staff SET password_hash = $3 WHERE company_id = $1 AND email = $2`,
+		companyID, email, hash)
+	if err == nil && tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return err
+}

@@ -104,6 +104,9 @@ type Platform struct {
 	// Replicas counts the live replicas, among which every rate limit is
 	// divided; the server starts its heartbeat (Replicas.Start).
 	Replicas *replicas.Counter
+	// Staff keeps the Companies' console staff (dev mode seeds its demo
+	// owner).
+	Staff *console.Store
 
 	ops      http.Handler
 	draining atomic.Bool
@@ -278,6 +281,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		return nil, err
 	}
 	queue.AddSweeps(consoleApp.Sweeps()...)
+	p.Staff = console.NewStore(opts.Pool, p.Accounts)
 	apiRates := opts.APIRates.WithDefaults()
 	admin.LimitOperators(limits, apiRates.PerOperatorToken)
 
