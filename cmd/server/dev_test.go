@@ -167,17 +167,10 @@ func signInDemo(t *testing.T, client *http.Client, printed, passwordFile string)
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
 	browser := &http.Client{Transport: client.Transport, Jar: jar}
-	resp, err := browser.Get(m[1])
-	require.NoError(t, err)
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", page)
-	csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(page)
-	require.NotNil(t, csrf, "%s", page)
-	resp, err = browser.PostForm(m[1], url.Values{"csrf": {string(csrf[1])}, "action": {"login"},
+	resp, err := browser.PostForm(m[1], url.Values{"csrf": {pageCSRF(t, browser, m[1])}, "action": {"login"},
 		"username": {"ada"}, "password": {strings.TrimSpace(string(password))}})
 	require.NoError(t, err)
-	page, _ = io.ReadAll(resp.Body)
+	page, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", page)
 	require.Contains(t, string(page), "ada", "the account page names the signed-in account")
@@ -196,17 +189,24 @@ func signInConsole(t *testing.T, client *http.Client, printed, passwordFile stri
 	require.NoError(t, err)
 	browser := &http.Client{Transport: client.Transport, Jar: jar,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := browser.Get(m[1])
+	resp, err := browser.PostForm(m[1], url.Values{"csrf": {pageCSRF(t, browser, m[1])},
+		"email": {m[2]}, "password": {strings.TrimSpace(string(password))}})
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(t, "/console/stormline/", resp.Header.Get("Location"))
+}
+
+// pageCSRF fetches the page at u with browser and returns its form's csrf
+// token.
+func pageCSRF(t *testing.T, browser *http.Client, u string) string {
+	t.Helper()
+	resp, err := browser.Get(u)
 	require.NoError(t, err)
 	page, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", page)
 	csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(page)
 	require.NotNil(t, csrf, "%s", page)
-	resp, err = browser.PostForm(m[1], url.Values{"csrf": {string(csrf[1])},
-		"email": {m[2]}, "password": {strings.TrimSpace(string(password))}})
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
-	require.Equal(t, "/console/stormline/", resp.Header.Get("Location"))
+	return string(csrf[1])
 }

@@ -54,21 +54,21 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
+	c.passwordAccepted(w, r, co, m)
+}
+
+// passwordAccepted starts the session of a member who gave their
+// password and sends them on: to the second factor when they need one,
+// or into the console.
+func (c *Console) passwordAccepted(w http.ResponseWriter, r *http.Request, co *tenant.Company, m Member) {
 	second, err := c.needsSecondFactor(r.Context(), co, m)
+	if err == nil {
+		err = c.startSession(w, r, m, second)
+	}
 	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
-	if err := c.startSession(w, r, m, second); err != nil {
-		c.fail(w, r, err)
-		return
-	}
-	c.afterPassword(w, r, m, second)
-}
-
-// afterPassword sends a member who gave their password on: to the second
-// factor, or into the console.
-func (c *Console) afterPassword(w http.ResponseWriter, r *http.Request, m Member, second bool) {
 	to := c.base(m.CompanySlug) + "/"
 	if second {
 		to = c.base(m.CompanySlug) + "/signin/second"
