@@ -159,11 +159,18 @@ func (r *rig) browser(t *testing.T, role console.Role) *chrome.Browser {
 	t.Helper()
 	m, password := r.member(t, role)
 	b := chrome.Start(t, r.env.CA, testkit.PublicHost)
+	r.browserSignIn(t, b, m.Email, password)
+	return b
+}
+
+// browserSignIn signs b in with email and password on the sign-in page;
+// they need no second factor.
+func (r *rig) browserSignIn(t *testing.T, b *chrome.Browser, email, password string) {
+	t.Helper()
 	b.Load(chromedp.Navigate(r.url("/signin")))
-	b.Do(chromedp.SendKeys(`#email`, m.Email), chromedp.SendKeys(`#password`, password))
+	b.Do(chromedp.SendKeys(`#email`, email), chromedp.SendKeys(`#password`, password))
 	b.Load(chromedp.Click(`button[value="signin"]`))
 	require.NotContains(t, chrome.Run(b, chromedp.Location()), "/signin")
-	return b
 }
 
 // EnvScreenshots names the directory where the Chromium tests write their
