@@ -35,6 +35,10 @@ type Options struct {
 	Logger    *slog.Logger
 	// Now is the clock [time.Now].
 	Now func() time.Time
+	// LoginAllowed counts a password sign-in attempt against the
+	// Company's sign-in rates (issuer.Server.LoginAllowed); false: over a
+	// rate, Retry-After set. Nil allows every attempt.
+	LoginAllowed func(http.ResponseWriter, *http.Request) bool
 	// SignedOut, when set, wraps the routes that need no session (sign-in,
 	// passkey ceremonies, invites): the platform limits them per client
 	// address, as the Companies' other public routes.

@@ -40,9 +40,18 @@ const rigSlug = "acme"
 // newRig starts the platform with a Company, rigSlug.
 func newRig(t *testing.T) *rig {
 	t.Helper()
+	return newRigWith(t, nil)
+}
+
+// newRigWith is newRig with the platform's options changed by change.
+func newRigWith(t *testing.T, change func(*platform.Options)) *rig {
+	t.Helper()
 	env := testkit.SetupWith(t, testkit.Options{Platform: func(o *platform.Options) {
 		o.PasswordHashes = accounts.Limits{Queue: 1000, PerCompany: 1000, MaxWait: time.Minute}
 		o.LoginRates = issuer.LoginRates{PerAddress: 10000, PerCompany: 10000}
+		if change != nil {
+			change(o)
+		}
 	}})
 	r := &rig{env: env, staff: console.NewStore(env.Pool, env.Platform.Accounts)}
 	r.Slug, r.ID = r.company(t, rigSlug)

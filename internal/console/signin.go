@@ -32,6 +32,11 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusBadRequest, "signin", form)
 		return
 	}
+	if c.opts.LoginAllowed != nil && !c.opts.LoginAllowed(w, r) {
+		form.Error = "Too many sign-in attempts. Wait a moment and try again."
+		c.render(w, r, http.StatusTooManyRequests, "signin", form)
+		return
+	}
 	m, err := c.staff.Authenticate(r.Context(), co, email, password)
 	var throttled *accounts.ThrottledError
 	var busy *accounts.BusyError

@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/console"
+	"github.com/poppyhost/poppyhost/internal/issuer"
+	"github.com/poppyhost/poppyhost/internal/platform"
 )
 
 // TestSignInWithPassword signs in over HTTPS with a password: the session
@@ -156,4 +158,22 @@ func TestHostileSignIn(t *testing.T) {
 		}
 	}
 	require.True(t, limited)
+}
+
+// TestSignInRates: password sign-ins at the console count against the
+// Company's sign-in rates, which the issuer's pages share.
+func TestSignInRates(t *testing.T) {
+	t.Parallel()
+	r := newRigWith(t, func(o *platform.Options) {
+		o.LoginRates = issuer.LoginRates{PerAddress: 2, PerCompany: 100}
+	})
+	m, password := r.member(t, console.RoleOwner)
+	c := r.client(t)
+	for range 2 {
+		require.Equal(t, http.StatusUnauthorized, r.passwordSignIn(t, c, m.Email, "wrong password").StatusCode)
+	}
+	resp := r.passwordSignIn(t, c, m.Email, password)
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+	require.False(t, r.signedIn(c))
 }

@@ -276,7 +276,8 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	// The Company console (docs/console.md): each page's services are
 	// passed in console.Options.
 	consoleApp, err := console.New(console.Options{Pool: opts.Pool, Passwords: p.Accounts, Sealer: opts.Sealer,
-		Companies: companies, URLs: opts.URLs, Logger: logger, Now: now, SignedOut: tenant.LimitByAddress(limits)})
+		Companies: companies, URLs: opts.URLs, Logger: logger, Now: now, LoginAllowed: oauth.LoginAllowed,
+		SignedOut: tenant.LimitByAddress(limits)})
 	if err != nil {
 		return nil, err
 	}
