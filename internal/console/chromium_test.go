@@ -52,11 +52,14 @@ func waitLeaving(t *testing.T, b *chrome.Browser, path string) string {
 }
 
 // TestChromiumPasskey adds a passkey with a virtual authenticator while
-// signed in, signs out, and signs in with the passkey alone.
+// signed in, signs out, and signs in with the passkey alone; then with
+// the password, which now asks for the passkey as second factor.
 func TestChromiumPasskey(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
-	b := r.browser(t, console.RoleOwner)
+	m, password := r.member(t, console.RoleOwner)
+	b := chrome.Start(t, r.env.CA, testkit.PublicHost)
+	r.browserSignIn(t, b, m.Email, password)
 	addAuthenticator(t, b)
 
 	b.Load(chromedp.Navigate(r.url("/account")))
@@ -80,6 +83,15 @@ func TestChromiumPasskey(t *testing.T) {
 	// Its last use is recorded.
 	require.Contains(t, chrome.Run(b, chromedp.Text("main table")), " UTC")
 	require.NotContains(t, chrome.Run(b, chromedp.Text("main table")), "never")
+
+	b.Load(chromedp.Click(`form.signout button`))
+	b.Do(chromedp.SendKeys(`#email`, m.Email), chromedp.SendKeys(`#password`, password))
+	b.Load(chromedp.Click(`button[value="signin"]`))
+	require.True(t, strings.HasSuffix(chrome.Run(b, chromedp.Location()), "/signin/second"))
+	b.Do(chromedp.Click(`#second-passkey`))
+	waitLeaving(t, b, "/signin")
+	b.Load(chromedp.Navigate(r.url("/account")))
+	require.Contains(t, chrome.Run(b, chromedp.Text("main")), email)
 }
 
 // TestChromiumPasswordAndTOTP signs in with a password at a Company that

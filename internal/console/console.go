@@ -36,6 +36,14 @@ type Options struct {
 	Logger    *slog.Logger
 	// Now is the clock [time.Now].
 	Now func() time.Time
+	// LoginAllowed counts a password sign-in attempt against the
+	// Company's sign-in rates (issuer.Server.LoginAllowed); false: over a
+	// rate, Retry-After set. Nil allows every attempt.
+	LoginAllowed func(http.ResponseWriter, *http.Request) bool
+	// SignedOut, when set, wraps the routes that need no session (sign-in,
+	// passkey ceremonies, invites): the platform limits them per client
+	// address, as the Companies' other public routes.
+	SignedOut func(http.Handler) http.Handler
 	// IdleTimeout ends a session not used for this long [30 minutes].
 	IdleTimeout time.Duration
 	// AbsoluteTimeout ends a session this long after sign-in, used or not
@@ -106,6 +114,9 @@ func (c *Console) Mount(r chi.Router) {
 	r.Get("/assets/{name}", c.asset)
 	// Signed out: the pre-session cookie binds the forms' CSRF tokens.
 	r.Group(func(r chi.Router) {
+		if c.opts.SignedOut != nil {
+			r.Use(c.opts.SignedOut)
+		}
 		r.Use(c.preSession, c.csrf)
 		r.Get("/signin", c.signInPage)
 		r.Post("/signin", c.signIn)

@@ -77,21 +77,33 @@ func (c *Console) registerBegin(w http.ResponseWriter, r *http.Request) {
 	httpx.WriteJSON(w, http.StatusOK, creation)
 }
 
-// registerFinish stores the passkey the browser created.
-func (c *Console) registerFinish(w http.ResponseWriter, r *http.Request) {
+// finishing returns the request member's passkeys and the ceremony of
+// kind their cookie began, with the body bounded for the browser's
+// answer; or it answers (again: what to tell them) and returns nil.
+func (c *Console) finishing(w http.ResponseWriter, r *http.Request, kind, again string) (*passkeyUser, *webauthn.SessionData) {
 	m := memberFrom(r.Context())
-	cer, err := c.staff.takeCeremony(r.Context(), m.CompanyID, ceremonyKey(ceremonyRegister, cookieSecret(r)), c.now())
+	cer, err := c.staff.takeCeremony(r.Context(), m.CompanyID, ceremonyKey(kind, cookieSecret(r)), c.now())
 	if err != nil || cer.WebAuthn == nil || cer.StaffID != m.ID {
-		passkeyError(w, http.StatusBadRequest, "Start adding the passkey again.")
-		return
+		passkeyError(w, http.StatusBadRequest, again)
+		return nil, nil
 	}
 	u, err := c.staff.passkeyUser(r.Context(), m.CompanyID, m.ID)
 	if err != nil {
 		c.fail(w, r, err)
-		return
+		return nil, nil
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxPasskeyBody)
-	cred, err := c.webauthn.FinishRegistration(u, *cer.WebAuthn, r)
+	return u, cer.WebAuthn
+}
+
+// registerFinish stores the passkey the browser created.
+func (c *Console) registerFinish(w http.ResponseWriter, r *http.Request) {
+	u, data := c.finishing(w, r, ceremonyRegister, "Start adding the passkey again.")
+	if u == nil {
+		return
+	}
+	m := u.Member
+	cred, err := c.webauthn.FinishRegistration(u, *data, r)
 	if err != nil {
 		passkeyError(w, http.StatusBadRequest, "The passkey was not accepted.")
 		return
@@ -181,19 +193,12 @@ func (c *Console) secondBegin(w http.ResponseWriter, r *http.Request) {
 
 // secondFinish completes the sign-in of a member whose passkey answered.
 func (c *Console) secondFinish(w http.ResponseWriter, r *http.Request) {
-	m := memberFrom(r.Context())
-	cer, err := c.staff.takeCeremony(r.Context(), m.CompanyID, ceremonyKey(ceremonySecond, cookieSecret(r)), c.now())
-	if err != nil || cer.WebAuthn == nil || cer.StaffID != m.ID {
-		passkeyError(w, http.StatusBadRequest, "Start again.")
+	u, data := c.finishing(w, r, ceremonySecond, "Start again.")
+	if u == nil {
 		return
 	}
-	u, err := c.staff.passkeyUser(r.Context(), m.CompanyID, m.ID)
-	if err != nil {
-		c.fail(w, r, err)
-		return
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxPasskeyBody)
-	cred, err := c.webauthn.FinishLogin(u, *cer.WebAuthn, r)
+	m := u.Member
+	cred, err := c.webauthn.FinishLogin(u, *data, r)
 	if err != nil || cred.Authenticator.CloneWarning {
 		passkeyError(w, http.StatusUnauthorized, "The passkey was not accepted.")
 		return

@@ -66,19 +66,18 @@ func (s *Store) findPasskeyUser(ctx context.Context, where string, args ...any) 
 }
 
 // addPasskey stores a new passkey of the member, audited in the same
-// transaction.
+// transaction, or returns ErrNotFound.
 func (s *Store) addPasskey(ctx context.Context, m Member, cred *webauthn.Credential, name string) error {
 	raw, err := json.Marshal(cred)
 	if err != nil {
 		return err
 	}
 	return db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO staff_passkeys (company_id, staff_id, credential_id, name, credential)
-			VALUES ($1, $2, $3, $4, $5)`, m.CompanyID, m.ID, cred.ID, name, raw); err != nil {
-			return err
-		}
-		audit.Note(ctx, "passkey")
-		return audit.Record(ctx, tx)
+		// Only a member of the Company gets the passkey.
+		tag, err := tx.Exec(ctx, `INSERT INTO staff_passkeys (company_id, staff_id, credential_id, name, credential)
+			SELECT company_id, id, $3, $4, $5 FROM staff WHERE company_id = $1 AND id = $2`,
+			m.CompanyID, m.ID, cred.ID, name, raw)
+		return audited(ctx, tx, tag, err, "passkey")
 	})
 }
 
@@ -118,14 +117,7 @@ func (s *Store) removePasskey(ctx context.Context, m Member, id int64) error {
 	return db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `DELETE FROM staff_passkeys WHERE company_id = $1 AND staff_id = $2 AND id = $3`,
 			m.CompanyID, m.ID, id)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return ErrNotFound
-		}
-		audit.Note(ctx, "passkey")
-		return audit.Record(ctx, tx)
+		return audited(ctx, tx, tag, err, "passkey")
 	})
 }
 

@@ -40,9 +40,18 @@ const rigSlug = "acme"
 // newRig starts the platform with a Company, rigSlug.
 func newRig(t *testing.T) *rig {
 	t.Helper()
+	return newRigWith(t, nil)
+}
+
+// newRigWith is newRig with the platform's options changed by change.
+func newRigWith(t *testing.T, change func(*platform.Options)) *rig {
+	t.Helper()
 	env := testkit.SetupWith(t, testkit.Options{Platform: func(o *platform.Options) {
 		o.PasswordHashes = accounts.Limits{Queue: 1000, PerCompany: 1000, MaxWait: time.Minute}
 		o.LoginRates = issuer.LoginRates{PerAddress: 10000, PerCompany: 10000}
+		if change != nil {
+			change(o)
+		}
 	}})
 	r := &rig{env: env, staff: console.NewStore(env.Pool, env.Platform.Accounts)}
 	r.Slug, r.ID = r.company(t, rigSlug)
@@ -91,8 +100,15 @@ func (r *rig) client(t *testing.T) *http.Client {
 func (r *rig) signIn(t *testing.T, role console.Role) *http.Client {
 	t.Helper()
 	m, password := r.member(t, role)
+	return r.signInAs(t, m.Email, password)
+}
+
+// signInAs returns a client signed in with email and password, which need
+// no second factor.
+func (r *rig) signInAs(t *testing.T, email, password string) *http.Client {
+	t.Helper()
 	c := r.client(t)
-	resp := r.post(t, c, "/signin", url.Values{"email": {m.Email}, "password": {password}})
+	resp := r.passwordSignIn(t, c, email, password)
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	require.Equal(t, "/console/"+r.Slug+"/", resp.Header.Get("Location"))
 	return c
@@ -152,11 +168,18 @@ func (r *rig) browser(t *testing.T, role console.Role) *chrome.Browser {
 	t.Helper()
 	m, password := r.member(t, role)
 	b := chrome.Start(t, r.env.CA, testkit.PublicHost)
+	r.browserSignIn(t, b, m.Email, password)
+	return b
+}
+
+// browserSignIn signs b in with email and password on the sign-in page;
+// they need no second factor.
+func (r *rig) browserSignIn(t *testing.T, b *chrome.Browser, email, password string) {
+	t.Helper()
 	b.Load(chromedp.Navigate(r.url("/signin")))
-	b.Do(chromedp.SendKeys(`#email`, m.Email), chromedp.SendKeys(`#password`, password))
+	b.Do(chromedp.SendKeys(`#email`, email), chromedp.SendKeys(`#password`, password))
 	b.Load(chromedp.Click(`button[value="signin"]`))
 	require.NotContains(t, chrome.Run(b, chromedp.Location()), "/signin")
-	return b
 }
 
 // EnvScreenshots names the directory where the Chromium tests write their

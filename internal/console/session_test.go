@@ -75,8 +75,7 @@ func TestCrossTenant(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	m, password := r.member(t, console.RoleOwner)
-	c := r.client(t)
-	require.Equal(t, http.StatusSeeOther, r.passwordSignIn(t, c, m.Email, password).StatusCode)
+	c := r.signInAs(t, m.Email, password)
 	cookie := r.sessionCookieOf(t, c)
 
 	other, _ := r.company(t, "globex")

@@ -32,6 +32,11 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusBadRequest, "signin", form)
 		return
 	}
+	if c.opts.LoginAllowed != nil && !c.opts.LoginAllowed(w, r) {
+		form.Error = "Too many sign-in attempts. Wait a moment and try again."
+		c.render(w, r, http.StatusTooManyRequests, "signin", form)
+		return
+	}
 	m, err := c.staff.Authenticate(r.Context(), co, email, password)
 	var throttled *accounts.ThrottledError
 	var busy *accounts.BusyError
@@ -54,21 +59,21 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
+	c.passwordAccepted(w, r, co, m)
+}
+
+// passwordAccepted starts the session of a member who gave their
+// password and sends them on: to the second factor when they need one,
+// or into the console.
+func (c *Console) passwordAccepted(w http.ResponseWriter, r *http.Request, co *tenant.Company, m Member) {
 	second, err := c.needsSecondFactor(r.Context(), co, m)
+	if err == nil {
+		err = c.startSession(w, r, m, second)
+	}
 	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
-	if err := c.startSession(w, r, m, second); err != nil {
-		c.fail(w, r, err)
-		return
-	}
-	c.afterPassword(w, r, m, second)
-}
-
-// afterPassword sends a member who gave their password on: to the second
-// factor, or into the console.
-func (c *Console) afterPassword(w http.ResponseWriter, r *http.Request, m Member, second bool) {
 	to := c.base(m.CompanySlug) + "/"
 	if second {
 		to = c.base(m.CompanySlug) + "/signin/second"

@@ -4,11 +4,14 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/console"
+	"github.com/poppyhost/poppyhost/internal/issuer"
+	"github.com/poppyhost/poppyhost/internal/platform"
 )
 
 // TestSignInWithPassword signs in over HTTPS with a password: the session
@@ -122,5 +125,55 @@ func TestSignInThrottled(t *testing.T) {
 	require.NotEmpty(t, resp.Header.Get("Retry-After"))
 	resp = r.passwordSignIn(t, c, m.Email, password)
 	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	require.False(t, r.signedIn(c))
+}
+
+// TestHostileSignIn: an oversized form, text that is no email and a flood
+// from one address are refused without signing anyone in.
+func TestHostileSignIn(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	m, password := r.member(t, console.RoleOwner)
+	c := r.client(t)
+	resp := r.post(t, c, "/signin", url.Values{"email": {m.Email}, "password": {password},
+		"padding": {strings.Repeat("x", 70<<10)}})
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	for _, email := range []string{m.Email + "\x00", "\xff" + m.Email, strings.Repeat("a", 300) + "@example.com"} {
+		resp = r.passwordSignIn(t, c, email, password)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%q", email)
+	}
+	resp = r.passwordSignIn(t, c, m.Email, strings.Repeat("p", 300))
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.False(t, r.signedIn(c))
+
+	// The signed-out pages count against the client's address.
+	patched := r.env.Admin(t, http.MethodPatch, "/admin/v1/companies/"+r.Slug,
+		map[string]any{"rate_limits": map[string]any{"per_address": 3}})
+	require.Equal(t, http.StatusOK, patched.Status, "%s", patched.Body)
+	limited := false
+	for range 10 {
+		if resp, _ := r.get(t, c, "/signin"); resp.StatusCode == http.StatusTooManyRequests {
+			limited = true
+			break
+		}
+	}
+	require.True(t, limited)
+}
+
+// TestSignInRates: password sign-ins at the console count against the
+// Company's sign-in rates, which the issuer's pages share.
+func TestSignInRates(t *testing.T) {
+	t.Parallel()
+	r := newRigWith(t, func(o *platform.Options) {
+		o.LoginRates = issuer.LoginRates{PerAddress: 2, PerCompany: 100}
+	})
+	m, password := r.member(t, console.RoleOwner)
+	c := r.client(t)
+	for range 2 {
+		require.Equal(t, http.StatusUnauthorized, r.passwordSignIn(t, c, m.Email, "wrong password").StatusCode)
+	}
+	resp := r.passwordSignIn(t, c, m.Email, password)
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	require.NotEmpty(t, resp.Header.Get("Retry-After"))
 	require.False(t, r.signedIn(c))
 }

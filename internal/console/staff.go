@@ -145,34 +145,39 @@ type acceptPage struct {
 	Errors            map[string]string
 }
 
-// invitePage shows an invite's form: choose a name and password.
-func (c *Console) invitePage(w http.ResponseWriter, r *http.Request) {
+// inviteGone is what an unknown, used or expired invite link shows.
+const inviteGone = "This invite link is unknown, used or expired. Ask an owner for a new one."
+
+// findInvite returns the Company's unexpired invite of the URL's token,
+// or answers 404 and returns false.
+func (c *Console) findInvite(w http.ResponseWriter, r *http.Request) (Invite, bool) {
 	co := tenant.FromContext(r.Context())
 	inv, err := c.staff.invite(r.Context(), co.ID, chi.URLParam(r, "token"), c.now())
 	switch {
 	case errors.Is(err, ErrNotFound):
-		c.renderError(w, r, http.StatusNotFound, "This invite link is unknown, used or expired. Ask an owner for a new one.")
-		return
+		c.renderError(w, r, http.StatusNotFound, inviteGone)
+		return Invite{}, false
 	case err != nil:
 		c.fail(w, r, err)
-		return
+		return Invite{}, false
 	}
-	c.render(w, r, http.StatusOK, "invite", acceptPage{Email: inv.Email, Name: inv.Name, Role: string(inv.Role)})
+	return inv, true
+}
+
+// invitePage shows an invite's form: choose a name and password.
+func (c *Console) invitePage(w http.ResponseWriter, r *http.Request) {
+	if inv, ok := c.findInvite(w, r); ok {
+		c.render(w, r, http.StatusOK, "invite", acceptPage{Email: inv.Email, Name: inv.Name, Role: string(inv.Role)})
+	}
 }
 
 // acceptInvite makes the invited staff member and signs them in.
 func (c *Console) acceptInvite(w http.ResponseWriter, r *http.Request) {
-	co := tenant.FromContext(r.Context())
-	token := chi.URLParam(r, "token")
-	inv, err := c.staff.invite(r.Context(), co.ID, token, c.now())
-	switch {
-	case errors.Is(err, ErrNotFound):
-		c.renderError(w, r, http.StatusNotFound, "This invite link is unknown, used or expired. Ask an owner for a new one.")
-		return
-	case err != nil:
-		c.fail(w, r, err)
+	inv, ok := c.findInvite(w, r)
+	if !ok {
 		return
 	}
+	co, token := tenant.FromContext(r.Context()), chi.URLParam(r, "token")
 	page := acceptPage{Email: inv.Email, Name: r.PostForm.Get("name"), Role: string(inv.Role), Errors: map[string]string{}}
 	password := r.PostForm.Get("password")
 	if problem := CheckName(page.Name); problem != "" {
@@ -188,20 +193,11 @@ func (c *Console) acceptInvite(w http.ResponseWriter, r *http.Request) {
 	m, err := c.staff.AcceptInvite(r.Context(), co.ID, token, page.Name, password, c.now())
 	switch {
 	case errors.Is(err, ErrNotFound), errors.Is(err, ErrTaken):
-		c.renderError(w, r, http.StatusNotFound, "This invite link is unknown, used or expired. Ask an owner for a new one.")
+		c.renderError(w, r, http.StatusNotFound, inviteGone)
 		return
 	case err != nil:
 		c.fail(w, r, err)
 		return
 	}
-	second, err := c.needsSecondFactor(r.Context(), co, m)
-	if err != nil {
-		c.fail(w, r, err)
-		return
-	}
-	if err := c.startSession(w, r, m, second); err != nil {
-		c.fail(w, r, err)
-		return
-	}
-	c.afterPassword(w, r, m, second)
+	c.passwordAccepted(w, r, co, m)
 }

@@ -24,8 +24,7 @@ func TestStaffInviteRoleRemove(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	owner, ownerPassword := r.member(t, console.RoleOwner)
-	c := r.client(t)
-	require.Equal(t, http.StatusSeeOther, r.passwordSignIn(t, c, owner.Email, ownerPassword).StatusCode)
+	c := r.signInAs(t, owner.Email, ownerPassword)
 
 	resp, err := c.PostForm(r.url("/staff/invite"), url.Values{"csrf": {r.csrf(t, c)},
 		"email": {"Grace@Example.com"}, "name": {"Grace <b>Hopper</b>"}, "role": {"auditor"}})
@@ -103,8 +102,7 @@ func TestLastOwnerStays(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	owner, password := r.member(t, console.RoleOwner)
-	c := r.client(t)
-	require.Equal(t, http.StatusSeeOther, r.passwordSignIn(t, c, owner.Email, password).StatusCode)
+	c := r.signInAs(t, owner.Email, password)
 	id := strconv.FormatInt(owner.ID, 10)
 
 	resp := r.post(t, c, "/staff/"+id+"/role", url.Values{"role": {"admin"}})

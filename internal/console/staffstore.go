@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/poppyhost/poppyhost/internal/audit"
 	"github.com/poppyhost/poppyhost/internal/db"
@@ -83,14 +84,7 @@ func (s *Store) SetRole(ctx context.Context, companyID, id int64, role Role) err
 			return ErrLastOwner
 		}
 		tag, err := tx.Exec(ctx, `UPDATE staff SET role = $3 WHERE company_id = $1 AND id = $2`, companyID, id, string(role))
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return ErrNotFound
-		}
-		audit.Note(ctx, "role")
-		return audit.Record(ctx, tx)
+		return audited(ctx, tx, tag, err, "role")
 	})
 }
 
@@ -107,13 +101,7 @@ func (s *Store) Remove(ctx context.Context, companyID, id int64) error {
 			return ErrLastOwner
 		}
 		tag, err := tx.Exec(ctx, `DELETE FROM staff WHERE company_id = $1 AND id = $2`, companyID, id)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return ErrNotFound
-		}
-		return audit.Record(ctx, tx)
+		return audited(ctx, tx, tag, err)
 	})
 }
 
@@ -208,6 +196,20 @@ func (s *Store) AcceptInvite(ctx context.Context, companyID int64, token, name, 
 	return m, err
 }
 
+// audited ends a change to one row made in tx: the change's error, or
+// ErrNotFound if it touched no row, or else its audit entry (noting
+// fields) recorded in tx.
+func audited(ctx context.Context, tx pgx.Tx, tag pgconn.CommandTag, err error, fields ...string) error {
+	switch {
+	case err != nil:
+		return err
+	case tag.RowsAffected() == 0:
+		return ErrNotFound
+	}
+	audit.Note(ctx, fields...)
+	return audit.Record(ctx, tx)
+}
+
 // randomHandle is a new WebAuthn user handle.
 func randomHandle() []byte {
 	b := make([]byte, 32)
@@ -246,4 +248,19 @@ func (s *Store) DeleteExpired(ctx context.Context, now time.Time, idle, absolute
 		total += n
 	}
 	return total, nil
+}
+
+// SetPassword replaces the password of the Company's staff member with
+// email, or returns ErrNotFound. The caller has checked the password.
+func (s *Store) SetPassword(ctx context.Context, companyID int64, email, password string) error {
+	hash, err := s.passwords.Hash(ctx, companyID, password)
+	if err != nil {
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE staff SET password_hash = $3 WHERE company_id = $1 AND email = $2`,
+		companyID, email, hash)
+	if err == nil && tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return err
 }

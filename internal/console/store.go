@@ -49,11 +49,12 @@ const (
 // NormalizeEmail returns the email as stored (trimmed, lower case) and
 // what is wrong with it, or "".
 func NormalizeEmail(email string) (string, string) {
+	valid := utf8.ValidString(email)
 	email = strings.ToLower(strings.TrimSpace(email))
 	switch {
 	case email == "":
 		return "", "is required"
-	case !utf8.ValidString(email) || len(email) > MaxEmail:
+	case !valid || len(email) > MaxEmail:
 		return "", fmt.Sprintf("must be at most %d bytes of text", MaxEmail)
 	case strings.IndexFunc(email, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
 		return "", "must not contain spaces or control characters"

@@ -104,6 +104,9 @@ type Platform struct {
 	// Replicas counts the live replicas, among which every rate limit is
 	// divided; the server starts its heartbeat (Replicas.Start).
 	Replicas *replicas.Counter
+	// Staff keeps the Companies' console staff (dev mode seeds its demo
+	// owner).
+	Staff *console.Store
 
 	ops      http.Handler
 	draining atomic.Bool
@@ -273,12 +276,13 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	// The Company console (docs/console.md): each page's services are
 	// passed in console.Options.
 	consoleApp, err := console.New(console.Options{Pool: opts.Pool, Passwords: p.Accounts, Sealer: opts.Sealer,
-		Companies: companies, URLs: opts.URLs, Logger: logger, Now: now,
-		Conversations: convStore, Hub: p.Hub})
+		Companies: companies, URLs: opts.URLs, Logger: logger, Now: now, LoginAllowed: oauth.LoginAllowed,
+		SignedOut: tenant.LimitByAddress(limits), Conversations: convStore, Hub: p.Hub})
 	if err != nil {
 		return nil, err
 	}
 	queue.AddSweeps(consoleApp.Sweeps()...)
+	p.Staff = console.NewStore(opts.Pool, p.Accounts)
 	apiRates := opts.APIRates.WithDefaults()
 	admin.LimitOperators(limits, apiRates.PerOperatorToken)
 
