@@ -3,11 +3,12 @@ package console
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -350,9 +351,20 @@ func (c *Console) transcriptFeed(w http.ResponseWriter, r *http.Request) {
 }
 
 // staffAuthor is the member as the author of a Company message (spec
-// 8.4, 8.8): a person, with a stable ID of theirs and their name.
-func staffAuthor(m Member) conversations.Author {
-	return conversations.Author{Type: conversations.ResponderHuman, ID: "staff_" + strconv.FormatInt(m.ID, 10), Name: m.Name}
+// 8.4, 8.8): a person, with a stable ID of theirs and their name. The ID
+// is derived from the member's random WebAuthn user handle, not their row
+// ID, which would tell Personal Agents how many staff members the
+// platform has made.
+func (c *Console) staffAuthor(ctx context.Context, m Member) (conversations.Author, error) {
+	var handle []byte
+	err := c.opts.Pool.QueryRow(ctx, `SELECT user_handle FROM staff WHERE id = $1 AND company_id = $2`,
+		m.ID, m.CompanyID).Scan(&handle)
+	if err != nil {
+		return conversations.Author{}, err
+	}
+	sum := sha256.Sum256(append([]byte("poppyhost console author\x00"), handle...))
+	return conversations.Author{Type: conversations.ResponderHuman,
+		ID: "staff_" + base64.RawURLEncoding.EncodeToString(sum[:12]), Name: m.Name}, nil
 }
 
 // change answers a change of the conversation of the URL: back to its
@@ -378,9 +390,12 @@ func (c *Console) change(w http.ResponseWriter, r *http.Request, reply string,
 
 // take makes the member the conversation's responder (Company API join).
 func (c *Console) take(w http.ResponseWriter, r *http.Request) {
-	author := staffAuthor(memberFrom(r.Context()))
 	c.change(w, r, "", func(ctx context.Context, co *tenant.Company, id string) error {
-		_, err := c.opts.Conversations.CompanyJoin(ctx, co.ID, id, &author, nil)
+		author, err := c.staffAuthor(ctx, memberFrom(ctx))
+		if err != nil {
+			return err
+		}
+		_, err = c.opts.Conversations.CompanyJoin(ctx, co.ID, id, &author, nil)
 		return err
 	})
 }
@@ -396,12 +411,15 @@ func (c *Console) reply(w http.ResponseWriter, r *http.Request) {
 	// Browsers send a textarea's line breaks as CRLF; a message's are
 	// newlines.
 	text := strings.ReplaceAll(r.PostForm.Get("text"), "\r\n", "\n")
-	m := &conversations.CompanyMessage{Author: staffAuthor(memberFrom(r.Context())), Text: &text}
 	c.change(w, r, text, func(ctx context.Context, co *tenant.Company, id string) error {
 		if strings.TrimSpace(text) == "" {
 			return httpx.Errorf(httpx.CodeInvalidRequest, "Write a message first.")
 		}
-		_, err := c.opts.Conversations.CompanyPost(ctx, co, id, m, "")
+		author, err := c.staffAuthor(ctx, memberFrom(ctx))
+		if err != nil {
+			return err
+		}
+		_, err = c.opts.Conversations.CompanyPost(ctx, co, id, &conversations.CompanyMessage{Author: author, Text: &text}, "")
 		return err
 	})
 }

@@ -253,13 +253,19 @@ func TestConversationChanges(t *testing.T) {
 	msg := r.lastMessage(t, r.ID, id)
 	require.Equal(t, "Hi, I'm here to help.\nWhich size?", msg["text"], "a textarea's line breaks are newlines")
 	require.Equal(t, "company", msg["role"])
-	require.Equal(t, map[string]any{"type": "human", "id": "staff_" + strconv.FormatInt(m.ID, 10), "name": m.Name}, msg["author"])
+	author := msg["author"].(map[string]any)
+	require.Equal(t, []any{"human", m.Name}, []any{author["type"], author["name"]})
+	// A stable ID of the member's that is not their row ID.
+	require.Regexp(t, `^staff_[A-Za-z0-9_-]{16}$`, author["id"])
+	require.NotEqual(t, "staff_"+strconv.FormatInt(m.ID, 10), author["id"])
 	// The Company API's checks: text that reads otherwise than it is.
 	body = do("reply", url.Values{"text": {strings.Repeat("long ", 7000)}}, http.StatusBadRequest)
 	require.Contains(t, body, "larger than")
 	body = do("reply", url.Values{"text": {"pay here\u202egnp.exe"}}, http.StatusBadRequest)
 	require.Contains(t, body, "message.text")
 	require.Contains(t, body, "pay here", "the text is kept for another try")
+	do("reply", url.Values{"text": {"Still here."}}, http.StatusSeeOther)
+	require.Equal(t, author, r.lastMessage(t, r.ID, id)["author"], "the same author again")
 	do("hand-back", nil, http.StatusSeeOther)
 	require.Equal(t, []any{"idle", "agent"}, r.state(t, r.ID, id)[:2])
 
