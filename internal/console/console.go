@@ -116,8 +116,8 @@ func (c *Console) Mount(r chi.Router) {
 		r.Post("/signin", c.signIn)
 		r.Post("/signin/passkey/begin", c.signInBegin)
 		r.Post("/signin/passkey/finish", c.signInFinish)
-		r.Get("/invite/{token}", c.invitePage)
-		r.Post("/invite/{token}", c.acceptInvite)
+		r.Get("/invite", c.invitePage)
+		r.Post("/invite", c.acceptInvite)
 	})
 	// Password given, second factor awaited.
 	r.Route("/signin/second", func(r chi.Router) {
