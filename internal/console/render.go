@@ -27,7 +27,8 @@ type pages struct {
 }
 
 // parsePages parses templates/layout.html with each other file of
-// templates/, which defines "content" (and may define "title").
+// templates/, which defines "content" and "title" (the page's name in
+// the title bar, before the Company's).
 func parsePages() (*pages, error) {
 	layout, err := template.New("layout.html").ParseFS(templateFiles, "templates/layout.html")
 	if err != nil {
@@ -66,8 +67,6 @@ type layoutData struct {
 	Nav []navItem
 	// Base is the console's path for the Company: /console/{slug}.
 	Base string
-	// Title names the page in the title bar.
-	Title string
 	// Page is the page's own data.
 	Page any
 }
