@@ -479,9 +479,16 @@ func decodeName(w http.ResponseWriter, r *http.Request) (string, error) {
 			return "", err
 		}
 	}
+	return body.Name, CheckKeyName(body.Name)
+}
+
+// CheckKeyName checks the name of an API key or operator token: optional
+// free text of at most 200 characters (httpx.TextProblem). Its error
+// names field "name".
+func CheckKeyName(name string) error {
 	var f httpx.Fields
-	f.Text("name", body.Name, false, maxName, true)
-	return body.Name, f.Err()
+	f.Text("name", name, false, maxName, true)
+	return f.Err()
 }
 
 func (a *Admin) createAPIKey(w http.ResponseWriter, r *http.Request) {
