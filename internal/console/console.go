@@ -32,6 +32,15 @@ type Options struct {
 	// AbsoluteTimeout ends a session this long after sign-in, used or not
 	// [12 hours].
 	AbsoluteTimeout time.Duration
+
+	// The Settings pages' services (settings.go): the admin API's
+	// settings code (*tenant.Admin), the Companies as stored with their
+	// API keys (*tenant.Store), registered APIs and tools
+	// (*registry.Store) and the webhook secret (*conversations.Delivery).
+	Settings      SettingsEditor
+	Tenants       CompanyStore
+	Registrations Registrations
+	Webhooks      WebhookSecrets
 }
 
 // Default timeouts of a console session.
@@ -102,6 +111,7 @@ func (c *Console) routes(r chi.Router) {
 	r.Get("/", c.home)
 	r.Get("/account", c.account)
 	r.Post("/signout", c.signOut)
+	c.settingsRoutes(r)
 }
 
 // home sends a member to the first page of the navigation their role

@@ -26,10 +26,11 @@ type pages struct {
 	byName map[string]*template.Template
 }
 
-// parsePages parses templates/layout.html with each other file of
-// templates/, which defines "content" (and may define "title").
+// parsePages parses templates/layout.html, with the templates that pages
+// share (templates/_*.html), with each other file of templates/, which
+// defines "content" (and may define "title").
 func parsePages() (*pages, error) {
-	layout, err := template.New("layout.html").ParseFS(templateFiles, "templates/layout.html")
+	layout, err := template.New("layout.html").ParseFS(templateFiles, "templates/layout.html", "templates/_*.html")
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
@@ -40,7 +41,7 @@ func parsePages() (*pages, error) {
 	p := &pages{byName: map[string]*template.Template{}}
 	for _, n := range names {
 		name := strings.TrimSuffix(path.Base(n), ".html")
-		if name == "layout" {
+		if name == "layout" || strings.HasPrefix(name, "_") {
 			continue
 		}
 		t, err := template.Must(layout.Clone()).ParseFS(templateFiles, n)
