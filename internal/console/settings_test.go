@@ -332,7 +332,8 @@ func TestSettingsWebhookSecret(t *testing.T) {
 }
 
 // TestSettingsRegistrations shows the Company's APIs and tools, and not
-// another Company's, by name.
+// another Company's, by name; another Company's settings pages are closed
+// to the Company's staff.
 func TestSettingsRegistrations(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
@@ -361,6 +362,21 @@ func TestSettingsRegistrations(t *testing.T) {
 	require.NotContains(t, body, "Their secret tool")
 	resp, _ = r.get(t, c, "/settings/apis/orders")
 	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+
+	// Another Company's settings pages: a session of acme is nothing
+	// there, and its CSRF token changes nothing.
+	before := r.settings(t, otherID)
+	resp, err = c.Get(r.env.PublicURL("/console/other/settings/organization"))
+	require.NoError(t, err)
+	body = readBody(t, resp)
+	require.NotEqual(t, http.StatusOK, resp.StatusCode)
+	require.NotContains(t, body, "Company other")
+	resp, err = c.PostForm(r.env.PublicURL("/console/other/settings/organization"), url.Values{
+		"csrf": {r.csrf(t, c)}, "organization.name": {"Taken over"}, "organization.domain": {"other.example"}})
+	require.NoError(t, err)
+	readBody(t, resp)
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	require.Equal(t, before, r.settings(t, otherID))
 }
 
 // TestAuditLogPage pages through the Company's audit log, newest first,
