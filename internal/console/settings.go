@@ -201,14 +201,20 @@ func (c *Console) settingsPage(w http.ResponseWriter, r *http.Request) {
 	c.showSettings(w, r, sec)
 }
 
-// showSettings renders sec's form with the Company's settings as stored.
-func (c *Console) showSettings(w http.ResponseWriter, r *http.Request, sec *section) {
+// stored reads the member's Company as stored, not as the request's
+// possibly cached copy, with its settings' JSON tree.
+func (c *Console) stored(r *http.Request) (*tenant.Company, map[string]any, error) {
 	co, err := c.opts.Tenants.GetByID(r.Context(), memberFrom(r.Context()).CompanyID)
 	if err != nil {
-		c.fail(w, r, err)
-		return
+		return nil, nil, err
 	}
 	tree, err := settingsTree(co.Settings)
+	return co, tree, err
+}
+
+// showSettings renders sec's form with the Company's settings as stored.
+func (c *Console) showSettings(w http.ResponseWriter, r *http.Request, sec *section) {
+	co, tree, err := c.stored(r)
 	if err != nil {
 		c.fail(w, r, err)
 		return
@@ -242,12 +248,7 @@ func (c *Console) saveSettings(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, status, "settings", settingsData{Nav: c.settingsNav(r, sec.ID), Section: sec,
 			Fields: fields, Version: version, Stale: stale, Errors: summary})
 	}
-	co, err := c.opts.Tenants.GetByID(r.Context(), m.CompanyID)
-	if err != nil {
-		c.fail(w, r, err)
-		return
-	}
-	tree, err := settingsTree(co.Settings)
+	_, tree, err := c.stored(r)
 	if err != nil {
 		c.fail(w, r, err)
 		return
