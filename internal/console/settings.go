@@ -77,6 +77,20 @@ func (c *Console) audited(next http.Handler) http.Handler {
 	}))
 }
 
+// postedForm returns the request's form, read within maxForm bytes: the
+// csrf middleware has read it unless the token came in a header. It
+// answers 400 itself when the form cannot be read.
+func (c *Console) postedForm(w http.ResponseWriter, r *http.Request) (formValues, bool) {
+	if r.PostForm == nil {
+		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+		if err := r.ParseForm(); err != nil {
+			c.renderError(w, r, http.StatusBadRequest, "The form could not be read.")
+			return nil, false
+		}
+	}
+	return formValues(r.PostForm), true
+}
+
 // settingsNav is the Settings pages' own navigation, with current marked.
 func (c *Console) settingsNav(r *http.Request, current string) []navItem {
 	m := memberFrom(r.Context())
@@ -241,7 +255,10 @@ func (c *Console) saveSettings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m := memberFrom(r.Context())
-	values := formValues(r.PostForm)
+	values, ok := c.postedForm(w, r)
+	if !ok {
+		return
+	}
 	version := values.get("version")
 	again := func(status int, stale bool, errs []httpx.FieldError) {
 		fields, summary := fieldViews(sec, values, errs)

@@ -269,9 +269,22 @@ func TestSettingsAPIKeys(t *testing.T) {
 	require.Contains(t, body, "deploy")
 	require.NotContains(t, body, secret[1], "shown once")
 
+	// The CSRF token in its header instead of the form: the form is read
+	// all the same.
+	req, err := http.NewRequest(http.MethodPost, r.url("/settings/api-keys"), strings.NewReader("name=by+header"))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-CSRF-Token", r.csrf(t, c))
+	resp, err = c.Do(req)
+	require.NoError(t, err)
+	readBody(t, resp)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
 	keys, err = r.env.Platform.Tenants.ListAPIKeys(ctx, r.ID)
 	require.NoError(t, err)
-	require.Len(t, keys, 1)
+	require.Len(t, keys, 2)
+	require.Equal(t, "by header", keys[0].Name)
+	require.NoError(t, r.env.Platform.Tenants.RevokeAPIKey(ctx, r.ID, keys[0].ID))
+	keys = keys[1:]
 	revoke := "/settings/api-keys/" + itoa(keys[0].ID) + "/revoke"
 
 	// Another Company's key is not found, and stays live.
@@ -294,13 +307,15 @@ func TestSettingsAPIKeys(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, got.Status, "revoked")
 
 	entries := r.auditLog(t, r.ID)
-	require.Len(t, entries, 2)
+	require.Len(t, entries, 3)
 	staff := audit.Actor{Kind: audit.KindStaff, ID: m.ID, Name: m.Name}
 	require.Equal(t, staff, entries[0].Actor)
 	require.Equal(t, "POST /console/{slug}/settings/api-keys/{id}/revoke", entries[0].Action)
-	require.Equal(t, staff, entries[1].Actor)
-	require.Equal(t, "POST /console/{slug}/settings/api-keys", entries[1].Action)
-	require.Equal(t, []string{"name"}, entries[1].Fields)
+	for _, e := range entries[1:] {
+		require.Equal(t, staff, e.Actor)
+		require.Equal(t, "POST /console/{slug}/settings/api-keys", e.Action)
+		require.Equal(t, []string{"name"}, e.Fields)
+	}
 }
 
 // TestSettingsWebhookSecret rotates the webhook secret as an admin: shown
