@@ -36,7 +36,8 @@ type Options struct {
 	// The Settings pages' services (settings.go): the admin API's
 	// settings code (*tenant.Admin), the Companies as stored with their
 	// API keys (*tenant.Store), registered APIs and tools
-	// (*registry.Store) and the webhook secret (*conversations.Delivery).
+	// (*registry.Store) and the webhook secret (*conversations.Delivery);
+	// a page whose service is nil is not served.
 	Settings      SettingsEditor
 	Tenants       CompanyStore
 	Registrations Registrations
@@ -111,7 +112,7 @@ func (c *Console) routes(r chi.Router) {
 	r.Get("/", c.home)
 	r.Get("/account", c.account)
 	r.Post("/signout", c.signOut)
-	c.settingsRoutes(r)
+	r.Group(c.settingsRoutes)
 }
 
 // home sends a member to the first page of the navigation their role

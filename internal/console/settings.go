@@ -35,26 +35,35 @@ type CompanyStore interface {
 	RevokeAPIKey(ctx context.Context, companyID, keyID int64) error
 }
 
-// settingsRoutes are the Settings pages and the audit log.
+// settingsRoutes are the Settings pages and the audit log. A page whose
+// service is nil in Options is not served.
 func (c *Console) settingsRoutes(r chi.Router) {
 	r.Group(func(r chi.Router) {
 		r.Use(c.allow(RoleAdmin), c.audited)
-		r.Get("/settings", c.settingsIndex)
-		r.Get("/settings/apis", c.registrationsPage)
-		r.Get("/settings/apis/{name}", c.apiPage)
-		r.Get("/settings/tools/{name}", c.toolPage)
-		r.Get("/settings/webhook", c.webhookPage)
-		r.Post("/settings/webhook", c.rotateWebhook)
-		r.Get("/settings/{section}", c.settingsPage)
-		r.Post("/settings/{section}", c.saveSettings)
+		if c.opts.Settings != nil && c.opts.Tenants != nil {
+			r.Get("/settings", c.settingsIndex)
+			r.Get("/settings/{section}", c.settingsPage)
+			r.Post("/settings/{section}", c.saveSettings)
+		}
+		if c.opts.Registrations != nil {
+			r.Get("/settings/apis", c.registrationsPage)
+			r.Get("/settings/apis/{name}", c.apiPage)
+			r.Get("/settings/tools/{name}", c.toolPage)
+		}
+		if c.opts.Webhooks != nil {
+			r.Get("/settings/webhook", c.webhookPage)
+			r.Post("/settings/webhook", c.rotateWebhook)
+		}
 	})
-	r.Group(func(r chi.Router) {
-		// Owners only.
-		r.Use(c.allow(), c.audited)
-		r.Get("/settings/api-keys", c.apiKeysPage)
-		r.Post("/settings/api-keys", c.createAPIKey)
-		r.Post("/settings/api-keys/{id}/revoke", c.revokeAPIKey)
-	})
+	if c.opts.Tenants != nil {
+		r.Group(func(r chi.Router) {
+			// Owners only.
+			r.Use(c.allow(), c.audited)
+			r.Get("/settings/api-keys", c.apiKeysPage)
+			r.Post("/settings/api-keys", c.createAPIKey)
+			r.Post("/settings/api-keys/{id}/revoke", c.revokeAPIKey)
+		})
+	}
 	r.With(c.allow(RoleAdmin, RoleAuditor)).Get("/audit", c.auditPage)
 }
 
