@@ -19,13 +19,13 @@ import (
 const (
 	KindOperatorToken = "operator_token"
 	KindAPIKey        = "api_key"
-	// KindStaff is a member of a Company's staff acting in its console,
-	// named by the member's id (and name); such an actor has no prefix.
+	// KindStaff is a staff member signed in to the Company console, named
+	// by their id and email.
 	KindStaff = "staff"
 )
 
 // Actor is who made a change: a credential, named by its id, the prefix of
-// its secret and its name, or a staff member, by id and name.
+// its secret and its name.
 type Actor struct {
 	Kind   string `json:"kind"`
 	ID     int64  `json:"id"`

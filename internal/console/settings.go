@@ -9,7 +9,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/poppyhost/poppyhost/internal/audit"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
@@ -36,10 +35,13 @@ type CompanyStore interface {
 }
 
 // settingsRoutes are the Settings pages and the audit log. A page whose
-// service is nil in Options is not served.
+// service is nil in Options is not served. Every change is audited in the
+// signed-in member's name (Mount, authenticate): the stores record it in
+// the change's transaction, audit.Middleware after a change that
+// answered 2xx and did not.
 func (c *Console) settingsRoutes(r chi.Router) {
 	r.Group(func(r chi.Router) {
-		r.Use(c.allow(RoleAdmin), c.audited)
+		r.Use(c.allow(RoleAdmin))
 		if c.opts.Settings != nil && c.opts.Tenants != nil {
 			r.Get("/settings", c.settingsIndex)
 			r.Get("/settings/{section}", c.settingsPage)
@@ -58,32 +60,13 @@ func (c *Console) settingsRoutes(r chi.Router) {
 	if c.opts.Tenants != nil {
 		r.Group(func(r chi.Router) {
 			// Owners only.
-			r.Use(c.allow(), c.audited)
+			r.Use(c.allow())
 			r.Get("/settings/api-keys", c.apiKeysPage)
 			r.Post("/settings/api-keys", c.createAPIKey)
 			r.Post("/settings/api-keys/{id}/revoke", c.revokeAPIKey)
 		})
 	}
 	r.With(c.allow(RoleAdmin, RoleAuditor)).Get("/audit", c.auditPage)
-}
-
-// audited records every change behind it in the audit log, in the name of
-// the signed-in member (audit.KindStaff), for the URL's Company: the
-// stores record it in the change's transaction, and audit.Middleware
-// after a change that answered 2xx and did not.
-func (c *Console) audited(next http.Handler) http.Handler {
-	name := func(m Member) string {
-		if m.Name != "" {
-			return m.Name
-		}
-		return m.Email
-	}
-	return audit.Middleware(c.opts.Pool)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		m := memberFrom(r.Context())
-		audit.SetActor(r.Context(), audit.Actor{Kind: audit.KindStaff, ID: m.ID, Name: name(m)})
-		audit.SetCompany(r.Context(), m.CompanyID, m.CompanySlug)
-		next.ServeHTTP(w, r)
-	}))
 }
 
 // postedForm returns the request's form, read within maxForm bytes: the

@@ -153,6 +153,11 @@ var sections = []section{
 			{Path: "rate_limits.per_session", Label: "Requests a minute per Session", Kind: kindNumber},
 			{Path: "rate_limits.per_address", Label: "Requests a minute per address", Kind: kindNumber},
 		}},
+	{ID: "console", Title: "Console", Intro: "How the Company's staff sign in to this console.",
+		Fields: []field{
+			{Path: "console.require_second_factor", Label: "Staff who sign in with a password must also use a passkey or a TOTP code",
+				Kind: kindCheckbox},
+		}},
 	{ID: "discovery", Title: "Discovery", Intro: "What poppy.json lists besides the above (spec 3.3, 7, 9.4).",
 		Fields: []field{
 			{Path: "apis", Label: "APIs listed (JSON)", Kind: kindJSON,

@@ -196,7 +196,7 @@ func TestSettingsForm(t *testing.T) {
 	require.Equal(t, "Acme Renamed", r.settings(t, r.ID).Organization.Name)
 	entries := r.auditLog(t, r.ID)
 	require.Len(t, entries, 1)
-	require.Equal(t, audit.Actor{Kind: audit.KindStaff, ID: m.ID, Name: m.Name}, entries[0].Actor)
+	require.Equal(t, audit.Actor{Kind: audit.KindStaff, ID: m.ID, Name: m.Email}, entries[0].Actor)
 	require.Equal(t, "POST /console/{slug}/settings/{section}", entries[0].Action)
 	require.Equal(t, []string{"organization.name"}, entries[0].Fields)
 	_, body = r.get(t, c, "/settings/organization?saved=1")
@@ -308,7 +308,7 @@ func TestSettingsAPIKeys(t *testing.T) {
 
 	entries := r.auditLog(t, r.ID)
 	require.Len(t, entries, 3)
-	staff := audit.Actor{Kind: audit.KindStaff, ID: m.ID, Name: m.Name}
+	staff := audit.Actor{Kind: audit.KindStaff, ID: m.ID, Name: m.Email}
 	require.Equal(t, staff, entries[0].Actor)
 	require.Equal(t, "POST /console/{slug}/settings/api-keys/{id}/revoke", entries[0].Action)
 	for _, e := range entries[1:] {
@@ -342,7 +342,7 @@ func TestSettingsWebhookSecret(t *testing.T) {
 	require.NotContains(t, body, "whsec_", "shown once")
 	entries := r.auditLog(t, r.ID)
 	require.Len(t, entries, 1)
-	require.Equal(t, audit.Actor{Kind: audit.KindStaff, ID: m.ID, Name: m.Name}, entries[0].Actor)
+	require.Equal(t, audit.Actor{Kind: audit.KindStaff, ID: m.ID, Name: m.Email}, entries[0].Actor)
 	require.Equal(t, "POST /console/{slug}/settings/webhook", entries[0].Action)
 }
 
