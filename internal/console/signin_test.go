@@ -102,3 +102,25 @@ func TestUnsafeRequestsNeedCSRFToken(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
 	require.False(t, r.signedIn(fresh))
 }
+
+// TestSignInThrottled locks an email after repeated wrong passwords, as
+// accounts are: then even the right password is refused, with
+// Retry-After, without being checked.
+func TestSignInThrottled(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	m, password := r.member(t, console.RoleOwner)
+	c := r.client(t)
+	var resp *http.Response
+	for range 12 {
+		resp = r.passwordSignIn(t, c, m.Email, "a wrong password")
+		if resp.StatusCode == http.StatusTooManyRequests {
+			break
+		}
+	}
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+	resp = r.passwordSignIn(t, c, m.Email, password)
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	require.False(t, r.signedIn(c))
+}

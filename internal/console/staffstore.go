@@ -130,11 +130,16 @@ type Invite struct {
 // InviteLifetime is how long an invite link works.
 const InviteLifetime = 7 * 24 * time.Hour
 
-// CreateInvite stores an invite and returns its token, which only the
-// link shown once holds (the database keeps its hash), audited in the
-// same transaction. It returns ErrTaken if a staff member has the email.
+// CreateInvite stores an invite from staff member by (0: the operator)
+// and returns its token, which only the link shown once holds (the
+// database keeps its hash), audited in the same transaction. It returns
+// ErrTaken if a staff member has the email.
 func (s *Store) CreateInvite(ctx context.Context, inv Invite, by int64) (string, error) {
 	token := newToken()
+	var inviter any
+	if by != 0 {
+		inviter = by
+	}
 	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var taken bool
 		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM staff WHERE company_id = $1 AND email = $2)`,
@@ -146,7 +151,7 @@ func (s *Store) CreateInvite(ctx context.Context, inv Invite, by int64) (string,
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO staff_invites (token_hash, company_id, email, name, role, invited_by, expires_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7)`, tokenHash(token), inv.CompanyID, inv.Email, inv.Name,
-			string(inv.Role), by, inv.ExpiresAt); err != nil {
+			string(inv.Role), inviter, inv.ExpiresAt); err != nil {
 			return err
 		}
 		audit.Note(ctx, "email", "name", "role")
@@ -196,6 +201,7 @@ func (s *Store) AcceptInvite(ctx context.Context, companyID int64, token, name, 
 			return err
 		}
 		audit.SetActor(ctx, actorOf(m))
+		audit.SetCompany(ctx, m.CompanyID, m.CompanySlug)
 		audit.Note(ctx, "name", "password")
 		return audit.Record(ctx, tx)
 	})

@@ -108,6 +108,15 @@ package crosstenant_test
 //	dpop.Store               Seen                            yes      A's proof jti does not count at B, and
 //	                                                                  stays seen at A
 //	                         Sweep                           no       a sweep over every Company
+//	console.Store            List                            yes      none of A's staff
+//	                         Authenticate                    yes      A's email and password do not sign in at B
+//	                         SetRole, Remove                 yes      ErrNotFound, A's member unchanged
+//	                         CreateInvite, AcceptInvite      yes      A's invite token is not found at B; A's
+//	                                                                  still works at A
+//	                         Create                          yes      the same email as A's is B's own member
+//	                         DeleteExpired                   no       a sweep over every Company
+//	                         (sessions, passkeys, ceremo-    yes      in package console (store_tenant_test.go:
+//	                         nies, TOTP, invite lookup)               unexported): B finds none of A's, A's kept
 
 import (
 	"context"
