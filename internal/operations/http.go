@@ -29,7 +29,7 @@ func NewHandler(store *Store, now func() time.Time) *Handler {
 
 // CompanyAPI mounts the operations routes under /company/v1
 // (httpx.CompanyAPIRoutes): GET /operations, newest first, paged by
-// ?after={operation_id}; GET /operations/{id}, one with every revision's
+// ?after={operation_id} and narrowed by ParseFilter's parameters; GET /operations/{id}, one with every revision's
 // terms; and POST /operations/{id}/resolve, the Company's word on an
 // unknown outcome.
 func (h *Handler) CompanyAPI(r chi.Router) { h.routes(r) }
@@ -56,7 +56,12 @@ func (h *Handler) serveList(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, r, httpx.Errorf(httpx.CodeInvalidRequest, "after must be an operation_id"))
 		return
 	}
-	list, err := h.store.List(ctx, tenant.FromContext(ctx).ID, after, int(limit))
+	f, err := ParseFilter(r.URL.Query())
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	list, err := h.store.Search(ctx, tenant.FromContext(ctx).ID, f, after, int(limit))
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return
