@@ -25,6 +25,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/botauth"
 	"github.com/poppyhost/poppyhost/internal/browserjoin"
 	"github.com/poppyhost/poppyhost/internal/clientauth"
+	"github.com/poppyhost/poppyhost/internal/console"
 	"github.com/poppyhost/poppyhost/internal/conversations"
 	"github.com/poppyhost/poppyhost/internal/discovery"
 	"github.com/poppyhost/poppyhost/internal/dpop"
@@ -320,6 +321,15 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		mcp.Public(r)
 		convs.Public(r)
 	})
+
+	// The Company console (docs/console.md): each page's services are
+	// passed in console.Options.
+	consoleApp, err := console.New(console.Options{Pool: opts.Pool, Passwords: p.Accounts, Companies: companies,
+		URLs: opts.URLs, Logger: logger, Now: now})
+	if err != nil {
+		return nil, err
+	}
+	platform.Route("/console/{slug}", consoleApp.Mount)
 
 	company := newRouter()
 	company.Use(recognize, tenant.LimitByAddress(limits))

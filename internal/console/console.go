@@ -1,0 +1,159 @@
+package console
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/poppyhost/poppyhost/internal/accounts"
+	"github.com/poppyhost/poppyhost/internal/tenant"
+)
+
+// Options are what a Console is built from. Each page adds the services
+// it needs here; the platform passes them.
+type Options struct {
+	Pool *pgxpool.Pool
+	// Passwords hashes and checks staff passwords under the accounts'
+	// limits and throttle (accounts.Store.AuthenticateOther).
+	Passwords *accounts.Store
+	// Companies finds the Company of the URL's slug.
+	Companies tenant.Lookup
+	URLs      tenant.URLs
+	Logger    *slog.Logger
+	// Now is the clock [time.Now].
+	Now func() time.Time
+	// IdleTimeout ends a session not used for this long [30 minutes].
+	IdleTimeout time.Duration
+	// AbsoluteTimeout ends a session this long after sign-in, used or not
+	// [12 hours].
+	AbsoluteTimeout time.Duration
+}
+
+// Default timeouts of a console session.
+const (
+	DefaultIdleTimeout     = 30 * time.Minute
+	DefaultAbsoluteTimeout = 12 * time.Hour
+)
+
+// Console serves the Company console.
+type Console struct {
+	opts  Options
+	staff *Store
+	log   *slog.Logger
+	now   func() time.Time
+	pages *pages
+}
+
+// New returns a Console.
+func New(opts Options) (*Console, error) {
+	if opts.Pool == nil || opts.Passwords == nil || opts.Companies == nil || opts.URLs.Public == nil {
+		return nil, errors.New("console: Pool, Passwords, Companies and URLs are required")
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
+	}
+	if opts.AbsoluteTimeout <= 0 {
+		opts.AbsoluteTimeout = DefaultAbsoluteTimeout
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	p, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	return &Console{opts: opts, staff: NewStore(opts.Pool, opts.Passwords), log: opts.Logger,
+		now: opts.Now, pages: p}, nil
+}
+
+// Mount adds the console's routes to r, which the platform mounts at
+// /console/{slug} on its own host.
+func (c *Console) Mount(r chi.Router) {
+	r.Use(c.headers, c.company)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		c.renderError(w, r, http.StatusNotFound, "There is no such page.")
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		c.renderError(w, r, http.StatusMethodNotAllowed, "This page cannot be used that way.")
+	})
+	r.Get("/assets/{name}", c.asset)
+	// Signed out: the pre-session cookie binds the forms' CSRF tokens.
+	r.Group(func(r chi.Router) {
+		r.Use(c.preSession, c.csrf)
+		r.Get("/signin", c.signInPage)
+		r.Post("/signin", c.signIn)
+	})
+	r.Group(func(r chi.Router) {
+		r.Use(c.authenticate, c.csrf)
+		c.routes(r)
+	})
+}
+
+// routes are the signed-in pages. Each page adds its own group here.
+func (c *Console) routes(r chi.Router) {
+	r.Get("/", c.home)
+	r.Get("/account", c.account)
+	r.Post("/signout", c.signOut)
+}
+
+// home sends a member to the first page of the navigation their role
+// may see.
+func (c *Console) home(w http.ResponseWriter, r *http.Request) {
+	m := memberFrom(r.Context())
+	to := c.base(m.CompanySlug) + "/inbox"
+	if nav := navFor(m, ""); len(nav) > 0 {
+		to = nav[0].URL
+	}
+	http.Redirect(w, r, to, http.StatusSeeOther)
+}
+
+// account shows the member their own account.
+func (c *Console) account(w http.ResponseWriter, r *http.Request) {
+	c.render(w, r, http.StatusOK, "account", nil)
+}
+
+// base is the console's path for a Company.
+func (c *Console) base(slug string) string { return "/console/" + slug }
+
+// navItem is one entry of the navigation.
+type navItem struct {
+	Label   string
+	URL     string
+	Current bool
+}
+
+// navPages are the console's pages in navigation order, with the roles
+// besides owner that may open them (docs/console.md, "Roles").
+var navPages = []struct {
+	label, path string
+	roles       []Role
+}{
+	{"Inbox", "inbox", []Role{RoleAdmin, RoleAgent}},
+	{"Conversations", "conversations", []Role{RoleAdmin, RoleAgent, RoleAuditor}},
+	{"Operations", "operations", []Role{RoleAdmin, RoleAgent, RoleAuditor}},
+	{"Feedback", "feedback", []Role{RoleAdmin, RoleAgent, RoleAuditor}},
+	{"Agents", "agents", []Role{RoleAdmin, RoleAgent, RoleAuditor}},
+	{"Settings", "settings", []Role{RoleAdmin}},
+	{"Audit log", "audit", []Role{RoleAdmin, RoleAuditor}},
+	{"Staff", "staff", []Role{RoleAdmin}},
+}
+
+// navFor is the navigation m's role may see, with current marked.
+func navFor(m Member, current string) []navItem {
+	var out []navItem
+	for _, p := range navPages {
+		if m.Role == RoleOwner || slices.Contains(p.roles, m.Role) {
+			out = append(out, navItem{Label: p.label, URL: "/console/" + m.CompanySlug + "/" + p.path,
+				Current: p.path == current})
+		}
+	}
+	return out
+}

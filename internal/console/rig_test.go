@@ -1,0 +1,187 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/poppyhost/poppyhost/internal/accounts"
+	"github.com/poppyhost/poppyhost/internal/console"
+	"github.com/poppyhost/poppyhost/internal/issuer"
+	"github.com/poppyhost/poppyhost/internal/platform"
+	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/chrome"
+)
+
+// rig is the platform over HTTPS on its own database with one Company,
+// for the console's tests.
+type rig struct {
+	env *testkit.Env
+	// Slug and ID are the Company's.
+	Slug  string
+	ID    int64
+	staff *console.Store
+	n     atomic.Int64
+}
+
+// rigSlug is the rig's Company.
+const rigSlug = "acme"
+
+// newRig starts the platform with a Company, rigSlug.
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	env := testkit.SetupWith(t, testkit.Options{Platform: func(o *platform.Options) {
+		o.PasswordHashes = accounts.Limits{Queue: 1000, PerCompany: 1000, MaxWait: time.Minute}
+		o.LoginRates = issuer.LoginRates{PerAddress: 10000, PerCompany: 10000}
+	}})
+	r := &rig{env: env, staff: console.NewStore(env.Pool, env.Platform.Accounts)}
+	r.Slug, r.ID = r.company(t, rigSlug)
+	return r
+}
+
+// company creates another Company and returns its slug and id.
+func (r *rig) company(t *testing.T, slug string) (string, int64) {
+	t.Helper()
+	r.env.CreateCompany(t, map[string]any{"slug": slug,
+		"organization": map[string]any{"name": "Company " + slug, "domain": slug + ".example"}})
+	var id int64
+	require.NoError(t, r.env.Pool.QueryRow(context.Background(), `SELECT id FROM companies WHERE slug = $1`, slug).Scan(&id))
+	return slug, id
+}
+
+// url is the https URL of path under the rig Company's console.
+func (r *rig) url(path string) string { return r.env.PublicURL("/console/" + r.Slug + path) }
+
+// member adds a staff member with role to the rig's Company and returns
+// it with its password.
+func (r *rig) member(t *testing.T, role console.Role) (console.Member, string) {
+	t.Helper()
+	return r.memberOf(t, r.ID, role)
+}
+
+// memberOf adds a staff member with role to the Company companyID.
+func (r *rig) memberOf(t *testing.T, companyID int64, role console.Role) (console.Member, string) {
+	t.Helper()
+	n := r.n.Add(1)
+	password := fmt.Sprintf("correct horse %d battery", n)
+	m, err := r.staff.Create(context.Background(), companyID, fmt.Sprintf("%s%d@staff.example", role, n),
+		fmt.Sprintf("%s %d", role, n), role, password)
+	require.NoError(t, err)
+	return m, password
+}
+
+// client is a cookie-keeping client of the platform that follows no
+// redirects.
+func (r *rig) client(t *testing.T) *http.Client {
+	t.Helper()
+	return r.env.Browser(t).Client
+}
+
+// signIn returns a client signed in as a new member with role.
+func (r *rig) signIn(t *testing.T, role console.Role) *http.Client {
+	t.Helper()
+	m, password := r.member(t, role)
+	c := r.client(t)
+	resp := r.post(t, c, "/signin", url.Values{"email": {m.Email}, "password": {password}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(t, "/console/"+r.Slug+"/", resp.Header.Get("Location"))
+	return c
+}
+
+// get fetches path of the console with c and returns the answer with its
+// body read.
+func (r *rig) get(t *testing.T, c *http.Client, path string) (*http.Response, string) {
+	t.Helper()
+	resp, err := c.Get(r.url(path))
+	require.NoError(t, err)
+	return resp, readBody(t, resp)
+}
+
+// post sends form to path of the console with the CSRF token of c's
+// session (or pre-session) added, as the console's own forms do.
+func (r *rig) post(t *testing.T, c *http.Client, path string, form url.Values) *http.Response {
+	t.Helper()
+	if form == nil {
+		form = url.Values{}
+	}
+	form.Set("csrf", r.csrf(t, c))
+	return r.postRaw(t, c, path, form)
+}
+
+// postRaw sends form to path as it is, from the console's origin.
+func (r *rig) postRaw(t *testing.T, c *http.Client, path string, form url.Values) *http.Response {
+	t.Helper()
+	resp, err := c.PostForm(r.url(path), form)
+	require.NoError(t, err)
+	readBody(t, resp)
+	return resp
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// csrf is the CSRF token of c's session, read from the account page's
+// forms, or of its pre-session, from the sign-in page's when c is signed
+// out.
+func (r *rig) csrf(t *testing.T, c *http.Client) string {
+	t.Helper()
+	resp, body := r.get(t, c, "/account")
+	if resp.StatusCode != http.StatusOK {
+		_, body = r.get(t, c, "/signin")
+	}
+	m := csrfField.FindStringSubmatch(body)
+	require.NotNil(t, m, "no CSRF token in %s", body)
+	return m[1]
+}
+
+// browser returns Chromium signed in as a new member with role, showing
+// the console's home page.
+func (r *rig) browser(t *testing.T, role console.Role) *chrome.Browser {
+	t.Helper()
+	m, password := r.member(t, role)
+	b := chrome.Start(t, r.env.CA, testkit.PublicHost)
+	b.Load(chromedp.Navigate(r.url("/signin")))
+	b.Do(chromedp.SendKeys(`#email`, m.Email), chromedp.SendKeys(`#password`, password))
+	b.Load(chromedp.Click(`button[value="signin"]`))
+	require.NotContains(t, chrome.Run(b, chromedp.Location()), "/signin")
+	return b
+}
+
+// EnvScreenshots names the directory where the Chromium tests write their
+// screenshots (docs/console to refresh the guide's).
+const EnvScreenshots = "POPPYHOST_CONSOLE_SCREENSHOTS"
+
+// screenshot writes a PNG of b's whole page as name.png into
+// $POPPYHOST_CONSOLE_SCREENSHOTS, or a temporary directory (logged).
+func (r *rig) screenshot(t *testing.T, b *chrome.Browser, name string) {
+	t.Helper()
+	dir := os.Getenv(EnvScreenshots)
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	png := chrome.Run(b, chromedp.FullScreenshot(100))
+	require.Less(t, len(png), 300<<10, "screenshot %s is too large", name)
+	path := filepath.Join(dir, name+".png")
+	require.NoError(t, os.WriteFile(path, png, 0o644))
+	t.Logf("screenshot: %s", path)
+}
+
+// signedIn reports whether c holds a session cookie of the rig Company.
+func (r *rig) signedIn(c *http.Client) bool {
+	u, _ := url.Parse(r.url("/"))
+	for _, ck := range c.Jar.Cookies(u) {
+		if ck.Name == "__Host-console-s-"+r.Slug {
+			return true
+		}
+	}
+	return false
+}
