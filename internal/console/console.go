@@ -11,6 +11,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/poppyhost/poppyhost/internal/accounts"
+	"github.com/poppyhost/poppyhost/internal/feedback"
+	"github.com/poppyhost/poppyhost/internal/issuer"
+	"github.com/poppyhost/poppyhost/internal/operations"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
@@ -32,6 +35,13 @@ type Options struct {
 	// AbsoluteTimeout ends a session this long after sign-in, used or not
 	// [12 hours].
 	AbsoluteTimeout time.Duration
+
+	// Operations, Feedback and Grants are the stores the Operations,
+	// Feedback and Agents pages read, as the Company API does; a page
+	// whose store is nil is not served.
+	Operations *operations.Store
+	Feedback   *feedback.Store
+	Grants     *issuer.Store
 }
 
 // Default timeouts of a console session.
@@ -102,6 +112,15 @@ func (c *Console) routes(r chi.Router) {
 	r.Get("/", c.home)
 	r.Get("/account", c.account)
 	r.Post("/signout", c.signOut)
+	if c.opts.Operations != nil {
+		r.Group(c.operationsRoutes)
+	}
+	if c.opts.Feedback != nil {
+		r.Group(c.feedbackRoutes)
+	}
+	if c.opts.Grants != nil {
+		r.Group(c.agentsRoutes)
+	}
 }
 
 // home sends a member to the first page of the navigation their role

@@ -325,7 +325,8 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	// The Company console (docs/console.md): each page's services are
 	// passed in console.Options.
 	consoleApp, err := console.New(console.Options{Pool: opts.Pool, Passwords: p.Accounts, Companies: companies,
-		URLs: opts.URLs, Logger: logger, Now: now})
+		URLs: opts.URLs, Logger: logger, Now: now,
+		Operations: opStore, Feedback: feedback.NewStore(opts.Pool), Grants: oauth.Store()})
 	if err != nil {
 		return nil, err
 	}
