@@ -1,7 +1,6 @@
 package console_test
 
 import (
-	"net/http"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -20,11 +19,7 @@ import (
 func TestChromiumResolveUnknownOperation(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
-	resp := r.env.Admin(t, http.MethodPatch, "/admin/v1/companies/"+r.Slug, map[string]any{
-		"feedback": map[string]any{"enabled": true, "alternatives": []any{map[string]any{
-			"task": "Cancel an order", "alternative": map[string]any{"instructions": "Cancel it in the app, under Orders.",
-				"references": []any{map[string]any{"type": "web", "url": "https://acme.example/orders"}}}}}}})
-	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	r.alternative(t, "Cancel an order", "Cancel it in the app, under Orders.", "https://acme.example/orders")
 	r.operation(t, r.ID, "exchange o-1001", `{"order_id": "o-1001", "size": "L"}`, false)
 	unknown := r.operation(t, r.ID, "exchange o-1002", `{"order_id": "o-1002", "size": "M", "fee": "4.99 USD"}`, true)
 	r.report(t, r.ID, "Cancel an order", "The User asked to cancel order o-1003; the API has no cancel endpoint.", true)
