@@ -1,19 +1,25 @@
 package console
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-webauthn/webauthn/webauthn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/poppyhost/poppyhost/internal/accounts"
+	"github.com/poppyhost/poppyhost/internal/audit"
 	"github.com/poppyhost/poppyhost/internal/feedback"
 	"github.com/poppyhost/poppyhost/internal/issuer"
+	"github.com/poppyhost/poppyhost/internal/jobs"
 	"github.com/poppyhost/poppyhost/internal/operations"
+	"github.com/poppyhost/poppyhost/internal/sealing"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
@@ -24,6 +30,8 @@ type Options struct {
 	// Passwords hashes and checks staff passwords under the accounts'
 	// limits and throttle (accounts.Store.AuthenticateOther).
 	Passwords *accounts.Store
+	// Sealer seals staff members' TOTP secrets.
+	Sealer *sealing.Sealer
 	// Companies finds the Company of the URL's slug.
 	Companies tenant.Lookup
 	URLs      tenant.URLs
@@ -52,17 +60,18 @@ const (
 
 // Console serves the Company console.
 type Console struct {
-	opts  Options
-	staff *Store
-	log   *slog.Logger
-	now   func() time.Time
-	pages *pages
+	opts     Options
+	staff    *Store
+	log      *slog.Logger
+	now      func() time.Time
+	pages    *pages
+	webauthn *webauthn.WebAuthn
 }
 
 // New returns a Console.
 func New(opts Options) (*Console, error) {
-	if opts.Pool == nil || opts.Passwords == nil || opts.Companies == nil || opts.URLs.Public == nil {
-		return nil, errors.New("console: Pool, Passwords, Companies and URLs are required")
+	if opts.Pool == nil || opts.Passwords == nil || opts.Sealer == nil || opts.Companies == nil || opts.URLs.Public == nil {
+		return nil, errors.New("console: Pool, Passwords, Sealer, Companies and URLs are required")
 	}
 	if opts.IdleTimeout <= 0 {
 		opts.IdleTimeout = DefaultIdleTimeout
@@ -80,14 +89,18 @@ func New(opts Options) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
+	wa, err := newWebAuthn(opts.URLs)
+	if err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
 	return &Console{opts: opts, staff: NewStore(opts.Pool, opts.Passwords), log: opts.Logger,
-		now: opts.Now, pages: p}, nil
+		now: opts.Now, pages: p, webauthn: wa}, nil
 }
 
 // Mount adds the console's routes to r, which the platform mounts at
 // /console/{slug} on its own host.
 func (c *Console) Mount(r chi.Router) {
-	r.Use(c.headers, c.company)
+	r.Use(c.headers, audit.Middleware(c.opts.Pool), c.company)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		c.renderError(w, r, http.StatusNotFound, "There is no such page.")
 	})
@@ -100,6 +113,20 @@ func (c *Console) Mount(r chi.Router) {
 		r.Use(c.preSession, c.csrf)
 		r.Get("/signin", c.signInPage)
 		r.Post("/signin", c.signIn)
+		r.Post("/signin/passkey/begin", c.signInBegin)
+		r.Post("/signin/passkey/finish", c.signInFinish)
+		r.Get("/invite/{token}", c.invitePage)
+		r.Post("/invite/{token}", c.acceptInvite)
+	})
+	// Password given, second factor awaited.
+	r.Route("/signin/second", func(r chi.Router) {
+		r.Use(c.pending, c.csrf)
+		r.Get("/", c.secondFactorPage)
+		r.Post("/totp", c.secondTOTP)
+		r.Post("/enroll", c.secondEnroll)
+		// Signing in changes nothing the audit log keeps.
+		r.With(audit.Exempt).Post("/passkey/begin", c.secondBegin)
+		r.With(audit.Exempt).Post("/passkey/finish", c.secondFinish)
 	})
 	r.Group(func(r chi.Router) {
 		r.Use(c.authenticate, c.csrf)
@@ -107,11 +134,38 @@ func (c *Console) Mount(r chi.Router) {
 	})
 }
 
+// Sweeps delete the sessions, invites and ceremonies that can no longer
+// be used.
+func (c *Console) Sweeps() []jobs.Sweep {
+	return []jobs.Sweep{{Name: "console_sweep_expired", Every: 10 * time.Minute,
+		Run: func(ctx context.Context, now time.Time) (int64, error) {
+			return c.staff.DeleteExpired(ctx, now, c.opts.IdleTimeout, c.opts.AbsoluteTimeout)
+		}}}
+}
+
 // routes are the signed-in pages. Each page adds its own group here.
 func (c *Console) routes(r chi.Router) {
 	r.Get("/", c.home)
-	r.Get("/account", c.account)
 	r.Post("/signout", c.signOut)
+	r.Post("/signout/everywhere", c.signOutEverywhere)
+	r.Route("/account", func(r chi.Router) {
+		r.Get("/", c.account)
+		r.Get("/totp", c.totpPage)
+		r.Post("/totp", c.setUpTOTP)
+		r.With(audit.Exempt).Post("/passkeys/begin", c.registerBegin)
+		r.Post("/passkeys/finish", c.registerFinish)
+		r.Post("/passkeys/{id}/remove", c.removePasskey)
+	})
+	r.Group(func(r chi.Router) {
+		r.Use(c.allow(RoleAdmin))
+		r.Get("/staff", c.staffList)
+	})
+	r.Group(func(r chi.Router) {
+		r.Use(c.allow(RoleOwner))
+		r.Post("/staff/invite", c.invite)
+		r.Post("/staff/{id}/role", c.changeRole)
+		r.Post("/staff/{id}/remove", c.removeStaff)
+	})
 	if c.opts.Operations != nil {
 		r.Group(c.operationsRoutes)
 	}
@@ -132,11 +186,6 @@ func (c *Console) home(w http.ResponseWriter, r *http.Request) {
 		to = nav[0].URL
 	}
 	http.Redirect(w, r, to, http.StatusSeeOther)
-}
-
-// account shows the member their own account.
-func (c *Console) account(w http.ResponseWriter, r *http.Request) {
-	c.render(w, r, http.StatusOK, "account", nil)
 }
 
 // base is the console's path for a Company.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/poppyhost/poppyhost/internal/audit"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
@@ -173,40 +174,53 @@ func (c *Console) preSession(next http.Handler) http.Handler {
 }
 
 // authenticate lets through requests with a signed-in session of the
-// URL's Company, with the member in the context (memberFrom). Others are
-// sent to the sign-in page, or refused 403 for unsafe methods.
-func (c *Console) authenticate(next http.Handler) http.Handler {
+// URL's Company, with the member in the context (memberFrom) and named as
+// the actor of any change the audit log records. Others are sent to the
+// sign-in page (or the second factor), or refused 403 for unsafe methods.
+func (c *Console) authenticate(next http.Handler) http.Handler { return c.withSession(false, next) }
+
+// pending is authenticate for the second factor's routes: it lets through
+// only sessions that have passed the password and wait for their second
+// factor.
+func (c *Console) pending(next http.Handler) http.Handler { return c.withSession(true, next) }
+
+func (c *Console) withSession(pending bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		co := tenant.FromContext(r.Context())
 		ck, err := r.Cookie(sessionCookie(co.Slug))
 		if err != nil {
-			c.signInFirst(w, r)
+			c.signInFirst(w, r, "/signin")
 			return
 		}
 		s, err := c.staff.session(r.Context(), co, tokenHash(ck.Value), c.now(), c.opts.IdleTimeout, c.opts.AbsoluteTimeout)
 		switch {
 		case errors.Is(err, ErrNotFound):
 			setCookie(w, sessionCookie(co.Slug), "")
-			c.signInFirst(w, r)
+			c.signInFirst(w, r, "/signin")
 			return
 		case err != nil:
 			c.fail(w, r, err)
 			return
-		case s.secondFactor:
-			c.signInFirst(w, r)
+		case s.secondFactor && !pending:
+			c.signInFirst(w, r, "/signin/second")
+			return
+		case !s.secondFactor && pending:
+			c.signInFirst(w, r, "/")
 			return
 		}
 		ctx := withCSRF(withMember(r.Context(), s.member), ck.Value)
+		audit.SetActor(ctx, actorOf(s.member))
+		audit.SetCompany(ctx, co.ID, co.Slug)
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
-// signInFirst answers a request that needs a session: GET and HEAD go to
-// the sign-in page, anything else is refused.
-func (c *Console) signInFirst(w http.ResponseWriter, r *http.Request) {
+// signInFirst answers a request that needs another session: GET and HEAD
+// go to path (of the console), anything else is refused.
+func (c *Console) signInFirst(w http.ResponseWriter, r *http.Request, path string) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		c.renderError(w, r, http.StatusForbidden, "You are signed out. Sign in and try again.")
 		return
 	}
-	http.Redirect(w, r, c.base(chi.URLParam(r, "slug"))+"/signin", http.StatusSeeOther)
+	http.Redirect(w, r, c.base(chi.URLParam(r, "slug"))+path, http.StatusSeeOther)
 }

@@ -54,11 +54,26 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	if err := c.startSession(w, r, m, false); err != nil {
+	second, err := c.needsSecondFactor(r.Context(), co, m)
+	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
-	http.Redirect(w, r, c.base(co.Slug)+"/", http.StatusSeeOther)
+	if err := c.startSession(w, r, m, second); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	c.afterPassword(w, r, m, second)
+}
+
+// afterPassword sends a member who gave their password on: to the second
+// factor, or into the console.
+func (c *Console) afterPassword(w http.ResponseWriter, r *http.Request, m Member, second bool) {
+	to := c.base(m.CompanySlug) + "/"
+	if second {
+		to = c.base(m.CompanySlug) + "/signin/second"
+	}
+	http.Redirect(w, r, to, http.StatusSeeOther)
 }
 
 // startSession stores a new session of m and sets its cookie: a new

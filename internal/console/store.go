@@ -2,7 +2,6 @@ package console
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"net/mail"
@@ -84,8 +83,7 @@ func (s *Store) Create(ctx context.Context, companyID int64, email, name string,
 	if err != nil {
 		return Member{}, err
 	}
-	handle := make([]byte, 32)
-	_, _ = rand.Read(handle) // never fails (crypto/rand)
+	handle := randomHandle()
 	m := Member{CompanyID: companyID, Email: email, Name: name, Role: role}
 	err = s.pool.QueryRow(ctx, `INSERT INTO staff (company_id, email, name, role, password_hash, user_handle)
 		VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, (SELECT slug FROM companies WHERE id = $1)`,

@@ -270,6 +270,15 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		Operations: opStore, Engine: engine, Now: now})
 	disc := discovery.NewHandler(opts.URLs, registry.Listings{Store: apis, URLs: opts.URLs})
 	admin := tenant.NewAdmin(p.Tenants, p.Accounts, opts.URLs, opts.Fetch.AllowPrivate)
+	// The Company console (docs/console.md): each page's services are
+	// passed in console.Options.
+	consoleApp, err := console.New(console.Options{Pool: opts.Pool, Passwords: p.Accounts, Sealer: opts.Sealer,
+		Companies: companies, URLs: opts.URLs, Logger: logger, Now: now,
+		Operations: opStore, Feedback: feedback.NewStore(opts.Pool), Grants: oauth.Store()})
+	if err != nil {
+		return nil, err
+	}
+	queue.AddSweeps(consoleApp.Sweeps()...)
 	apiRates := opts.APIRates.WithDefaults()
 	admin.LimitOperators(limits, apiRates.PerOperatorToken)
 
@@ -288,7 +297,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	keyRoutes := signing.NewHandler(keys, oauth.SecretSignedUntil)
 	ifMatch := httpx.RequireIfMatch(opts.RequireIfMatch)
 	tenant.AdminAPI(platform.With(httpx.RequireText, ifMatch), p.Tenants, admin,
-		admin, reports, sess, keyRoutes, registrations, opHandler)
+		admin, reports, sess, keyRoutes, registrations, opHandler, consoleApp)
 	platform.Route("/company/v1", func(r chi.Router) {
 		r.Use(httpx.RequireText, ifMatch, tenant.RequireAPIKey(p.Tenants), tenant.LimitByCredential(limits, apiRates.PerAPIKey))
 		for _, h := range []httpx.CompanyAPIRoutes{admin, reports, sess, companyConvs, registrations, join, opHandler} {
@@ -322,14 +331,6 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		convs.Public(r)
 	})
 
-	// The Company console (docs/console.md): each page's services are
-	// passed in console.Options.
-	consoleApp, err := console.New(console.Options{Pool: opts.Pool, Passwords: p.Accounts, Companies: companies,
-		URLs: opts.URLs, Logger: logger, Now: now,
-		Operations: opStore, Feedback: feedback.NewStore(opts.Pool), Grants: oauth.Store()})
-	if err != nil {
-		return nil, err
-	}
 	platform.Route("/console/{slug}", consoleApp.Mount)
 
 	company := newRouter()
