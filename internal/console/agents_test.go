@@ -94,6 +94,8 @@ func TestAgentsPage(t *testing.T) {
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	require.False(t, r.connected(t, r.ID, alice, agentClient))
 	require.True(t, r.connected(t, r.ID, bob, agentClient), "bob's connection is his own")
+	require.Equal(t, []string{"account_id", "client_id"}, r.audited(t, "/agents/disconnect"),
+		"the disconnect is in the audit log, by the member")
 	resp2, body := r.get(t, c, "/agents?disconnected=1")
 	require.Equal(t, http.StatusOK, resp2.StatusCode)
 	require.Contains(t, body, "was disconnected")

@@ -56,6 +56,19 @@ func (r *rig) status(t *testing.T, companyID int64, id string) string {
 	return rec.Status
 }
 
+// audited returns the fields of the audit log's entries by staff of the
+// rig Company for the console path, one entry expected.
+func (r *rig) audited(t *testing.T, path string) []string {
+	t.Helper()
+	rows, err := r.env.Pool.Query(context.Background(), `SELECT fields FROM audit_log
+		WHERE company_id = $1 AND actor_kind = 'staff' AND path = $2`, r.ID, "/console/"+r.Slug+path)
+	require.NoError(t, err)
+	entries, err := pgx.CollectRows(rows, pgx.RowTo[[]string])
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	return entries[0]
+}
+
 // TestOperationsPages: every role reads the list and an operation with
 // its terms, approval and status; the filters keep what they name and
 // show a bad one's error beside it; only owners and admins resolve, by the
@@ -116,6 +129,8 @@ func TestOperationsPages(t *testing.T) {
 	require.Equal(t, operations.StatusProposed, rec.Status, "not performed: a new approval is needed")
 	require.Contains(t, rec.Resolution.By, "@staff.example", "the member is named")
 	require.Equal(t, "Not in the ledger.", rec.Resolution.Note)
+	require.Equal(t, []string{"performed", "by", "note"}, r.audited(t, "/operations/"+unknown+"/resolve"),
+		"the resolution is in the audit log, by the member")
 	resp = r.post(t, admin, "/operations/"+unknown+"/resolve", url.Values{"performed": {"yes"}})
 	require.Equal(t, http.StatusConflict, resp.StatusCode, "resolved once")
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/poppyhost/poppyhost/internal/audit"
 	"github.com/poppyhost/poppyhost/internal/db"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/sessions"
@@ -44,7 +45,13 @@ func (s *Store) Resolve(ctx context.Context, companyID int64, id string, r *Reso
 		if status != stateUnknown {
 			return ErrNotUnknown
 		}
+		// The resolution is a change of the Company's: audited with it,
+		// when a request made it (the Company API, the console).
+		audit.Note(ctx, "performed", "by", "note")
 		if r.Performed {
+			if resp != nil {
+				audit.Note(ctx, "response")
+			}
 			_, err = tx.Exec(ctx, `UPDATE operations SET status = 'performed', response = $3, performed_at = $4,
 					updated_at = $4, expires_at = greatest(expires_at, $4), resolution = $5, lease_until = NULL
 				WHERE company_id = $1 AND id = $2`, companyID, id, resp, r.At, r)
@@ -56,7 +63,10 @@ func (s *Store) Resolve(ctx context.Context, companyID int64, id string, r *Reso
 				UPDATE operation_revisions SET replaced_at = coalesce(replaced_at, $4)
 				WHERE company_id = $1 AND operation_id = $2 AND revision = $3`, companyID, id, revision, r.At, r)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return audit.Record(ctx, tx)
 	})
 }
 
