@@ -26,12 +26,16 @@ func (s *Store) CompanyConnections(ctx context.Context, companyID int64, now tim
 	afterClient string, limit int) ([]AccountConnection, error) {
 	// As Connections: a grant's first row says when it was signed in, its
 	// active refresh tokens what it holds now. A grant with no scope is
-	// listed too: it is still connected.
+	// listed too: it is still connected. The Company's refresh tokens are
+	// read by the primary key's prefix (company_id, kind); the page's
+	// bound applies after, and the statement does not imply the account
+	// index's predicate (account_id IS NOT NULL: the join with accounts
+	// says it), so that index, every Company's, is never a way to read
+	// them (TestCompanyConnectionsPlans).
 	rows, err := s.pool.Query(ctx, `
 		WITH live AS (
 			SELECT account_id, client_id, request_id, granted_scopes FROM oauth_tokens
-			WHERE company_id = $1 AND kind = 'refresh' AND active AND expires_at > $2 AND account_id IS NOT NULL
-				AND (account_id, client_id) > ($3, $4)
+			WHERE company_id = $1 AND kind = 'refresh' AND active AND expires_at > $2
 		), since AS (
 			SELECT request_id, min(requested_at) AS at FROM oauth_tokens
 			WHERE company_id = $1 AND request_id IN (SELECT request_id FROM live)
@@ -42,6 +46,7 @@ func (s *Store) CompanyConnections(ctx context.Context, companyID int64, now tim
 		FROM live JOIN since USING (request_id)
 		JOIN accounts a ON a.company_id = $1 AND a.id = live.account_id
 		LEFT JOIN LATERAL unnest(live.granted_scopes) AS scope ON true
+		WHERE (live.account_id, live.client_id) > ($3, $4)
 		GROUP BY live.account_id, a.username, live.client_id
 		ORDER BY live.account_id, live.client_id LIMIT $5`, companyID, now, afterAccount, afterClient, limit)
 	if err != nil {
@@ -80,7 +85,7 @@ func (s *Store) SignIns(ctx context.Context, companyID int64, now, before time.T
 			SELECT request_id, min(requested_at) AS at,
 				bool_or(kind = 'refresh' AND active AND expires_at > $2) AS connected
 			FROM oauth_tokens
-			WHERE company_id = $1 AND account_id IS NOT NULL
+			WHERE company_id = $1 AND kind IN ('code', 'access', 'refresh') AND account_id IS NOT NULL
 			GROUP BY request_id
 			HAVING min(requested_at) < $3 AND bool_or(kind IN ('access', 'refresh'))
 			ORDER BY at DESC, request_id LIMIT $4
