@@ -65,7 +65,7 @@ func (c *Console) setUpTOTP(w http.ResponseWriter, r *http.Request) {
 			c.fail(w, r, err)
 			return
 		}
-		e.Error = "The code is wrong. Here is a new secret: add it and enter its code."
+		e.Error = "The code is wrong. Check the secret in your app and try again."
 		c.render(w, r, http.StatusBadRequest, "totp", e)
 		return
 	case err != nil:

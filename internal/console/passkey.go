@@ -101,7 +101,7 @@ func (c *Console) registerFinish(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	passkeyDone(w, c.base(m.CompanySlug)+"/account")
+	passkeyDone(w, c.base(m.CompanySlug)+"/account?done=passkey")
 }
 
 // signInBegin starts a sign-in with a passkey, any of the Company's staff

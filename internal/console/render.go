@@ -86,7 +86,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, pag
 	if d.Company != nil {
 		d.Base = c.base(d.Company.Slug)
 	}
-	if m.ID != 0 {
+	if m.ID != 0 && !isPending(r.Context()) {
 		d.Nav = navFor(m, currentPage(r))
 	}
 	var buf bytes.Buffer

@@ -130,13 +130,16 @@ func (r *rig) postRaw(t *testing.T, c *http.Client, path string, form url.Values
 var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
 // csrf is the CSRF token of c's session, read from the account page's
-// forms, or of its pre-session, from the sign-in page's when c is signed
-// out.
+// forms (or the second factor's, while the session waits for it), or of
+// its pre-session, from the sign-in page's when c is signed out.
 func (r *rig) csrf(t *testing.T, c *http.Client) string {
 	t.Helper()
-	resp, body := r.get(t, c, "/account")
-	if resp.StatusCode != http.StatusOK {
-		_, body = r.get(t, c, "/signin")
+	var body string
+	for _, path := range []string{"/account", "/signin/second", "/signin"} {
+		var resp *http.Response
+		if resp, body = r.get(t, c, path); resp.StatusCode == http.StatusOK {
+			break
+		}
 	}
 	m := csrfField.FindStringSubmatch(body)
 	require.NotNil(t, m, "no CSRF token in %s", body)
@@ -184,4 +187,37 @@ func (r *rig) signedIn(c *http.Client) bool {
 		}
 	}
 	return false
+}
+
+// requireSecondFactor turns on the Company setting that requires a second
+// factor of password sign-ins.
+func (r *rig) requireSecondFactor(t *testing.T) {
+	t.Helper()
+	resp := r.env.Admin(t, http.MethodPatch, "/admin/v1/companies/"+r.Slug,
+		map[string]any{"console": map[string]any{"require_second_factor": true}})
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+}
+
+// passwordSignIn posts the sign-in form with c and returns the answer.
+func (r *rig) passwordSignIn(t *testing.T, c *http.Client, email, password string) *http.Response {
+	t.Helper()
+	return r.post(t, c, "/signin", url.Values{"email": {email}, "password": {password}})
+}
+
+// auditActions lists the actions of the rig Company's audit log entries
+// made by staff member id, oldest first.
+func (r *rig) auditActions(t *testing.T, id int64) []string {
+	t.Helper()
+	var out []string
+	rows, err := r.env.Pool.Query(context.Background(), `SELECT action FROM audit_log
+		WHERE company_id = $1 AND actor_kind = 'staff' AND actor_id = $2 ORDER BY id`, r.ID, id)
+	require.NoError(t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var a string
+		require.NoError(t, rows.Scan(&a))
+		out = append(out, a)
+	}
+	require.NoError(t, rows.Err())
+	return out
 }

@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"errors"
+	"html/template"
 	"net/http"
 	"strconv"
 	"strings"
@@ -51,7 +52,9 @@ type secondPage struct {
 // their authenticator app.
 type totpEnrolment struct {
 	Secret string
-	URI    string
+	// URI is the otpauth URI, which we build (html/template would
+	// otherwise refuse its scheme).
+	URI    template.URL
 	Action string
 	Error  string
 	// CSRF is the request's CSRF token, for the form.
@@ -82,22 +85,34 @@ func (c *Console) renderSecond(w http.ResponseWriter, r *http.Request, status in
 	c.render(w, r, status, "second", page)
 }
 
-// proposeTOTP makes a new TOTP secret for m, kept sealed with the
-// request's cookie until a code confirms it.
+// proposeTOTP shows m a TOTP secret to set up: the one proposed to this
+// browser before, until it expires or is confirmed, or a new one, kept
+// sealed with the request's cookie until a code confirms it.
 func (c *Console) proposeTOTP(r *http.Request, m Member, action string) (*totpEnrolment, error) {
-	secret := newTOTPSecret()
-	sealed, err := c.opts.Sealer.Seal(r.Context(), m.CompanyID, sealing.StaffTOTPSecret, strconv.FormatInt(m.ID, 10), secret)
-	if err != nil {
+	key, row := ceremonyKey(ceremonyTOTP, cookieSecret(r)), strconv.FormatInt(m.ID, 10)
+	var secret []byte
+	cer, err := c.staff.peekCeremony(r.Context(), m.CompanyID, key, c.now())
+	switch {
+	case err == nil && cer.StaffID == m.ID && cer.TOTP != nil:
+		if secret, err = c.opts.Sealer.Open(r.Context(), m.CompanyID, sealing.StaffTOTPSecret, row, cer.TOTP); err != nil {
+			return nil, err
+		}
+	case err != nil && !errors.Is(err, ErrNotFound):
 		return nil, err
-	}
-	if err := c.staff.saveCeremony(r.Context(), m.CompanyID, ceremonyKey(ceremonyTOTP, cookieSecret(r)),
-		ceremony{StaffID: m.ID, TOTP: sealed}, c.now()); err != nil {
-		return nil, err
+	default:
+		secret = newTOTPSecret()
+		sealed, err := c.opts.Sealer.Seal(r.Context(), m.CompanyID, sealing.StaffTOTPSecret, row, secret)
+		if err != nil {
+			return nil, err
+		}
+		if err := c.staff.saveCeremony(r.Context(), m.CompanyID, key, ceremony{StaffID: m.ID, TOTP: sealed}, c.now()); err != nil {
+			return nil, err
+		}
 	}
 	co := tenant.FromContext(r.Context())
 	issuer := "poppyhost " + co.Slug
-	return &totpEnrolment{Secret: totpEncoding.EncodeToString(secret), URI: totpURI(secret, issuer, m.Email), Action: action,
-		CSRF: csrfFrom(r.Context())}, nil
+	return &totpEnrolment{Secret: totpEncoding.EncodeToString(secret), URI: template.URL(totpURI(secret, issuer, m.Email)),
+		Action: action, CSRF: csrfFrom(r.Context())}, nil
 }
 
 // errWrongCode: the TOTP code does not match, or was used already.

@@ -209,10 +209,22 @@ func (c *Console) withSession(pending bool, next http.Handler) http.Handler {
 			return
 		}
 		ctx := withCSRF(withMember(r.Context(), s.member), ck.Value)
+		if pending {
+			ctx = context.WithValue(ctx, pendingKey{}, true)
+		}
 		audit.SetActor(ctx, actorOf(s.member))
 		audit.SetCompany(ctx, co.ID, co.Slug)
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+type pendingKey struct{}
+
+// isPending reports whether the request's session waits for its second
+// factor: the layout then shows no navigation.
+func isPending(ctx context.Context) bool {
+	p, _ := ctx.Value(pendingKey{}).(bool)
+	return p
 }
 
 // signInFirst answers a request that needs another session: GET and HEAD

@@ -196,6 +196,7 @@ func (s *Store) AcceptInvite(ctx context.Context, companyID int64, token, name, 
 			return err
 		}
 		audit.SetActor(ctx, actorOf(m))
+		audit.SetCompany(ctx, m.CompanyID, m.CompanySlug)
 		audit.Note(ctx, "name", "password")
 		return audit.Record(ctx, tx)
 	})
