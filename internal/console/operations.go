@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -279,7 +280,12 @@ func (c *Console) operationsExport(w http.ResponseWriter, r *http.Request) {
 	co := tenant.FromContext(ctx)
 	f, err := operations.ParseFilter(r.URL.Query())
 	if err != nil {
-		c.renderError(w, r, http.StatusBadRequest, "The export's filters are not valid: "+err.Error())
+		var bad []string
+		for field, msg := range fieldErrors(err) {
+			bad = append(bad, field+" "+msg)
+		}
+		slices.Sort(bad)
+		c.renderError(w, r, http.StatusBadRequest, "The export's filters are not valid: "+strings.Join(bad, "; ")+".")
 		return
 	}
 	name := fmt.Sprintf("operations-%s-%s.csv", co.Slug, c.now().UTC().Format("20060102-150405"))

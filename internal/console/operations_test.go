@@ -243,5 +243,5 @@ func TestOperationsExport(t *testing.T) {
 
 	resp, body = r.get(t, c, "/operations/export.csv?status=done")
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
-	require.Contains(t, html.UnescapeString(body), "status")
+	require.Contains(t, html.UnescapeString(body), "status must be one of")
 }
