@@ -7,6 +7,7 @@ import (
 	"html"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -244,4 +245,31 @@ func TestOperationsExport(t *testing.T) {
 	resp, body = r.get(t, c, "/operations/export.csv?status=done")
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	require.Contains(t, html.UnescapeString(body), "status must be one of")
+}
+
+// TestOperationsPaged: a full page links to the next, which keeps the
+// filters and starts after the page's last operation.
+func TestOperationsPaged(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	_, err := r.env.Pool.Exec(context.Background(), `INSERT INTO operations (company_id, id, client_id, user_id,
+			interface, target, action_key, revision, created_at, updated_at, expires_at)
+		SELECT $1, 'op_' || lpad(i::text, 4, '0'), 'https://agent.example/client', 'usr', 'api', 'orders-api',
+			'k' || i, 'r' || i, now() - (i * interval '1 second'), now(), now() + interval '1 day'
+		FROM generate_series(1, 51) AS i`, r.ID)
+	require.NoError(t, err)
+	c := r.signIn(t, console.RoleAuditor)
+	_, body := r.get(t, c, "/operations?target=orders-api")
+	require.Contains(t, body, "op_0050")
+	require.NotContains(t, body, "op_0051")
+	next := regexp.MustCompile(`href="([^"]*after=[^"]*)"`).FindStringSubmatch(body)
+	require.NotNil(t, next, "a link to the next page")
+	u, err := url.Parse(html.UnescapeString(next[1]))
+	require.NoError(t, err)
+	require.Equal(t, "op_0050", u.Query().Get("after"))
+	require.Equal(t, "orders-api", u.Query().Get("target"), "the filters are kept")
+	_, body = r.get(t, c, "/operations?"+u.RawQuery)
+	require.Contains(t, body, "op_0051")
+	require.NotContains(t, body, "op_0050")
+	require.NotContains(t, body, "after=", "the last page links to no next")
 }
