@@ -47,16 +47,16 @@ func (c *Console) registrationsPage(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "settings_apis", registrationsData{Nav: c.settingsNav(r, "apis"), APIs: apis, Tools: tools})
 }
 
-// operationView is one operation of an API's description and what a call
+// apiOperationView is one operation of an API's description and what a call
 // of it needs.
-type operationView struct {
+type apiOperationView struct {
 	Method, Path, Access string
 }
 
 type apiData struct {
 	Nav        []navItem
 	API        *registry.API
-	Operations []operationView
+	Operations []apiOperationView
 	// Problem says why the operations cannot be listed.
 	Problem string
 }
@@ -77,7 +77,7 @@ func (c *Console) apiPage(w http.ResponseWriter, r *http.Request) {
 		d.Problem = "The stored description cannot be read: register the API again."
 	} else {
 		spec.EachOperation(func(method, template string, acc *registry.Access) {
-			d.Operations = append(d.Operations, operationView{Method: method, Path: template, Access: accessText(acc)})
+			d.Operations = append(d.Operations, apiOperationView{Method: method, Path: template, Access: accessText(acc)})
 		})
 	}
 	c.render(w, r, http.StatusOK, "settings_api", d)

@@ -332,14 +332,7 @@ func scanRecord(row pgx.CollectableRow) (*Record, error) {
 // List returns up to limit of the Company's operations, newest first,
 // created before the operation after (its id) when after is set.
 func (s *Store) List(ctx context.Context, companyID int64, after string, limit int) ([]*Record, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+recordColumns+` FROM operations o
-		WHERE o.company_id = $1 AND ($2 = '' OR (o.created_at, o.id) < (SELECT created_at, id FROM operations
-			WHERE company_id = $1 AND id = $2))
-		ORDER BY o.created_at DESC, o.id DESC LIMIT $3`, companyID, after, limit)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, scanRecord)
+	return s.Search(ctx, companyID, Filter{}, after, limit)
 }
 
 // ErrNotFound: the Company has no operation by that ID.

@@ -274,7 +274,8 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	// passed in console.Options.
 	consoleApp, err := console.New(console.Options{Pool: opts.Pool, Passwords: p.Accounts, Sealer: opts.Sealer,
 		Companies: companies, URLs: opts.URLs, Logger: logger, Now: now,
-		Settings: admin, Tenants: p.Tenants, Registrations: apis, Webhooks: delivery})
+		Settings: admin, Tenants: p.Tenants, Registrations: apis, Webhooks: delivery,
+		Operations: opStore, Feedback: feedback.NewStore(opts.Pool), Grants: oauth.Store()})
 	if err != nil {
 		return nil, err
 	}
