@@ -1,15 +1,14 @@
 package e2e
 
 import (
-	"bufio"
 	"io"
 	"net/http"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/poppyhost/poppyhost/internal/testkit/samples"
 )
 
 // exportedMetricsList is the chart's list of the metric names a server
@@ -26,22 +25,7 @@ func (s *server) scrapeOps(t *testing.T) map[string]float64 {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	samples := map[string]float64{}
-	sc := bufio.NewScanner(strings.NewReader(string(body)))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		require.Positive(t, i, line)
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		require.NoError(t, err, line)
-		samples[line[:i]] = v
-	}
-	require.NoError(t, sc.Err())
-	return samples
+	return samples.Parse(t, body)
 }
 
 // storyMetrics: after the story, /metrics exports every family the
@@ -52,17 +36,9 @@ func (s *server) scrapeOps(t *testing.T) map[string]float64 {
 // metadata fetched and then found in the cache.
 func (e *storyEnv) storyMetrics(t *testing.T) {
 	got := e.srv.scrapeOps(t)
-	families := map[string]bool{}
-	for s := range got {
-		name, _, _ := strings.Cut(s, "{")
-		families[name] = true
-	}
-	b, err := os.ReadFile(exportedMetricsList)
-	require.NoError(t, err)
-	for _, line := range strings.Split(string(b), "\n") {
-		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
-			require.True(t, families[line], "%s is not exported after the story", line)
-		}
+	families := samples.Families(got)
+	for _, name := range samples.List(t, exportedMetricsList) {
+		require.True(t, families[name], "%s is not exported after the story", name)
 	}
 	require.True(t, families["poppyhost_jobs_worked_total"], "jobs were worked")
 

@@ -51,4 +51,3 @@ poppyhost_agent_metadata_fetches_total{document="jwks",result="unavailable"} 0
 `
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want)))
 }
-

@@ -1,14 +1,13 @@
 package issuer_test
 
 import (
-	"bufio"
 	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/oauth2"
+
+	"github.com/poppyhost/poppyhost/internal/testkit/samples"
 )
 
 // metricValues scrapes the issuer's metrics: every sample, keyed by name
@@ -17,17 +16,7 @@ func (s *stormline) metricValues(t *testing.T) map[string]float64 {
 	t.Helper()
 	resp := s.env.Do(t, http.MethodGet, s.env.PublicURL("/metrics"), nil)
 	require.Equal(t, http.StatusOK, resp.Status)
-	values := map[string]float64{}
-	sc := bufio.NewScanner(strings.NewReader(string(resp.Body)))
-	for sc.Scan() {
-		line := sc.Text()
-		if i := strings.LastIndexByte(line, ' '); i > 0 && !strings.HasPrefix(line, "#") {
-			v, err := strconv.ParseFloat(line[i+1:], 64)
-			require.NoError(t, err, line)
-			values[line[:i]] = v
-		}
-	}
-	return values
+	return samples.Parse(t, resp.Body)
 }
 
 // TestSignInMetrics: sign-ins by result, tokens by grant type, a refresh
