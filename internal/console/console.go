@@ -15,7 +15,10 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/accounts"
 	"github.com/poppyhost/poppyhost/internal/audit"
+	"github.com/poppyhost/poppyhost/internal/feedback"
+	"github.com/poppyhost/poppyhost/internal/issuer"
 	"github.com/poppyhost/poppyhost/internal/jobs"
+	"github.com/poppyhost/poppyhost/internal/operations"
 	"github.com/poppyhost/poppyhost/internal/sealing"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
@@ -48,6 +51,22 @@ type Options struct {
 	// AbsoluteTimeout ends a session this long after sign-in, used or not
 	// [12 hours].
 	AbsoluteTimeout time.Duration
+
+	// The Settings pages' services (settings.go): the admin API's
+	// settings code (*tenant.Admin), the Companies as stored with their
+	// API keys (*tenant.Store), registered APIs and tools
+	// (*registry.Store) and the webhook secret (*conversations.Delivery);
+	// a page whose service is nil is not served.
+	Settings      SettingsEditor
+	Tenants       CompanyStore
+	Registrations Registrations
+	Webhooks      WebhookSecrets
+	// Operations, Feedback and Grants are the stores the Operations,
+	// Feedback and Agents pages read, as the Company API does; a page
+	// whose store is nil is not served.
+	Operations *operations.Store
+	Feedback   *feedback.Store
+	Grants     *issuer.Store
 }
 
 // Default timeouts of a console session.
@@ -167,6 +186,16 @@ func (c *Console) routes(r chi.Router) {
 		r.Post("/staff/{id}/role", c.changeRole)
 		r.Post("/staff/{id}/remove", c.removeStaff)
 	})
+	r.Group(c.settingsRoutes)
+	if c.opts.Operations != nil {
+		r.Group(c.operationsRoutes)
+	}
+	if c.opts.Feedback != nil {
+		r.Group(c.feedbackRoutes)
+	}
+	if c.opts.Grants != nil {
+		r.Group(c.agentsRoutes)
+	}
 }
 
 // home sends a member to the first page of the navigation their role

@@ -26,11 +26,12 @@ type pages struct {
 	byName map[string]*template.Template
 }
 
-// parsePages parses templates/layout.html with each other file of
-// templates/, which defines "content" and "title" (the page's name in
-// the title bar, before the Company's).
+// parsePages parses templates/layout.html, with the templates that pages
+// share (templates/_*.html), with each other file of templates/, which
+// defines "content" and "title" (the page's name in the title bar, before
+// the Company's).
 func parsePages() (*pages, error) {
-	layout, err := template.New("layout.html").ParseFS(templateFiles, "templates/layout.html")
+	layout, err := template.New("layout.html").ParseFS(templateFiles, "templates/layout.html", "templates/_*.html")
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
@@ -41,7 +42,7 @@ func parsePages() (*pages, error) {
 	p := &pages{byName: map[string]*template.Template{}}
 	for _, n := range names {
 		name := strings.TrimSuffix(path.Base(n), ".html")
-		if name == "layout" {
+		if name == "layout" || strings.HasPrefix(name, "_") {
 			continue
 		}
 		t, err := template.Must(layout.Clone()).ParseFS(templateFiles, n)

@@ -90,7 +90,7 @@ func TestSetUpTOTPFromAccount(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	m, password := r.member(t, console.RoleAuditor)
-	c := r.signInAs(t, m.Email, password)
+	c := r.signInWith(t, m.Email, password)
 	resp, body := r.get(t, c, "/account/totp")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	secret := totpSecret.FindStringSubmatch(body)[1]

@@ -24,7 +24,7 @@ func TestStaffInviteRoleRemove(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	owner, ownerPassword := r.member(t, console.RoleOwner)
-	c := r.signInAs(t, owner.Email, ownerPassword)
+	c := r.signInWith(t, owner.Email, ownerPassword)
 
 	resp, err := c.PostForm(r.url("/staff/invite"), url.Values{"csrf": {r.csrf(t, c)},
 		"email": {"Grace@Example.com"}, "name": {"Grace <b>Hopper</b>"}, "role": {"auditor"}})
@@ -109,7 +109,7 @@ func TestLastOwnerStays(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	owner, password := r.member(t, console.RoleOwner)
-	c := r.signInAs(t, owner.Email, password)
+	c := r.signInWith(t, owner.Email, password)
 	id := strconv.FormatInt(owner.ID, 10)
 
 	resp := r.post(t, c, "/staff/"+id+"/role", url.Values{"role": {"admin"}})
