@@ -70,13 +70,14 @@ type Account struct {
 // Store keeps accounts and their sign-in failures in PostgreSQL, always
 // filtered by Company.
 type Store struct {
-	pool   *pgxpool.Pool
-	now    func() time.Time
-	verify func(encoded, password string) bool
-	secret func(ctx context.Context, companyID int64) ([]byte, error)
-	limits Limits
-	reg    prometheus.Registerer
-	gate   *gate
+	pool    *pgxpool.Pool
+	now     func() time.Time
+	verify  func(encoded, password string) bool
+	secret  func(ctx context.Context, companyID int64) ([]byte, error)
+	limits  Limits
+	reg     prometheus.Registerer
+	gate    *gate
+	signIns *signIns
 }
 
 // Option configures a Store.
@@ -117,6 +118,7 @@ func NewStore(pool *pgxpool.Pool, opts ...Option) *Store {
 		m = newGateMetrics(s.reg)
 	}
 	s.gate = newGate(s.limits, m)
+	s.signIns = newSignIns(s.reg)
 	return s
 }
 
@@ -201,6 +203,13 @@ func (s *Store) SetPassword(ctx context.Context, companyID, accountID int64, pas
 // one is about to set: of any number of attempts at once, at most those
 // the schedule allows get hashed.
 func (s *Store) Authenticate(ctx context.Context, companyID int64, username, password string) (Account, error) {
+	a, err := s.authenticate(ctx, companyID, username, password)
+	s.signIns.count(err)
+	return a, err
+}
+
+// authenticate is Authenticate, uncounted.
+func (s *Store) authenticate(ctx context.Context, companyID int64, username, password string) (Account, error) {
 	var a Account
 	err := s.check(ctx, companyID, username, unknownUsernames, password, func(ctx context.Context) (string, error) {
 		var (

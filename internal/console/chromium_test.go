@@ -92,6 +92,11 @@ func TestChromiumPasskey(t *testing.T) {
 	waitLeaving(t, b, "/signin")
 	b.Load(chromedp.Navigate(r.url("/account")))
 	require.Contains(t, chrome.Run(b, chromedp.Text("main")), email)
+
+	// Removed, the passkey is gone.
+	b.Load(chromedp.Click(`main table button`))
+	require.Contains(t, chrome.Run(b, chromedp.Text(".notice")), "The passkey is removed")
+	require.Contains(t, chrome.Run(b, chromedp.Text("main")), "You have no passkey yet")
 }
 
 // TestChromiumPasswordAndTOTP signs in with a password at a Company that

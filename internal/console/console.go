@@ -16,7 +16,10 @@ import (
 	"github.com/poppyhost/poppyhost/internal/accounts"
 	"github.com/poppyhost/poppyhost/internal/audit"
 	"github.com/poppyhost/poppyhost/internal/conversations"
+	"github.com/poppyhost/poppyhost/internal/feedback"
+	"github.com/poppyhost/poppyhost/internal/issuer"
 	"github.com/poppyhost/poppyhost/internal/jobs"
+	"github.com/poppyhost/poppyhost/internal/operations"
 	"github.com/poppyhost/poppyhost/internal/sealing"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
@@ -54,6 +57,22 @@ type Options struct {
 	// (conversations.go); without both those pages are left out.
 	Conversations *conversations.Store
 	Hub           *conversations.Hub
+
+	// The Settings pages' services (settings.go): the admin API's
+	// settings code (*tenant.Admin), the Companies as stored with their
+	// API keys (*tenant.Store), registered APIs and tools
+	// (*registry.Store) and the webhook secret (*conversations.Delivery);
+	// a page whose service is nil is not served.
+	Settings      SettingsEditor
+	Tenants       CompanyStore
+	Registrations Registrations
+	Webhooks      WebhookSecrets
+	// Operations, Feedback and Grants are the stores the Operations,
+	// Feedback and Agents pages read, as the Company API does; a page
+	// whose store is nil is not served.
+	Operations *operations.Store
+	Feedback   *feedback.Store
+	Grants     *issuer.Store
 }
 
 // Default timeouts of a console session.
@@ -122,8 +141,8 @@ func (c *Console) Mount(r chi.Router) {
 		r.Post("/signin", c.signIn)
 		r.Post("/signin/passkey/begin", c.signInBegin)
 		r.Post("/signin/passkey/finish", c.signInFinish)
-		r.Get("/invite/{token}", c.invitePage)
-		r.Post("/invite/{token}", c.acceptInvite)
+		r.Get("/invite", c.invitePage)
+		r.Post("/invite", c.acceptInvite)
 	})
 	// Password given, second factor awaited.
 	r.Route("/signin/second", func(r chi.Router) {
@@ -176,6 +195,17 @@ func (c *Console) routes(r chi.Router) {
 		r.Post("/staff/{id}/remove", c.removeStaff)
 	})
 	c.conversationRoutes(r)
+
+	r.Group(c.settingsRoutes)
+	if c.opts.Operations != nil {
+		r.Group(c.operationsRoutes)
+	}
+	if c.opts.Feedback != nil {
+		r.Group(c.feedbackRoutes)
+	}
+	if c.opts.Grants != nil {
+		r.Group(c.agentsRoutes)
+	}
 }
 
 // home sends a member to the first page of the navigation their role

@@ -26,10 +26,12 @@ type pages struct {
 	byName map[string]*template.Template
 }
 
-// parsePages parses templates/layout.html with each other file of
-// templates/, which defines "content" (and may define "title").
+// parsePages parses templates/layout.html, with the templates that pages
+// share (templates/_*.html), with each other file of templates/, which
+// defines "content" and "title" (the page's name in the title bar, before
+// the Company's).
 func parsePages() (*pages, error) {
-	layout, err := template.New("layout.html").ParseFS(templateFiles, "templates/layout.html")
+	layout, err := template.New("layout.html").ParseFS(templateFiles, "templates/layout.html", "templates/_*.html")
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
@@ -40,7 +42,7 @@ func parsePages() (*pages, error) {
 	p := &pages{byName: map[string]*template.Template{}}
 	for _, n := range names {
 		name := strings.TrimSuffix(path.Base(n), ".html")
-		if name == "layout" {
+		if name == "layout" || strings.HasPrefix(name, "_") {
 			continue
 		}
 		t, err := template.Must(layout.Clone()).ParseFS(templateFiles, n)
@@ -66,8 +68,6 @@ type layoutData struct {
 	Nav []navItem
 	// Base is the console's path for the Company: /console/{slug}.
 	Base string
-	// Title names the page in the title bar.
-	Title string
 	// Page is the page's own data.
 	Page any
 }

@@ -100,12 +100,12 @@ func (r *rig) client(t *testing.T) *http.Client {
 func (r *rig) signIn(t *testing.T, role console.Role) *http.Client {
 	t.Helper()
 	m, password := r.member(t, role)
-	return r.signInAs(t, m.Email, password)
+	return r.signInWith(t, m.Email, password)
 }
 
-// signInAs returns a client signed in with email and password, which need
+// signInWith returns a client signed in with email and password, which need
 // no second factor.
-func (r *rig) signInAs(t *testing.T, email, password string) *http.Client {
+func (r *rig) signInWith(t *testing.T, email, password string) *http.Client {
 	t.Helper()
 	c := r.client(t)
 	resp := r.passwordSignIn(t, c, email, password)

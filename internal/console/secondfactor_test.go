@@ -82,3 +82,30 @@ func TestPasswordAndTOTP(t *testing.T) {
 
 	require.Contains(t, r.auditActions(t, m.ID), "POST /console/{slug}/signin/second/enroll")
 }
+
+// TestSetUpTOTPFromAccount: a member sets up TOTP on their account page
+// (a wrong code stores nothing), and their next password sign-in asks for
+// a code although the Company does not require one.
+func TestSetUpTOTPFromAccount(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	m, password := r.member(t, console.RoleAuditor)
+	c := r.signInWith(t, m.Email, password)
+	resp, body := r.get(t, c, "/account/totp")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	secret := totpSecret.FindStringSubmatch(body)[1]
+
+	resp = r.post(t, c, "/account/totp", url.Values{"code": {"12345"}})
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	_, body = r.get(t, c, "/account")
+	require.Contains(t, body, "Set up an authenticator app")
+
+	resp = r.post(t, c, "/account/totp", url.Values{"code": {console.TOTPCode(secret, time.Now())}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(t, "/console/"+r.Slug+"/account?done=totp", resp.Header.Get("Location"))
+
+	again := r.client(t)
+	resp = r.passwordSignIn(t, again, m.Email, password)
+	require.Equal(t, "/console/"+r.Slug+"/signin/second", resp.Header.Get("Location"))
+	require.Contains(t, r.auditActions(t, m.ID), "POST /console/{slug}/account/totp")
+}

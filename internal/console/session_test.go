@@ -75,7 +75,7 @@ func TestCrossTenant(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	m, password := r.member(t, console.RoleOwner)
-	c := r.signInAs(t, m.Email, password)
+	c := r.signInWith(t, m.Email, password)
 	cookie := r.sessionCookieOf(t, c)
 
 	other, _ := r.company(t, "globex")

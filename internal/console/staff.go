@@ -3,6 +3,7 @@ package console
 import (
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/go-chi/chi/v5"
@@ -79,7 +80,10 @@ func (c *Console) invite(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	c.renderStaff(w, r, http.StatusOK, staffPage{Link: c.opts.URLs.Public.String() + c.base(m.CompanySlug) + "/invite/" + token})
+	// The token is in the query, which access logs and the audit log
+	// leave out (they keep the path).
+	c.renderStaff(w, r, http.StatusOK, staffPage{Link: c.opts.URLs.Public.String() + c.base(m.CompanySlug) +
+		"/invite?" + url.Values{"token": {token}}.Encode()})
 }
 
 // staffTarget is the staff id of the URL, or 0 (a 404 was answered).
@@ -142,17 +146,28 @@ func (c *Console) staffChanged(w http.ResponseWriter, r *http.Request, m Member,
 // acceptPage is the invite page's data.
 type acceptPage struct {
 	Email, Name, Role string
-	Errors            map[string]string
+	// Token is the invite's, posted back with the form.
+	Token  string
+	Errors map[string]string
 }
 
 // inviteGone is what an unknown, used or expired invite link shows.
 const inviteGone = "This invite link is unknown, used or expired. Ask an owner for a new one."
 
-// findInvite returns the Company's unexpired invite of the URL's token,
-// or answers 404 and returns false.
+// inviteToken is the invite token of the link (GET) or of its form
+// (POST).
+func inviteToken(r *http.Request) string {
+	if r.Method == http.MethodPost {
+		return r.PostForm.Get("token")
+	}
+	return r.URL.Query().Get("token")
+}
+
+// findInvite returns the Company's unexpired invite of the request's
+// token, or answers 404 and returns false.
 func (c *Console) findInvite(w http.ResponseWriter, r *http.Request) (Invite, bool) {
 	co := tenant.FromContext(r.Context())
-	inv, err := c.staff.invite(r.Context(), co.ID, chi.URLParam(r, "token"), c.now())
+	inv, err := c.staff.invite(r.Context(), co.ID, inviteToken(r), c.now())
 	switch {
 	case errors.Is(err, ErrNotFound):
 		c.renderError(w, r, http.StatusNotFound, inviteGone)
@@ -167,7 +182,8 @@ func (c *Console) findInvite(w http.ResponseWriter, r *http.Request) (Invite, bo
 // invitePage shows an invite's form: choose a name and password.
 func (c *Console) invitePage(w http.ResponseWriter, r *http.Request) {
 	if inv, ok := c.findInvite(w, r); ok {
-		c.render(w, r, http.StatusOK, "invite", acceptPage{Email: inv.Email, Name: inv.Name, Role: string(inv.Role)})
+		c.render(w, r, http.StatusOK, "invite", acceptPage{Email: inv.Email, Name: inv.Name, Role: string(inv.Role),
+			Token: inviteToken(r)})
 	}
 }
 
@@ -177,8 +193,9 @@ func (c *Console) acceptInvite(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	co, token := tenant.FromContext(r.Context()), chi.URLParam(r, "token")
-	page := acceptPage{Email: inv.Email, Name: r.PostForm.Get("name"), Role: string(inv.Role), Errors: map[string]string{}}
+	co, token := tenant.FromContext(r.Context()), inviteToken(r)
+	page := acceptPage{Email: inv.Email, Name: r.PostForm.Get("name"), Role: string(inv.Role), Token: token,
+		Errors: map[string]string{}}
 	password := r.PostForm.Get("password")
 	if problem := CheckName(page.Name); problem != "" {
 		page.Errors["name"] = "Name " + problem + "."

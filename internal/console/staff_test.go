@@ -24,7 +24,7 @@ func TestStaffInviteRoleRemove(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	owner, ownerPassword := r.member(t, console.RoleOwner)
-	c := r.signInAs(t, owner.Email, ownerPassword)
+	c := r.signInWith(t, owner.Email, ownerPassword)
 
 	resp, err := c.PostForm(r.url("/staff/invite"), url.Values{"csrf": {r.csrf(t, c)},
 		"email": {"Grace@Example.com"}, "name": {"Grace <b>Hopper</b>"}, "role": {"auditor"}})
@@ -34,7 +34,7 @@ func TestStaffInviteRoleRemove(t *testing.T) {
 	m := inviteLink.FindStringSubmatch(body)
 	require.NotNil(t, m, body)
 	link := m[1]
-	require.True(t, strings.HasPrefix(link, r.env.PublicURL("/console/"+r.Slug+"/invite/")), link)
+	require.True(t, strings.HasPrefix(link, r.env.PublicURL("/console/"+r.Slug+"/invite?token=")), link)
 	// Shown once: the staff page does not show it again.
 	_, body = r.get(t, c, "/staff")
 	require.NotContains(t, body, link)
@@ -49,17 +49,19 @@ func TestStaffInviteRoleRemove(t *testing.T) {
 	body = readBody(t, resp)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, body, "grace@example.com")
-	path := strings.TrimPrefix(link, r.env.PublicURL("/console/"+r.Slug))
-	resp = r.post(t, invited, path, url.Values{"name": {"Grace Hopper"}, "password": {"short"}})
+	u, err := url.Parse(link)
+	require.NoError(t, err)
+	token := u.Query().Get("token")
+	resp = r.post(t, invited, "/invite", url.Values{"token": {token}, "name": {"Grace Hopper"}, "password": {"short"}})
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
-	resp = r.post(t, invited, path, url.Values{"name": {"Grace Hopper"}, "password": {"a long enough password"}})
+	resp = r.post(t, invited, "/invite", url.Values{"token": {token}, "name": {"Grace Hopper"}, "password": {"a long enough password"}})
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	resp, body = r.get(t, invited, "/account")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, body, "auditor")
 	// The link worked once.
 	other := r.client(t)
-	resp = r.post(t, other, path, url.Values{"name": {"Mallory"}, "password": {"a long enough password"}})
+	resp = r.post(t, other, "/invite", url.Values{"token": {token}, "name": {"Mallory"}, "password": {"a long enough password"}})
 	require.Equal(t, http.StatusNotFound, resp.StatusCode)
 
 	var graceID int64
@@ -93,7 +95,12 @@ func TestStaffInviteRoleRemove(t *testing.T) {
 		"POST /console/{slug}/staff/{id}/role",
 		"POST /console/{slug}/staff/{id}/remove",
 	}, r.auditActions(t, owner.ID))
-	require.Equal(t, []string{"POST /console/{slug}/invite/{token}"}, r.auditActions(t, graceID))
+	require.Equal(t, []string{"POST /console/{slug}/invite"}, r.auditActions(t, graceID))
+	// No token is kept in the audit log.
+	var leaked int
+	require.NoError(t, r.env.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM audit_log WHERE strpos(path, $1) > 0`, token).Scan(&leaked))
+	require.Zero(t, leaked)
 }
 
 // TestLastOwnerStays: the only owner can be neither demoted nor removed;
@@ -102,7 +109,7 @@ func TestLastOwnerStays(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	owner, password := r.member(t, console.RoleOwner)
-	c := r.signInAs(t, owner.Email, password)
+	c := r.signInWith(t, owner.Email, password)
 	id := strconv.FormatInt(owner.ID, 10)
 
 	resp := r.post(t, c, "/staff/"+id+"/role", url.Values{"role": {"admin"}})
@@ -152,4 +159,24 @@ func TestStaffFormsNeedCSRF(t *testing.T) {
 	require.Equal(t, 1, n)
 	resp, _ := r.get(t, c, "/account")
 	require.Equal(t, http.StatusOK, resp.StatusCode, "still signed in")
+}
+
+// TestStaffPageRoles: owners and admins see the staff page, agents and
+// auditors get a 403 page; everyone has their account page, and the
+// navigation shows only what the role may open.
+func TestStaffPageRoles(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	for role, want := range map[console.Role]int{
+		console.RoleOwner: http.StatusOK, console.RoleAdmin: http.StatusOK,
+		console.RoleAgent: http.StatusForbidden, console.RoleAuditor: http.StatusForbidden,
+	} {
+		c := r.signIn(t, role)
+		resp, body := r.get(t, c, "/staff")
+		require.Equal(t, want, resp.StatusCode, role)
+		resp, body = r.get(t, c, "/account")
+		require.Equal(t, http.StatusOK, resp.StatusCode, role)
+		require.Equal(t, want == http.StatusOK, strings.Contains(body, `href="/console/`+r.Slug+`/staff"`), role)
+		require.Equal(t, role != console.RoleAuditor, strings.Contains(body, `href="/console/`+r.Slug+`/inbox"`), role)
+	}
 }

@@ -42,19 +42,6 @@ func (s *Store) List(ctx context.Context, companyID int64) ([]StaffRow, error) {
 	})
 }
 
-// get returns the Company's staff member id, or ErrNotFound.
-func (s *Store) get(ctx context.Context, companyID, id int64) (StaffRow, error) {
-	var r StaffRow
-	var role string
-	err := s.pool.QueryRow(ctx, `SELECT st.id, st.company_id, c.slug, st.email, st.name, st.role, st.created_at,
-			st.totp_secret IS NOT NULL, (SELECT count(*) FROM staff_passkeys p WHERE p.staff_id = st.id)
-		FROM staff st JOIN companies c ON c.id = st.company_id
-		WHERE st.company_id = $1 AND st.id = $2`, companyID, id).
-		Scan(&r.ID, &r.CompanyID, &r.CompanySlug, &r.Email, &r.Name, &role, &r.CreatedAt, &r.HasTOTP, &r.Passkeys)
-	r.Role = Role(role)
-	return r, db.NotFound(err, ErrNotFound)
-}
-
 // lockOwners locks the Company's owners' rows for the rest of tx and
 // returns their ids, so that two changes at once cannot both remove the
 // last but one.

@@ -126,7 +126,6 @@ type session struct {
 	member Member
 	// secondFactor: the password was checked, the second factor not yet.
 	secondFactor bool
-	createdAt    time.Time
 }
 
 // createSession stores a new session of a member under the hash of its
@@ -147,9 +146,9 @@ func (s *Store) session(ctx context.Context, co *tenant.Company, hash []byte, no
 		FROM staff AS st
 		WHERE cs.token_hash = $1 AND cs.company_id = $2 AND st.id = cs.staff_id AND st.company_id = $2
 			AND cs.last_seen_at > $4 AND cs.created_at > $5
-		RETURNING st.id, st.email, st.name, st.role, cs.second_factor, cs.created_at`,
+		RETURNING st.id, st.email, st.name, st.role, cs.second_factor`,
 		hash, co.ID, now, now.Add(-idle), now.Add(-absolute)).
-		Scan(&out.member.ID, &out.member.Email, &out.member.Name, &role, &out.secondFactor, &out.createdAt)
+		Scan(&out.member.ID, &out.member.Email, &out.member.Name, &role, &out.secondFactor)
 	out.member.Role = Role(role)
 	return out, db.NotFound(err, ErrNotFound)
 }

@@ -35,7 +35,7 @@ type eventView struct {
 	// Data, Context are the message's data and context as indented JSON.
 	Data, Context string
 	// Operations are the operations extension's content of the message.
-	Operations []operationView
+	Operations []opContent
 	// Extensions are the other extensions' content, by name, as JSON.
 	Extensions []extensionView
 	// State: status and responder after a state event.
@@ -50,10 +50,10 @@ type eventView struct {
 	Raw string
 }
 
-// operationView is an operation in a message (operations extension 4,
+// opContent is an operation in a message (operations extension 4,
 // 6): proposed by the Company, approved by the Personal Agent, or the
 // approval declined.
-type operationView struct {
+type opContent struct {
 	// Kind is "proposed", "approval" or "declined".
 	Kind        string
 	OperationID string
@@ -142,8 +142,8 @@ func viewMessage(v *eventView, m map[string]any) {
 
 // viewOperations reads the operations extension's content of a message:
 // operation (a proposal), approval or declined.
-func viewOperations(content map[string]any) []operationView {
-	var out []operationView
+func viewOperations(content map[string]any) []opContent {
+	var out []opContent
 	str := func(m map[string]any, k string) string { s, _ := m[k].(string); return s }
 	for _, kind := range []struct{ member, label string }{
 		{"operation", "proposed"}, {"approval", "approval"}, {"declined", "declined"},
@@ -152,7 +152,7 @@ func viewOperations(content map[string]any) []operationView {
 		if !ok {
 			continue
 		}
-		op := operationView{Kind: kind.label, OperationID: str(m, "operation_id"), Revision: str(m, "revision"),
+		op := opContent{Kind: kind.label, OperationID: str(m, "operation_id"), Revision: str(m, "revision"),
 			Summary: str(m, "summary"), Reason: str(m, "reason"), ExpiresAt: str(m, "expires_at"),
 			Approver: str(m, "approver"), Raw: indented(m)}
 		if terms, ok := m["terms"]; ok {
@@ -161,7 +161,7 @@ func viewOperations(content map[string]any) []operationView {
 		out = append(out, op)
 	}
 	if len(out) == 0 {
-		out = append(out, operationView{Kind: "other", Raw: indented(content)})
+		out = append(out, opContent{Kind: "other", Raw: indented(content)})
 	}
 	return out
 }

@@ -41,13 +41,24 @@ type Hub struct {
 
 	drainOnce sync.Once
 	draining  chan struct{}
+	metrics   *Metrics
 }
+
+// HubOption configures a Hub.
+type HubOption func(*Hub)
+
+// HubMetrics counts the Hub's readers in m's gauges.
+func HubMetrics(m *Metrics) HubOption { return func(h *Hub) { h.metrics = m } }
 
 // NewHub returns a Hub fed by l's notifications; it wakes every waiter
 // whenever l (re)connects, since notifications sent while l was not
 // listening are lost.
-func NewHub(l *notify.Listener) *Hub {
+func NewHub(l *notify.Listener, opts ...HubOption) *Hub {
 	h := &Hub{waiters: map[string][]*Waiter{}, draining: make(chan struct{})}
+	for _, o := range opts {
+		o(h)
+	}
+	h.metrics = h.metrics.orDefault()
 	l.Handle(eventsChannel, h.wake)
 	l.Handle(deltasChannel, func(payload string) {
 		d := new(Delta)
@@ -116,14 +127,28 @@ func (h *Hub) add(w *Waiter) *Waiter {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.waiters[w.key] = append(h.waiters[w.key], w)
+	h.metrics.readers[w.mode()].Inc()
 	return w
+}
+
+// mode is the index of w's reader mode in the readers gauge.
+func (w *Waiter) mode() int {
+	if w.stream {
+		return readerStream
+	}
+	return readerLongPoll
 }
 
 // Stop unregisters the waiter; stopping it again does nothing.
 func (w *Waiter) Stop() {
 	w.hub.mu.Lock()
 	defer w.hub.mu.Unlock()
-	rest := slices.DeleteFunc(w.hub.waiters[w.key], func(o *Waiter) bool { return o == w })
+	held := w.hub.waiters[w.key]
+	n := len(held)
+	rest := slices.DeleteFunc(held, func(o *Waiter) bool { return o == w })
+	if len(rest) < n {
+		w.hub.metrics.readers[w.mode()].Dec()
+	}
 	if len(rest) == 0 {
 		delete(w.hub.waiters, w.key)
 	} else {

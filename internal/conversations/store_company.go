@@ -231,7 +231,7 @@ func (s *Store) CompanyPost(ctx context.Context, co *tenant.Company, id string, 
 	if err != nil {
 		return nil, err
 	}
-	return s.companyTx(ctx, co.ID, id, func(tx pgx.Tx, c *Conversation) (*Posted, error) {
+	posted, err := s.companyTx(ctx, co.ID, id, func(tx pgx.Tx, c *Conversation) (*Posted, error) {
 		declared, err := agentExtensions(ctx, tx, c)
 		if err != nil {
 			return nil, err
@@ -278,6 +278,10 @@ func (s *Store) CompanyPost(ctx context.Context, co *tenant.Company, id string, 
 		}
 		return out.with(m), nil
 	})
+	if err == nil && !posted.replayed {
+		s.metrics.message(m.Author.Type)
+	}
+	return posted, err
 }
 
 // CompanyStatus sets the status (spec 8.7): working while the Company
@@ -317,7 +321,7 @@ func (s *Store) CompanyJoin(ctx context.Context, companyID int64, id string, aut
 		}
 		m = &Message{ID: newID(companyMessagePrefix), Role: "company", Author: a, Text: text}
 	}
-	return s.companyTx(ctx, companyID, id, func(tx pgx.Tx, c *Conversation) (*Posted, error) {
+	posted, err := s.companyTx(ctx, companyID, id, func(tx pgx.Tx, c *Conversation) (*Posted, error) {
 		out, err := s.post(ctx, tx, c, StatusIdle, ResponderHuman)
 		if err != nil || m == nil {
 			return out, err
@@ -328,6 +332,10 @@ func (s *Store) CompanyJoin(ctx context.Context, companyID int64, id string, aut
 		}
 		return out.with(m), nil
 	})
+	if err == nil && m != nil {
+		s.metrics.message(ResponderHuman)
+	}
+	return posted, err
 }
 
 // endHandoff moves a queued conversation back to idle with the Company
@@ -348,7 +356,7 @@ func (s *Store) CompanyHandoffUnavailable(ctx context.Context, co *tenant.Compan
 	if err := checkText("text", text, maxReasonLen); err != nil {
 		return nil, err
 	}
-	return s.companyTx(ctx, co.ID, id, func(tx pgx.Tx, c *Conversation) (*Posted, error) {
+	posted, err := s.companyTx(ctx, co.ID, id, func(tx pgx.Tx, c *Conversation) (*Posted, error) {
 		if c.Status != StatusQueued {
 			return nil, httpx.Errorf(httpx.CodeConflict, "the conversation is %s, not queued: there is no handoff to end", c.Status)
 		}
@@ -358,6 +366,10 @@ func (s *Store) CompanyHandoffUnavailable(ctx context.Context, co *tenant.Compan
 		}
 		return postedOf(c, seq).with(m), nil
 	})
+	if err == nil {
+		s.metrics.message(ResponderAgent)
+	}
+	return posted, err
 }
 
 // CompanyHandBack gives a conversation a person answers back to the

@@ -38,11 +38,11 @@ func (l LoginRates) withDefaults() LoginRates {
 func (s *Server) LoginAllowed(w http.ResponseWriter, r *http.Request) bool {
 	id := strconv.FormatInt(tenant.FromContext(r.Context()).ID, 10)
 	if s.limiter.Exceeded(w, r, "login address "+id+" "+loginAddr(r), s.rates.PerAddress) {
-		s.limited.WithLabelValues("address").Inc()
+		s.metrics.limited.WithLabelValues("address").Inc()
 		return false
 	}
 	if s.limiter.Exceeded(w, r, "login company "+id, s.rates.PerCompany) {
-		s.limited.WithLabelValues("company").Inc()
+		s.metrics.limited.WithLabelValues("company").Inc()
 		return false
 	}
 	return true

@@ -142,7 +142,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	if now == nil {
 		now = time.Now
 	}
-	resolver := agentid.NewResolver(safehttp.New(opts.Fetch), agentid.Options{Now: now})
+	resolver := agentid.NewResolver(safehttp.New(opts.Fetch), agentid.Options{Now: now, Metrics: reg})
 	// The one River client: built first, so that the packages that
 	// insert jobs can take it; their workers and sweeps are added before
 	// the server starts it.
@@ -195,7 +195,8 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		return nil, err
 	}
 	oauth.Store().OnAccessRevoked(tokens.ForgetCompany)
-	p.Hub = conversations.NewHub(p.Listener)
+	convMetrics := conversations.NewMetrics(reg)
+	p.Hub = conversations.NewHub(p.Listener, conversations.HubMetrics(convMetrics))
 	// Requests find their Company in this replica's cache, which every
 	// replica's changes reach by notification.
 	companies, err := tenant.NewCache(p.Tenants, p.Listener, tenant.CacheOptions{Now: now, Metrics: reg})
@@ -205,27 +206,29 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	// New events go to the Company Agent's webhook through River.
 	delivery := conversations.NewDelivery(conversations.DeliveryOptions{
 		Pool: opts.Pool, Jobs: queue.Client, Companies: p.Tenants, Keys: keys, Sealer: opts.Sealer, URLs: opts.URLs,
-		Client: safehttp.New(opts.Fetch), Logger: logger, Now: now,
+		Client: safehttp.New(opts.Fetch), Logger: logger, Metrics: convMetrics, Now: now,
 	})
 	delivery.AddWorkers(queue.Workers)
 	// The backlogs an operator alerts on, read from PostgreSQL at each
 	// scrape (docs/operations.md, "Dashboard and alerts in the chart").
 	reg.MustRegister(jobs.BacklogCollector(opts.Pool, now), conversations.DeliveryLagCollector(opts.Pool, now),
-		operations.UnsettledCollector(opts.Pool, now), keys.Collector())
-	sess := sessions.NewManager(sessions.NewVerifier(resolver, sessions.VerifierOptions{Now: now}), p.Sessions, opts.URLs)
+		conversations.HandoffCollector(opts.Pool, now), operations.UnsettledCollector(opts.Pool, now), keys.Collector())
+	sess := sessions.NewManager(sessions.NewVerifier(resolver, sessions.VerifierOptions{Now: now}), p.Sessions, opts.URLs,
+		sessions.WithMetrics(reg))
 	// session verifies the Session header once the body has arrived, or
 	// its first 64 KiB: a body that never comes is refused (408) before
 	// the Session's first use is recorded.
 	session := func(next http.Handler) http.Handler {
 		return httpx.ReadAhead(64 << 10)(sess.Require(limits)(next))
 	}
-	opStore := operations.NewStore(opts.Pool)
+	opStore := operations.NewStore(opts.Pool, operations.WithMetrics(reg))
 	origins := opts.Fetch
 	origins.MaxIdleConnsPerHost = 64
 	originClient := safehttp.New(origins)
-	caller := origin.New(origin.Options{Keys: keys, URLs: opts.URLs, Origins: originClient, Logger: logger, Now: now})
+	caller := origin.New(origin.Options{Keys: keys, URLs: opts.URLs, Origins: originClient, Logger: logger,
+		Metrics: reg, Now: now})
 	gw, err := gateway.New(gateway.Options{Store: apis, Tokens: tokens, URLs: opts.URLs, Origins: caller,
-		Session: session, Operations: opStore, Now: now})
+		Session: session, Operations: opStore, Metrics: reg, Now: now})
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +253,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	}, delivery)
 	convOps.AddWorkers(queue.Workers)
 	convStore := conversations.NewStore(opts.Pool,
-		conversations.StoreOptions{Enqueue: delivery, Operations: convOps, Now: now})
+		conversations.StoreOptions{Enqueue: delivery, Operations: convOps, Metrics: convMetrics, Now: now})
 	p.Tenants.OnModify(convStore.SettingsChanged)
 	opHandler := operations.NewHandler(opStore, now)
 	mcp := mcpserver.New(mcpserver.Options{Store: apis, Tokens: tokens, URLs: opts.URLs, Origins: caller,
@@ -277,7 +280,10 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	// passed in console.Options.
 	consoleApp, err := console.New(console.Options{Pool: opts.Pool, Passwords: p.Accounts, Sealer: opts.Sealer,
 		Companies: companies, URLs: opts.URLs, Logger: logger, Now: now, LoginAllowed: oauth.LoginAllowed,
-		SignedOut: tenant.LimitByAddress(limits), Conversations: convStore, Hub: p.Hub})
+		SignedOut: tenant.LimitByAddress(limits),
+		Settings:  admin, Tenants: p.Tenants, Registrations: apis, Webhooks: delivery,
+		Operations: opStore, Feedback: feedback.NewStore(opts.Pool), Grants: oauth.Store(),
+		Conversations: convStore, Hub: p.Hub})
 	if err != nil {
 		return nil, err
 	}
@@ -331,7 +337,8 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 			oauth.Public(r)
 		})
 		gw.Public(r)
-		mcp.Public(r)
+		// MCP calls are the gateway's too, counted as such.
+		mcp.Public(r.With(gw.CountMCP))
 		convs.Public(r)
 	})
 

@@ -215,6 +215,27 @@ func Check(t testing.TB, conn *pgx.Conn, s Statement, want Want) {
 	}
 }
 
+// OnlyIndexes explains each of stmts on conn as a custom plan and fails t
+// for every scan that does not read its table through one of the indexes
+// allowed lists for it: for a page's statements, which may read many of
+// a Company's rows but never through an index of every Company's. Unlike
+// Check, it bounds no row counts and leaves generic plans out.
+func OnlyIndexes(t testing.TB, conn *pgx.Conn, stmts []Statement, allowed map[string][]string) {
+	t.Helper()
+	for _, s := range stmts {
+		scans, err := Explain(context.Background(), conn, s, "force_custom_plan")
+		if err != nil {
+			t.Errorf("%s: %v", s, err)
+			continue
+		}
+		for _, sc := range scans {
+			if !indexed[sc.Node] || !slices.Contains(allowed[sc.Table], sc.Index) {
+				t.Errorf("%s\n  %s, want an index scan using one of %q", s, sc, allowed[sc.Table])
+			}
+		}
+	}
+}
+
 // indexed are the scans that read a table through one index.
 var indexed = map[string]bool{"Index Scan": true, "Index Only Scan": true, "Bitmap Heap Scan": true}
 
