@@ -191,6 +191,7 @@ func (c *Console) routes(r chi.Router) {
 	r.Group(func(r chi.Router) {
 		r.Use(c.allow(RoleOwner))
 		r.Post("/staff/invite", c.invite)
+		r.Post("/staff/invites/revoke", c.revokeInvite)
 		r.Post("/staff/{id}/role", c.changeRole)
 		r.Post("/staff/{id}/remove", c.removeStaff)
 	})

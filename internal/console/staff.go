@@ -15,7 +15,9 @@ import (
 // staffPage is the staff page's data.
 type staffPage struct {
 	Staff []StaffRow
-	Roles []Role
+	// Invites are the invites not yet accepted.
+	Invites []PendingInvite
+	Roles   []Role
 	// CanManage: the member is an owner.
 	CanManage bool
 	// Invite is the invite form as sent, with its errors.
@@ -39,6 +41,9 @@ func (c *Console) staffList(w http.ResponseWriter, r *http.Request) {
 func (c *Console) renderStaff(w http.ResponseWriter, r *http.Request, status int, page staffPage) {
 	m := memberFrom(r.Context())
 	list, err := c.staff.List(r.Context(), m.CompanyID)
+	if err == nil {
+		page.Invites, err = c.staff.Invites(r.Context(), m.CompanyID, c.now())
+	}
 	if err != nil {
 		c.fail(w, r, err)
 		return
@@ -84,6 +89,20 @@ func (c *Console) invite(w http.ResponseWriter, r *http.Request) {
 	// leave out (they keep the path).
 	c.renderStaff(w, r, http.StatusOK, staffPage{Link: c.opts.URLs.Public.String() + c.base(m.CompanySlug) +
 		"/invite?" + url.Values{"token": {token}}.Encode()})
+}
+
+// revokeInvite cancels an invite: its link stops working.
+func (c *Console) revokeInvite(w http.ResponseWriter, r *http.Request) {
+	m := memberFrom(r.Context())
+	err := c.staff.RevokeInvite(r.Context(), m.CompanyID, r.PostForm.Get("invite"))
+	switch {
+	case errors.Is(err, ErrNotFound):
+		c.renderError(w, r, http.StatusNotFound, "There is no such invite.")
+	case err != nil:
+		c.fail(w, r, err)
+	default:
+		http.Redirect(w, r, c.base(m.CompanySlug)+"/staff", http.StatusSeeOther)
+	}
 }
 
 // staffTarget is the staff id of the URL, or 0 (a 404 was answered).

@@ -180,3 +180,70 @@ func TestStaffPageRoles(t *testing.T) {
 		require.Equal(t, role != console.RoleAuditor, strings.Contains(body, `href="/console/`+r.Slug+`/inbox"`), role)
 	}
 }
+
+// TestRevokeInvite: an owner sees the invites not yet accepted and
+// revokes one, whose link then works no more; admins see them but cannot
+// revoke; another Company's invite is not found.
+func TestRevokeInvite(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	owner, password := r.member(t, console.RoleOwner)
+	c := r.signInWith(t, owner.Email, password)
+	resp, err := c.PostForm(r.url("/staff/invite"), url.Values{"csrf": {r.csrf(t, c)},
+		"email": {"joan@example.com"}, "role": {"agent"}})
+	require.NoError(t, err)
+	body := readBody(t, resp)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	link := inviteLink.FindStringSubmatch(body)[1]
+	inviteID := regexp.MustCompile(`name="invite" value="([^"]+)"`)
+
+	admin := r.signIn(t, console.RoleAdmin)
+	_, body = r.get(t, admin, "/staff")
+	require.Contains(t, body, "joan@example.com")
+	id := inviteID.FindStringSubmatch(body)
+	require.Nil(t, id, "an admin gets no revoke form")
+
+	_, body = r.get(t, c, "/staff")
+	id = inviteID.FindStringSubmatch(body)
+	require.NotNil(t, id, body)
+	resp = r.post(t, admin, "/staff/invites/revoke", url.Values{"invite": {id[1]}})
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	resp = r.postRaw(t, c, "/staff/invites/revoke", url.Values{"invite": {id[1]}})
+	require.Equal(t, http.StatusForbidden, resp.StatusCode, "no CSRF token")
+
+	// Another Company's owner cannot revoke it.
+	other, otherID := r.company(t, "globex")
+	stranger, strangerPassword := r.memberOf(t, otherID, console.RoleOwner)
+	sc := r.client(t)
+	otherURL := func(path string) string { return r.env.PublicURL("/console/" + other + path) }
+	resp, err = sc.Get(otherURL("/signin"))
+	require.NoError(t, err)
+	token := csrfField.FindStringSubmatch(readBody(t, resp))[1]
+	resp, err = sc.PostForm(otherURL("/signin"), url.Values{"csrf": {token}, "email": {stranger.Email}, "password": {strangerPassword}})
+	require.NoError(t, err)
+	readBody(t, resp)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	resp, err = sc.Get(otherURL("/account"))
+	require.NoError(t, err)
+	token = csrfField.FindStringSubmatch(readBody(t, resp))[1]
+	resp, err = sc.PostForm(otherURL("/staff/invites/revoke"), url.Values{"csrf": {token}, "invite": {id[1]}})
+	require.NoError(t, err)
+	readBody(t, resp)
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	resp, err = r.client(t).Get(link)
+	require.NoError(t, err)
+	readBody(t, resp)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the link still works")
+
+	resp = r.post(t, c, "/staff/invites/revoke", url.Values{"invite": {id[1]}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	resp, err = r.client(t).Get(link)
+	require.NoError(t, err)
+	readBody(t, resp)
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	_, body = r.get(t, c, "/staff")
+	require.NotContains(t, body, "joan@example.com")
+	resp = r.post(t, c, "/staff/invites/revoke", url.Values{"invite": {"not base64!"}})
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	require.Contains(t, r.auditActions(t, owner.ID), "POST /console/{slug}/staff/invites/revoke")
+}

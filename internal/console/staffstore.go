@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"time"
 
@@ -133,6 +134,45 @@ func (s *Store) CreateInvite(ctx context.Context, inv Invite, by int64) (string,
 		return audit.Record(ctx, tx)
 	})
 	return token, err
+}
+
+// PendingInvite is an invite not yet accepted, as the staff page lists
+// it: ID names it in forms (the token's hash, base64url: it reveals
+// nothing of the token).
+type PendingInvite struct {
+	Invite
+	ID string
+}
+
+// Invites lists the Company's unexpired invites, by email.
+func (s *Store) Invites(ctx context.Context, companyID int64, now time.Time) ([]PendingInvite, error) {
+	rows, err := s.pool.Query(ctx, `SELECT token_hash, email, name, role, expires_at FROM staff_invites
+		WHERE company_id = $1 AND expires_at > $2 ORDER BY email, expires_at`, companyID, now)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (PendingInvite, error) {
+		inv := PendingInvite{Invite: Invite{CompanyID: companyID}}
+		var hash []byte
+		var role string
+		err := row.Scan(&hash, &inv.Email, &inv.Name, &role, &inv.ExpiresAt)
+		inv.ID, inv.Role = base64.RawURLEncoding.EncodeToString(hash), Role(role)
+		return inv, err
+	})
+}
+
+// RevokeInvite deletes the Company's invite id (PendingInvite.ID), so its
+// link stops working, audited in the same transaction; ErrNotFound if
+// there is none.
+func (s *Store) RevokeInvite(ctx context.Context, companyID int64, id string) error {
+	hash, err := base64.RawURLEncoding.DecodeString(id)
+	if err != nil {
+		return ErrNotFound
+	}
+	return db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM staff_invites WHERE company_id = $1 AND token_hash = $2`, companyID, hash)
+		return audited(ctx, tx, tag, err)
+	})
 }
 
 // invite returns the Company's unexpired invite with token, or

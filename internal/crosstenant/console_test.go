@@ -53,7 +53,7 @@ func TestConsole(t *testing.T) {
 		require.ErrorIs(t, store.Remove(w.ctx, w.b.ID, agent.ID), console.ErrNotFound)
 		keptA(t)
 	})
-	t.Run("console.Store/CreateInvite+AcceptInvite", func(t *testing.T) {
+	t.Run("console.Store/CreateInvite+AcceptInvite+Invites+RevokeInvite", func(t *testing.T) {
 		// A's invite is not B's to accept, and B's invite of A's email is
 		// B's own.
 		token, err := store.CreateInvite(w.ctx, console.Invite{CompanyID: w.a.ID, Email: "joan@example.com",
@@ -64,6 +64,15 @@ func TestConsole(t *testing.T) {
 		_, err = store.CreateInvite(w.ctx, console.Invite{CompanyID: w.b.ID, Email: "ada@example.com",
 			Role: console.RoleAgent, ExpiresAt: time.Now().Add(time.Hour)}, 0)
 		require.NoError(t, err, "an email is per Company")
+		// A's pending invite is neither listed nor revoked at B.
+		listed, err := store.Invites(w.ctx, w.b.ID, time.Now())
+		require.NoError(t, err)
+		require.Len(t, listed, 1)
+		require.Equal(t, console.RoleAgent, listed[0].Role, "B's own invite only")
+		pending, err := store.Invites(w.ctx, w.a.ID, time.Now())
+		require.NoError(t, err)
+		require.Len(t, pending, 1)
+		require.ErrorIs(t, store.RevokeInvite(w.ctx, w.b.ID, pending[0].ID), console.ErrNotFound)
 		keptA(t)
 		joan, err := store.AcceptInvite(w.ctx, w.a.ID, token, "Joan", "joan's password", time.Now())
 		require.NoError(t, err, "A's invite still works at A")

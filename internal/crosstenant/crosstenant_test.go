@@ -116,6 +116,7 @@ package crosstenant_test
 //	                         SetRole, Remove                 yes      ErrNotFound, A's member unchanged
 //	                         CreateInvite, AcceptInvite      yes      A's invite token is not found at B; A's
 //	                                                                  still works at A
+//	                         Invites, RevokeInvite           yes      A's invite not listed; ErrNotFound, kept
 //	                         Create                          yes      the same email as A's is B's own member
 //	                         DeleteExpired                   no       a sweep over every Company
 //	                         (sessions, passkeys, ceremo-    yes      in package console (store_tenant_test.go:
