@@ -89,6 +89,9 @@ func (c *Console) settingsNav(r *http.Request, current string) []navItem {
 	base := c.base(m.CompanySlug) + "/settings/"
 	var out []navItem
 	for _, s := range sections {
+		if s.OwnerOnly && m.Role != RoleOwner {
+			continue
+		}
 		out = append(out, navItem{Label: s.Title, URL: base + s.ID, Current: s.ID == current})
 	}
 	out = append(out, navItem{Label: "APIs and tools", URL: base + "apis", Current: current == "apis"},
@@ -199,12 +202,24 @@ func (c *Console) settingsIndex(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) settingsPage(w http.ResponseWriter, r *http.Request) {
-	sec := sectionByID(chi.URLParam(r, "section"))
-	if sec == nil {
-		c.renderError(w, r, http.StatusNotFound, "There is no such page.")
-		return
+	if sec := c.section(w, r); sec != nil {
+		c.showSettings(w, r, sec)
 	}
-	c.showSettings(w, r, sec)
+}
+
+// section returns the section the URL names, or answers 404 for none
+// and 403 for an owners' section a member of another role asked for.
+func (c *Console) section(w http.ResponseWriter, r *http.Request) *section {
+	sec := sectionByID(chi.URLParam(r, "section"))
+	switch {
+	case sec == nil:
+		c.renderError(w, r, http.StatusNotFound, "There is no such page.")
+		return nil
+	case sec.OwnerOnly && memberFrom(r.Context()).Role != RoleOwner:
+		c.renderError(w, r, http.StatusForbidden, "Your role does not allow this.")
+		return nil
+	}
+	return sec
 }
 
 // stored reads the member's Company as stored, not as the request's
@@ -241,9 +256,8 @@ func (c *Console) showSettings(w http.ResponseWriter, r *http.Request, sec *sect
 // is refused, not applied over it. A refused form is shown again as
 // entered, each error beside its input; nothing is changed.
 func (c *Console) saveSettings(w http.ResponseWriter, r *http.Request) {
-	sec := sectionByID(chi.URLParam(r, "section"))
+	sec := c.section(w, r)
 	if sec == nil {
-		c.renderError(w, r, http.StatusNotFound, "There is no such page.")
 		return
 	}
 	m := memberFrom(r.Context())

@@ -57,6 +57,9 @@ type field struct {
 type section struct {
 	ID, Title, Intro string
 	Fields           []field
+	// OwnerOnly keeps the section from admins: whether staff need a
+	// second factor is for owners to decide (docs/console.md, "Roles").
+	OwnerOnly bool
 }
 
 var grantOptions = []option{
@@ -153,7 +156,7 @@ var sections = []section{
 			{Path: "rate_limits.per_session", Label: "Requests a minute per Session", Kind: kindNumber},
 			{Path: "rate_limits.per_address", Label: "Requests a minute per address", Kind: kindNumber},
 		}},
-	{ID: "console", Title: "Console", Intro: "How the Company's staff sign in to this console.",
+	{ID: "console", Title: "Console", Intro: "How the Company's staff sign in to this console.", OwnerOnly: true,
 		Fields: []field{
 			{Path: "console.require_second_factor", Label: "Staff who sign in with a password must also use a passkey or a TOTP code",
 				Kind: kindCheckbox},

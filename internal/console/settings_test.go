@@ -102,6 +102,7 @@ func TestSettingsRoles(t *testing.T) {
 	}{
 		{"/settings", map[*http.Client]bool{owner: true, admin: true}},
 		{"/settings/agents", map[*http.Client]bool{owner: true, admin: true}},
+		{"/settings/console", map[*http.Client]bool{owner: true}},
 		{"/settings/apis", map[*http.Client]bool{owner: true, admin: true}},
 		{"/settings/webhook", map[*http.Client]bool{owner: true, admin: true}},
 		{"/settings/api-keys", map[*http.Client]bool{owner: true}},
@@ -130,6 +131,9 @@ func TestSettingsRoles(t *testing.T) {
 		resp, body := r.postPage(t, c, "/settings/api-keys", url.Values{"name": {"sneaky"}})
 		require.Equal(t, http.StatusForbidden, resp.StatusCode)
 		require.NotContains(t, body, tenant.APIKeyPrefix)
+		// Only owners decide whether staff need a second factor.
+		resp, _ = r.postPage(t, c, "/settings/console", url.Values{"console.require_second_factor": {"on"}})
+		require.Equal(t, http.StatusForbidden, resp.StatusCode)
 	}
 	require.Equal(t, before, r.settings(t, r.ID))
 	keys, err := r.env.Platform.Tenants.ListAPIKeys(context.Background(), r.ID)
