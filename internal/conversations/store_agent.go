@@ -199,8 +199,10 @@ func (s *Store) start(ctx context.Context, companyID int64, o Owner, req StartRe
 		}
 		hash = contentHash(req.Message, "start", req.ParentID, req.AcceptedEventID)
 	}
-	return retried(func() (*Conversation, error) {
+	var stored bool
+	c, err := retried(func() (*Conversation, error) {
 		var out *Conversation
+		stored = false
 		err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 			if req.Message != nil {
 				used, err := findMessage(ctx, tx, companyID, o, req.Message.ID, hash)
@@ -275,12 +277,17 @@ func (s *Store) start(ctx context.Context, companyID int64, o Owner, req StartRe
 				if err := s.schedulePerform(ctx, tx, c, o, req.Message.ID, 1, approval); err != nil {
 					return err
 				}
+				stored = true
 			}
 			out = c
 			return s.deliver(ctx, tx, c)
 		})
 		return out, err
 	})
+	if err == nil && stored {
+		s.metrics.message("")
+	}
+	return c, err
 }
 
 // lockParent locks and checks a Direct Conversation's parent (spec 8.10).
@@ -374,8 +381,10 @@ func (s *Store) send(ctx context.Context, companyID int64, o Owner, id string, m
 		return nil, notFound()
 	}
 	hash := contentHash(m, "send", id)
-	return retried(func() (*Conversation, error) {
+	var stored bool
+	c, err := retried(func() (*Conversation, error) {
 		var out *Conversation
+		stored = false
 		err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 			c, used, err := lockForMessage(ctx, tx, companyID, id, o, m.ID, hash)
 			if err != nil {
@@ -423,11 +432,15 @@ func (s *Store) send(ctx context.Context, companyID int64, o Owner, id string, m
 			if err := s.schedulePerform(ctx, tx, c, o, m.ID, seq, approval); err != nil {
 				return err
 			}
-			out = c
+			out, stored = c, true
 			return s.deliver(ctx, tx, c)
 		})
 		return out, err
 	})
+	if err == nil && stored {
+		s.metrics.message("")
+	}
+	return c, err
 }
 
 // lockForMessage reads conversation id with its row locked, and what the

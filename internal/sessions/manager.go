@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
@@ -26,6 +27,8 @@ type Manager struct {
 	store    *Store
 	urls     tenant.URLs
 	now      func() time.Time
+	reg      prometheus.Registerer
+	metrics  *metrics
 }
 
 // touchEvery is how stale last_seen_at may get before a request updates
@@ -34,8 +37,13 @@ type Manager struct {
 const touchEvery = time.Minute
 
 // NewManager returns a Manager.
-func NewManager(v *Verifier, store *Store, urls tenant.URLs) *Manager {
-	return &Manager{verifier: v, store: store, urls: urls, now: v.opts.Now}
+func NewManager(v *Verifier, store *Store, urls tenant.URLs, opts ...Option) *Manager {
+	m := &Manager{verifier: v, store: store, urls: urls, now: v.opts.Now}
+	for _, o := range opts {
+		o(m)
+	}
+	m.metrics = newMetrics(m.reg)
+	return m
 }
 
 // AccessToken returns the request's access token from the Authorization
@@ -56,10 +64,13 @@ func AccessToken(r *http.Request) string {
 func (m *Manager) Authenticate(ctx context.Context, r *http.Request, c *tenant.Company) (*Session, error) {
 	ctx, span := tracing.Start(ctx, "session verify", trace.SpanKindInternal)
 	sess, err := m.authenticate(ctx, r, c)
-	if err != nil && span.IsRecording() {
-		// The error's text is for the caller; the span says only that the
-		// Session was refused.
-		span.SetStatus(codes.Error, "session refused")
+	if err != nil {
+		m.metrics.refusal(err)
+		if span.IsRecording() {
+			// The error's text is for the caller; the span says only that
+			// the Session was refused.
+			span.SetStatus(codes.Error, "session refused")
+		}
 	}
 	span.End()
 	return sess, err
@@ -88,6 +99,7 @@ func (m *Manager) authenticate(ctx context.Context, r *http.Request, c *tenant.C
 		return nil, err
 	}
 	if !fresh {
+		m.metrics.replays.Inc()
 		return nil, fail("the Session JWT's jti was already used; sign a new JWT for every request")
 	}
 	if sess == nil {
@@ -152,13 +164,17 @@ func Continue(ctx context.Context) error {
 	if sess.New {
 		created, err := m.store.create(ctx, c.ID, p.claims)
 		if err != nil {
+			m.metrics.refusal(err)
 			return err
 		}
 		if !created.New {
 			// A concurrent request started it first.
 			if err := m.check(ctx, c, created, p.claims, p.now); err != nil {
+				m.metrics.refusal(err)
 				return err
 			}
+		} else {
+			m.metrics.started.Inc()
 		}
 		// What this request alone says stays: its extensions and the
 		// operator its signature named.
@@ -193,6 +209,7 @@ func (m *Manager) Require(limits *httpx.Limiter) func(http.Handler) http.Handler
 			c := tenant.FromContext(r.Context())
 			op := botauth.FromContext(r.Context())
 			if op == nil && c.Settings.Agents.RequireSignature {
+				m.metrics.refused[reasonInvalid].Inc()
 				httpx.WriteError(w, r, fail("this Company requires a valid Web Bot Auth signature on Session requests (spec 5.3)"))
 				return
 			}

@@ -143,9 +143,13 @@ type Want struct {
 	// Also maps a table to other indexes accepted for it: ties the
 	// caller has decided to allow (docs/decisions.md says which).
 	Also map[string][]string
+	// Ordered is a statement with ORDER BY and LIMIT whose index gives
+	// the order: the plan must not sort, and a scan's estimate (every row
+	// that matches) bounds nothing, since the LIMIT ends the scan.
+	Ordered bool
 }
 
-// Scan is one table scan of a plan.
+// Scan is one table scan of a plan, or a sort (Node "Sort", no Table).
 type Scan struct {
 	Node, Table, Index string
 	Rows               float64
@@ -229,6 +233,27 @@ func Check(t testing.TB, conn *pgx.Conn, s Statement, want Want) {
 	}
 }
 
+// OnlyIndexes explains each of stmts on conn as a custom plan and fails t
+// for every scan that does not read its table through one of the indexes
+// allowed lists for it: for a page's statements, which may read many of
+// a Company's rows but never through an index of every Company's. Unlike
+// Check, it bounds no row counts and leaves generic plans out.
+func OnlyIndexes(t testing.TB, conn *pgx.Conn, stmts []Statement, allowed map[string][]string) {
+	t.Helper()
+	for _, s := range stmts {
+		scans, err := Explain(context.Background(), conn, s, "force_custom_plan")
+		if err != nil {
+			t.Errorf("%s: %v", s, err)
+			continue
+		}
+		for _, sc := range scans {
+			if !indexed[sc.Node] || !slices.Contains(allowed[sc.Table], sc.Index) {
+				t.Errorf("%s\n  %s, want an index scan using one of %q", s, sc, allowed[sc.Table])
+			}
+		}
+	}
+}
+
 // indexed are the scans that read a table through one index.
 var indexed = map[string]bool{"Index Scan": true, "Index Only Scan": true, "Bitmap Heap Scan": true}
 
@@ -240,13 +265,19 @@ func Problems(scans []Scan, want Want) []string {
 	}
 	var out []string
 	for _, sc := range scans {
+		if sc.Node == "Sort" {
+			if want.Ordered {
+				out = append(out, fmt.Sprintf("a sort of %.0f rows, want them in an index's order", sc.Rows))
+			}
+			continue
+		}
 		index, ok := want.Index[sc.Table]
 		switch {
 		case !ok:
 			out = append(out, fmt.Sprintf("unexpected %s", sc))
 		case !indexed[sc.Node] || sc.Index == "" || sc.Index != index && !slices.Contains(want.Also[sc.Table], sc.Index):
 			out = append(out, fmt.Sprintf("%s, want an index scan using %q", sc, index))
-		case sc.Rows > limit:
+		case sc.Rows > limit && !want.Ordered:
 			out = append(out, fmt.Sprintf("%s, want at most %.0f rows", sc, limit))
 		}
 	}
@@ -311,6 +342,8 @@ func (n node) scans(out []Scan) []Scan {
 		return append(out, sc)
 	case n.Relation != "" && n.Type != "ModifyTable":
 		out = append(out, Scan{Node: n.Type, Table: n.Relation, Index: n.Index, Rows: n.Rows})
+	case n.Type == "Sort" || n.Type == "Incremental Sort":
+		out = append(out, Scan{Node: "Sort", Rows: n.Rows})
 	}
 	for _, c := range n.Plans {
 		out = c.scans(out)
