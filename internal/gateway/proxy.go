@@ -103,7 +103,7 @@ func (g *Gateway) SetEngine(e *operations.Engine) { g.engine = e }
 // /openapi/{name}.json under /t/{slug}.
 func (g *Gateway) Public(r chi.Router) {
 	r.Get("/openapi/{name}.json", g.serveDescription)
-	r.With(httpx.GrowStack, counted(g.calls.api), g.opts.Session).Handle("/api/{name}/*", http.HandlerFunc(g.serve))
+	r.With(counted(g.calls.api), g.opts.Session).Handle("/api/{name}/*", http.HandlerFunc(g.serve))
 }
 
 // load returns the Company's API named name, compiled, from the cache when

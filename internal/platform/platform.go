@@ -357,9 +357,11 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	web.Domain(company)
 
 	host := tenant.HostRouter(companies, opts.URLs.Public.Hostname(), platform, company)
-	// Event streams wait outside the rest of the chain (conversations.ParkStreams).
+	// Event streams wait outside the rest of the chain
+	// (conversations.ParkStreams); every other request's stack grows once,
+	// while shallow, before the routers (httpx.GrowStack).
 	p.handler = httpx.Instrument(logger, metrics,
-		conversations.ParkStreams(httpx.PaceBodies(opts.Bodies)(opts.Proxies.Middleware(host))))
+		conversations.ParkStreams(httpx.GrowStack(httpx.PaceBodies(opts.Bodies)(opts.Proxies.Middleware(host)))))
 	return p, nil
 }
 
