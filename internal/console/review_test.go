@@ -1,0 +1,47 @@
+package console_test
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/poppyhost/poppyhost/internal/console"
+)
+
+// TestHeaderTokenFormBounded: a form posted with its CSRF token in the
+// X-CSRF-Token header is read within the same bound as any other: an
+// oversized one is refused 400 and changes nothing.
+func TestHeaderTokenFormBounded(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	alice := r.connect(t, r.ID, "alice", agentClient)
+	c := r.signIn(t, console.RoleOwner)
+	form := url.Values{"account_id": {strconv.FormatInt(alice, 10)}, "client_id": {agentClient},
+		"pad": {strings.Repeat("x", 200<<10)}}
+	req, err := http.NewRequest(http.MethodPost, r.url("/agents/disconnect"), strings.NewReader(form.Encode()))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-CSRF-Token", r.csrf(t, c))
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	readBody(t, resp)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.True(t, r.connected(t, r.ID, alice, agentClient), "nothing is done")
+}
+
+// TestNULInQuery: a query with a NUL byte, which PostgreSQL refuses in
+// text, is refused 400 rather than failing 500.
+func TestNULInQuery(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	c := r.signIn(t, console.RoleOwner)
+	for _, path := range []string{"/agents?after_account=1&after_client=a%00b", "/operations?target=a%00b",
+		"/operations/export.csv?client_id=a%00b"} {
+		resp, _ := r.get(t, c, path)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, path)
+	}
+}
