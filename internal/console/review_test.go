@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -44,4 +45,44 @@ func TestNULInQuery(t *testing.T) {
 		resp, _ := r.get(t, c, path)
 		require.Equal(t, http.StatusBadRequest, resp.StatusCode, path)
 	}
+}
+
+// TestTOTPGuessesThrottled: someone with a member's password cannot guess
+// TOTP codes without end by signing in again each time a pending session
+// ends: wrong codes are counted across sessions and soon refused 429.
+func TestTOTPGuessesThrottled(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.requireSecondFactor(t)
+	m, password := r.member(t, console.RoleOwner)
+	c := r.client(t)
+	require.Equal(t, http.StatusSeeOther, r.passwordSignIn(t, c, m.Email, password).StatusCode)
+	_, body := r.get(t, c, "/signin/second")
+	secret := totpSecret.FindStringSubmatch(body)[1]
+	resp := r.post(t, c, "/signin/second/enroll", url.Values{"code": {console.TOTPCode(secret, time.Now())}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+
+	// A code that is none of the three the window accepts.
+	wrong := "000000"
+	now := time.Now()
+	for _, d := range []time.Duration{-console.TOTPStep, 0, console.TOTPStep} {
+		if console.TOTPCode(secret, now.Add(d)) == wrong {
+			wrong = "111111"
+		}
+	}
+	attacker := r.client(t)
+	for attempt := range 30 {
+		if attempt%5 == 0 {
+			attacker = r.client(t)
+			resp := r.passwordSignIn(t, attacker, m.Email, password)
+			require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the password is right")
+		}
+		resp := r.post(t, attacker, "/signin/second/totp", url.Values{"code": {wrong}})
+		if resp.StatusCode == http.StatusTooManyRequests {
+			require.NotEmpty(t, resp.Header.Get("Retry-After"))
+			return
+		}
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	}
+	t.Fatal("30 wrong codes, in new pending sessions, were never throttled")
 }
