@@ -86,3 +86,31 @@ func TestTOTPGuessesThrottled(t *testing.T) {
 	}
 	t.Fatal("30 wrong codes, in new pending sessions, were never throttled")
 }
+
+// TestInvitesEndWithInviterOwnership: the invite links an owner made stop
+// working when the owner is removed or is an owner no more, so that a
+// removed owner cannot come back through a link they kept.
+func TestInvitesEndWithInviterOwnership(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	other, _ := r.signInAs(t, console.RoleOwner)
+	for _, change := range []string{"remove", "role"} {
+		c, m := r.signInAs(t, console.RoleOwner)
+		resp, body := r.postPage(t, c, "/staff/invite", url.Values{"email": {change + "-back@example.com"},
+			"role": {"owner"}})
+		require.Equal(t, http.StatusOK, resp.StatusCode, body)
+		match := inviteLink.FindStringSubmatch(body)
+		require.NotNil(t, match, body)
+		path := strings.TrimPrefix(match[1], r.env.PublicURL("/console/"+r.Slug))
+
+		form := url.Values{}
+		if change == "role" {
+			form.Set("role", "agent")
+		}
+		resp = r.post(t, other, "/staff/"+strconv.FormatInt(m.ID, 10)+"/"+change, form)
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, change)
+
+		resp = r.post(t, r.client(t), path, url.Values{"name": {"Back"}, "password": {"a long enough password"}})
+		require.Equal(t, http.StatusNotFound, resp.StatusCode, "the %s owner's invite still works", change)
+	}
+}
