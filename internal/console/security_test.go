@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -113,4 +114,23 @@ func TestInvitesEndWithInviterOwnership(t *testing.T) {
 		resp = r.post(t, r.client(t), path, url.Values{"name": {"Back"}, "password": {"a long enough password"}})
 		require.Equal(t, http.StatusNotFound, resp.StatusCode, "the %s owner's invite still works", change)
 	}
+}
+
+// TestAcceptedInviteAuditPath: the audit entry of an accepted invite keeps
+// its route, not the link's token.
+func TestAcceptedInviteAuditPath(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	c, _ := r.signInAs(t, console.RoleOwner)
+	resp, body := r.postPage(t, c, "/staff/invite", url.Values{"email": {"new@example.com"}, "role": {"agent"}})
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	link := inviteLink.FindStringSubmatch(body)[1]
+	path := strings.TrimPrefix(link, r.env.PublicURL("/console/"+r.Slug))
+	resp = r.post(t, r.client(t), path, url.Values{"name": {"New"}, "password": {"a long enough password"}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	token := strings.TrimPrefix(path, "/invite/")
+	var n int
+	require.NoError(t, r.env.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM audit_log WHERE company_id = $1 AND path LIKE '%' || $2 || '%'`, r.ID, token).Scan(&n))
+	require.Zero(t, n, "an audit entry keeps the invite's token")
 }

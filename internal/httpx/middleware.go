@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -181,7 +182,7 @@ func Instrument(base *slog.Logger, m *Metrics, next http.Handler) http.Handler {
 			logger.LogAttrs(ctx, slog.LevelInfo, "request",
 				slog.String("method", r.Method),
 				slog.String("host", r.Host),
-				slog.String("path", r.URL.Path),
+				slog.String("path", LogPath(r.URL.Path, pattern)),
 				slog.String("route", pattern),
 				slog.Int("status", status),
 				slog.Int64("bytes", rec.bytes),
@@ -190,6 +191,17 @@ func Instrument(base *slog.Logger, m *Metrics, next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(rec, r)
 	})
+}
+
+// LogPath is the path a log line shows of a request whose route is
+// pattern: the pattern itself where the path holds a secret (a {token},
+// such as a console invite link's), which no log may keep; the path
+// otherwise.
+func LogPath(path, pattern string) string {
+	if strings.Contains(pattern, "{token}") {
+		return pattern
+	}
+	return path
 }
 
 // endServerSpan names a request's span by its route pattern and records
