@@ -238,6 +238,21 @@ func (s *Store) AuthenticateOther(ctx context.Context, companyID int64, namespac
 	return s.check(ctx, companyID, namespace+" "+name, "unknown "+namespace, password, find)
 }
 
+// AdmitOther counts an attempt at another secret of name in namespace,
+// such as a staff member's TOTP code, under the passwords' throttle and
+// before the secret is checked: it returns a *ThrottledError while name
+// is locked. The count survives correct passwords, so a second factor is
+// guessed no faster than a password; ClearOther forgets it after a
+// success.
+func (s *Store) AdmitOther(ctx context.Context, companyID int64, namespace, name string) error {
+	return s.admit(ctx, companyID, namespace+" "+name)
+}
+
+// ClearOther forgets the attempts AdmitOther counted at name.
+func (s *Store) ClearOther(ctx context.Context, companyID int64, namespace, name string) error {
+	return s.clearFailures(ctx, companyID, namespace+" "+name)
+}
+
 // Hash returns HashPassword(password) once its turn at the Store's gate
 // comes, waiting as SetPassword does, for the passwords of those who sign
 // in with AuthenticateOther.

@@ -123,7 +123,7 @@ func New(opts Options) (*Console, error) {
 // Mount adds the console's routes to r, which the platform mounts at
 // /console/{slug} on its own host.
 func (c *Console) Mount(r chi.Router) {
-	r.Use(c.headers, audit.Middleware(c.opts.Pool), c.company)
+	r.Use(c.headers, c.text, audit.Middleware(c.opts.Pool), c.company)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		c.renderError(w, r, http.StatusNotFound, "There is no such page.")
 	})

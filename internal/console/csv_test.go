@@ -24,3 +24,14 @@ func TestCSVCells(t *testing.T) {
 	require.Equal(t, [][]string{{`'=HYPERLINK("https://evil.example","x")`, "'+1", "'-2+3", "'@SUM(A1)", "'\tx",
 		"'\rx", "'＝1", "a,b", `say "hi"`, "two\nlines", "plain", "", "\uFFFD"}}, got)
 }
+
+// TestCSVSemicolonLocale: every cell is quoted, so a spreadsheet that
+// splits cells at semicolons does not split one into a cell starting
+// with a formula.
+func TestCSVSemicolonLocale(t *testing.T) {
+	var b strings.Builder
+	w := newCSVWriter(&b)
+	require.NoError(t, w.row("x;=cmd|' /C calc'!A0", "plain"))
+	require.NoError(t, w.flush())
+	require.Equal(t, "\"x;=cmd|' /C calc'!A0\",\"plain\"\n", b.String())
+}

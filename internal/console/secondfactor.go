@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"html/template"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
 
+	"github.com/poppyhost/poppyhost/internal/accounts"
 	"github.com/poppyhost/poppyhost/internal/sealing"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
@@ -142,9 +144,20 @@ func (c *Console) confirmTOTP(r *http.Request, m Member, code string) error {
 	return c.staff.setTOTP(r.Context(), m, cer.TOTP, step)
 }
 
+// totpNamespace is where wrong TOTP codes are counted in login_failures
+// (accounts.Store.AdmitOther), by staff id.
+const totpNamespace = "staff-totp"
+
 // checkTOTP reports whether code is a code of m's TOTP secret not used
-// before, and if so marks it used.
+// before, and if so marks it used. Every attempt is counted under the
+// passwords' throttle until one succeeds (an *accounts.ThrottledError
+// while m is locked): ending a pending session after a few wrong codes
+// alone would let whoever has the password sign in again for more.
 func (c *Console) checkTOTP(r *http.Request, m Member, code string) error {
+	id := strconv.FormatInt(m.ID, 10)
+	if err := c.opts.Passwords.AdmitOther(r.Context(), m.CompanyID, totpNamespace, id); err != nil {
+		return err
+	}
 	sealed, last, err := c.staff.totpSecret(r.Context(), m)
 	if errors.Is(err, ErrNotFound) {
 		return errWrongCode
@@ -152,7 +165,7 @@ func (c *Console) checkTOTP(r *http.Request, m Member, code string) error {
 	if err != nil {
 		return err
 	}
-	secret, err := c.opts.Sealer.Open(r.Context(), m.CompanyID, sealing.StaffTOTPSecret, strconv.FormatInt(m.ID, 10), sealed)
+	secret, err := c.opts.Sealer.Open(r.Context(), m.CompanyID, sealing.StaffTOTPSecret, id, sealed)
 	if err != nil {
 		return err
 	}
@@ -167,7 +180,7 @@ func (c *Console) checkTOTP(r *http.Request, m Member, code string) error {
 	if !accepted {
 		return errWrongCode
 	}
-	return nil
+	return c.opts.Passwords.ClearOther(r.Context(), m.CompanyID, totpNamespace, id)
 }
 
 // normalizeCode drops the spaces people type inside a code.
@@ -183,9 +196,14 @@ const maxSecondFailures = 5
 func (c *Console) secondTOTP(w http.ResponseWriter, r *http.Request) {
 	m := memberFrom(r.Context())
 	err := c.checkTOTP(r, m, r.PostForm.Get("code"))
+	var throttled *accounts.ThrottledError
 	switch {
 	case errors.Is(err, errWrongCode):
 		c.wrongCode(w, r, m, "The code is wrong or was used already.")
+		return
+	case errors.As(err, &throttled):
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(throttled.RetryAfter.Seconds()))))
+		c.renderSecond(w, r, http.StatusTooManyRequests, "Too many wrong codes. Wait a moment and try again.")
 		return
 	case err != nil:
 		c.fail(w, r, err)

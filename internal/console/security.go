@@ -9,10 +9,12 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"net/url"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/poppyhost/poppyhost/internal/audit"
+	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
@@ -138,18 +140,49 @@ func (c *Console) csrf(next http.Handler) http.Handler {
 			forbidden(w, r)
 			return
 		}
+		// Bounded whether the token comes in the form or the header: a
+		// handler's r.PostFormValue would otherwise read any size.
+		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+		if err := r.ParseForm(); err != nil {
+			c.renderError(w, r, http.StatusBadRequest, "The form could not be read.")
+			return
+		}
 		got := r.Header.Get("X-CSRF-Token")
 		if got == "" {
-			r.Body = http.MaxBytesReader(w, r.Body, maxForm)
-			if err := r.ParseForm(); err != nil {
-				c.renderError(w, r, http.StatusBadRequest, "The form could not be read.")
-				return
-			}
 			got = r.PostForm.Get("csrf")
 		}
 		want := csrfFrom(r.Context())
 		if want == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
 			forbidden(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// validText reports whether every name and value of vs is text that
+// PostgreSQL takes (httpx.ValidText).
+func validText(vs url.Values) bool {
+	for name, values := range vs {
+		if !httpx.ValidText(name) {
+			return false
+		}
+		for _, v := range values {
+			if !httpx.ValidText(v) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// text refuses (400, nothing done) a request whose path or query is not
+// text PostgreSQL takes, as httpx.RequireText does for the APIs, with the
+// console's error page.
+func (c *Console) text(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !httpx.ValidText(r.URL.Path) || !validText(r.URL.Query()) {
+			c.renderError(w, r, http.StatusBadRequest, "The address is not valid.")
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -60,7 +60,8 @@ func leavesNoOwner(owners []int64, id int64) bool {
 }
 
 // SetRole changes the role of the Company's staff member id, audited in
-// the same transaction. It returns ErrNotFound, or ErrLastOwner when id is
+// the same transaction; a member who is no longer an owner loses the
+// invites they made. It returns ErrNotFound, or ErrLastOwner when id is
 // the only owner and role is not owner.
 func (s *Store) SetRole(ctx context.Context, companyID, id int64, role Role) error {
 	return db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
@@ -72,13 +73,18 @@ func (s *Store) SetRole(ctx context.Context, companyID, id int64, role Role) err
 			return ErrLastOwner
 		}
 		tag, err := tx.Exec(ctx, `UPDATE staff SET role = $3 WHERE company_id = $1 AND id = $2`, companyID, id, string(role))
+		if err == nil && tag.RowsAffected() > 0 && role != RoleOwner {
+			if err := dropInvites(ctx, tx, companyID, id); err != nil {
+				return err
+			}
+		}
 		return audited(ctx, tx, tag, err, "role")
 	})
 }
 
-// Remove deletes the Company's staff member id, with their sessions and
-// passkeys, audited in the same transaction. It returns ErrNotFound, or
-// ErrLastOwner when id is the only owner.
+// Remove deletes the Company's staff member id, with their sessions,
+// passkeys and the invites they made, audited in the same transaction.
+// It returns ErrNotFound, or ErrLastOwner when id is the only owner.
 func (s *Store) Remove(ctx context.Context, companyID, id int64) error {
 	return db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		owners, err := lockOwners(ctx, tx, companyID)
@@ -88,9 +94,20 @@ func (s *Store) Remove(ctx context.Context, companyID, id int64) error {
 		if leavesNoOwner(owners, id) {
 			return ErrLastOwner
 		}
+		if err := dropInvites(ctx, tx, companyID, id); err != nil {
+			return err
+		}
 		tag, err := tx.Exec(ctx, `DELETE FROM staff WHERE company_id = $1 AND id = $2`, companyID, id)
 		return audited(ctx, tx, tag, err)
 	})
+}
+
+// dropInvites deletes the invites staff member id made: only owners
+// invite, and a link must not outlive its inviter's ownership (a removed
+// owner could otherwise come back through a link they kept).
+func dropInvites(ctx context.Context, tx pgx.Tx, companyID, id int64) error {
+	_, err := tx.Exec(ctx, `DELETE FROM staff_invites WHERE company_id = $1 AND invited_by = $2`, companyID, id)
+	return err
 }
 
 // Invite is an invitation to join a Company's staff, valid until it
