@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/poppyhost/poppyhost/internal/db"
@@ -37,6 +38,8 @@ type Session struct {
 	Operator string
 	// pending is the Session's creation or use not yet recorded (Continue).
 	pending *pending
+	// replay is the request's jti, when its route records it (DeferReplay).
+	replay *Replay
 }
 
 // Store keeps Sessions and the jti replay window in PostgreSQL, always
@@ -60,24 +63,35 @@ func scanSession(companyID int64, row pgx.Row) (*Session, error) {
 }
 
 // lookup fetches the Session and records the jti in one round trip. It
-// reports whether the jti was new.
-func (s *Store) lookup(ctx context.Context, companyID int64, c *Claims, jtiUntil time.Time) (*Session, bool, error) {
+// reports whether the jti was new. With record false it only checks that
+// the jti is unused, writing nothing: the request's route records it
+// (DeferReplay).
+func (s *Store) lookup(ctx context.Context, companyID int64, c *Claims, jtiUntil time.Time, record bool) (*Session, bool, error) {
 	b := &pgx.Batch{}
-	b.Queue(`INSERT INTO session_jtis (company_id, client_id, jti, expires_at) VALUES ($1, $2, $3, $4)
-		ON CONFLICT DO NOTHING`, companyID, c.ClientID, c.JTI, jtiUntil)
+	fresh := false
+	if record {
+		b.Queue(insertJTISQL, companyID, c.ClientID, c.JTI, jtiUntil).Exec(func(tag pgconn.CommandTag) error {
+			fresh = tag.RowsAffected() == 1
+			return nil
+		})
+	} else {
+		b.Queue(`SELECT NOT EXISTS (SELECT FROM session_jtis WHERE company_id = $1 AND client_id = $2 AND jti = $3)`,
+			companyID, c.ClientID, c.JTI).QueryRow(func(row pgx.Row) error { return row.Scan(&fresh) })
+	}
+	var sess *Session
 	b.Queue(`SELECT `+sessionColumns+` FROM sessions WHERE company_id = $1 AND client_id = $2 AND sid = $3`,
-		companyID, c.ClientID, c.SID)
-	br := s.pool.SendBatch(ctx, b)
-	defer br.Close()
-	tag, err := br.Exec()
-	if err != nil {
+		companyID, c.ClientID, c.SID).QueryRow(func(row pgx.Row) error {
+		var err error
+		sess, err = scanSession(companyID, row)
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		return err
+	})
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, false, err
 	}
-	sess, err := scanSession(companyID, br.QueryRow())
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return nil, false, err
-	}
-	return sess, tag.RowsAffected() == 1, nil
+	return sess, fresh, nil
 }
 
 // create starts a Session, or returns the one a concurrent request just
@@ -136,4 +150,10 @@ func (s *Store) BindAccount(ctx context.Context, companyID int64, clientID, sid 
 		return false, db.NotFound(err, ErrNotFound)
 	}
 	return bound == accountID, nil
+}
+
+// insertJTI records a jti on its own and reports whether it was new.
+func (s *Store) insertJTI(ctx context.Context, companyID int64, clientID, jti string, until time.Time) (bool, error) {
+	tag, err := s.pool.Exec(ctx, insertJTISQL, companyID, clientID, jti, until)
+	return tag.RowsAffected() == 1, err
 }
