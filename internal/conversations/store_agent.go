@@ -379,12 +379,14 @@ func (s *Store) send(ctx context.Context, companyID int64, o Owner, id string, m
 	}
 	hash := contentHash(m, "send", id)
 	c, err := retried(func() (*Conversation, error) {
-		var out *Conversation
-		err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-			c, used, err := lockForMessage(ctx, tx, companyID, id, o, m.ID, hash, replay)
-			if err != nil {
-				return err
-			}
+		var (
+			out  *Conversation
+			lock messageLock
+		)
+		err := db.InTxWith(ctx, s.pool, func(b *pgx.Batch) {
+			lock.queue(b, companyID, id, o, m.ID, hash, replay)
+		}, func(tx pgx.Tx) error {
+			c, used := lock.c, lock.used
 			if err := o.owns(c); err != nil {
 				return err
 			}
@@ -438,19 +440,19 @@ func (s *Store) send(ctx context.Context, companyID int64, o Owner, id string, m
 	return c, err
 }
 
-// lockForMessage reads conversation id with its row locked, and what the
-// User's message ID was used for, or nil, in one query; the conversation
-// is nil when there is none. A replay not nil records the request's jti
-// first, in the same round trip, and fails the transaction if it was used.
-func lockForMessage(ctx context.Context, tx pgx.Tx, companyID int64, id string, o Owner, messageID string, hash []byte,
-	replay *sessions.Replay) (*Conversation, *usedMessage, error) {
-	var (
-		c      *Conversation
-		usedIn *string
-		stored []byte
-		reply  []byte
-	)
-	b := &pgx.Batch{}
+// messageLock is what a message's transaction reads first: the
+// conversation with its row locked, nil when there is none, and what the
+// User's message ID was used for, or nil.
+type messageLock struct {
+	c    *Conversation
+	used *usedMessage
+}
+
+// queue queues on b, the batch that begins the transaction, the read of
+// l, in one query; a replay not nil records the request's jti before it,
+// and fails the transaction if it was used.
+func (l *messageLock) queue(b *pgx.Batch, companyID int64, id string, o Owner, messageID string, hash []byte,
+	replay *sessions.Replay) {
 	if replay != nil {
 		replay.Queue(b)
 	}
@@ -459,16 +461,19 @@ func lockForMessage(ctx context.Context, tx pgx.Tx, companyID int64, id string, 
 		LEFT JOIN conversation_message_ids m
 			ON m.company_id = $1 AND m.client_id = $3 AND m.user_id = $4 AND m.message_id = $5`,
 		companyID, id, o.ClientID, o.UserID, messageID).QueryRow(func(row pgx.Row) error {
-		var err error
-		c, err = scanConversation(companyID, row, &usedIn, &stored, &reply)
+		var (
+			usedIn *string
+			stored []byte
+			reply  []byte
+			err    error
+		)
+		l.c, err = scanConversation(companyID, row, &usedIn, &stored, &reply)
+		if err != nil || l.c == nil || usedIn == nil {
+			return err
+		}
+		l.used, err = usedOf(*usedIn, stored, reply, hash)
 		return err
 	})
-	err := tx.SendBatch(ctx, b).Close()
-	if err != nil || c == nil || usedIn == nil {
-		return c, nil, err
-	}
-	u, err := usedOf(*usedIn, stored, reply, hash)
-	return c, u, err
 }
 
 // onConversation runs f in a transaction on the Company's conversation id,
