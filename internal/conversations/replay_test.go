@@ -35,15 +35,15 @@ func (a *agentSide) sessionJWT(t *testing.T, id, sid string) string {
 // commit), and a JWT sent many times at once stores exactly one message:
 // every other copy is refused as a replay (invalid_session), whether it
 // carries the same message or another, and none of them stores anything.
+// Each round's JWT starts a new Session, which its copies create at once.
 func TestAgentMessageReplayedAtOnce(t *testing.T) {
 	a := newAgentSide(t)
-	const sid = "sess_replay"
-	id := a.start(t, paMsg("m0", "Hello"), paReq{SID: sid})
+	id := a.start(t, paMsg("m0", "Hello"), paReq{SID: "sess_replay"})
 
 	var lastJWT string
 	for round := range 3 {
 		before := a.counts(t)
-		jwt := a.sessionJWT(t, id, sid)
+		jwt := a.sessionJWT(t, id, fmt.Sprintf("sess_replay_%d", round))
 		lastJWT = jwt
 		const copies = 16
 		reqs := make([]*http.Request, copies)

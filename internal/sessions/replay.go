@@ -90,6 +90,9 @@ func (p *Replay) Queue(b *pgx.Batch) {
 // committed.
 func (p *Replay) Committed() { p.settled = true }
 
+// settleTimeout bounds Settle's insert, which outlives the request.
+const settleTimeout = 5 * time.Second
+
 // Settle records the jti of the request in ctx on its own if its route
 // did not (an error ended the request before its transaction committed),
 // and returns the replay error if the jti was used: the route answers with
@@ -101,6 +104,10 @@ func Settle(ctx context.Context) error {
 		return nil
 	}
 	p.settled = true
+	// Recorded even when the client has gone: the request may have ended
+	// for that, and its JWT must not be usable again.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
 	fresh, err := p.store.insertJTI(ctx, p.companyID, p.clientID, p.jti, p.until)
 	if err != nil {
 		return err
