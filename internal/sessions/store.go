@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/poppyhost/poppyhost/internal/db"
@@ -68,27 +67,28 @@ func scanSession(companyID int64, row pgx.Row) (*Session, error) {
 // (DeferReplay).
 func (s *Store) lookup(ctx context.Context, companyID int64, c *Claims, jtiUntil time.Time, record bool) (*Session, bool, error) {
 	b := &pgx.Batch{}
-	fresh := false
 	if record {
-		b.Queue(insertJTISQL, companyID, c.ClientID, c.JTI, jtiUntil).Exec(func(tag pgconn.CommandTag) error {
-			fresh = tag.RowsAffected() == 1
-			return nil
-		})
+		b.Queue(insertJTISQL, companyID, c.ClientID, c.JTI, jtiUntil)
 	} else {
 		b.Queue(`SELECT NOT EXISTS (SELECT FROM session_jtis WHERE company_id = $1 AND client_id = $2 AND jti = $3)`,
-			companyID, c.ClientID, c.JTI).QueryRow(func(row pgx.Row) error { return row.Scan(&fresh) })
+			companyID, c.ClientID, c.JTI)
 	}
-	var sess *Session
 	b.Queue(`SELECT `+sessionColumns+` FROM sessions WHERE company_id = $1 AND client_id = $2 AND sid = $3`,
-		companyID, c.ClientID, c.SID).QueryRow(func(row pgx.Row) error {
-		var err error
-		sess, err = scanSession(companyID, row)
-		if errors.Is(err, ErrNotFound) {
-			return nil
+		companyID, c.ClientID, c.SID)
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	var fresh bool
+	if record {
+		tag, err := br.Exec()
+		if err != nil {
+			return nil, false, err
 		}
-		return err
-	})
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		fresh = tag.RowsAffected() == 1
+	} else if err := br.QueryRow().Scan(&fresh); err != nil {
+		return nil, false, err
+	}
+	sess, err := scanSession(companyID, br.QueryRow())
+	if err != nil && !errors.Is(err, ErrNotFound) {
 		return nil, false, err
 	}
 	return sess, fresh, nil
