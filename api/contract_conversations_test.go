@@ -392,12 +392,17 @@ func contractConversations(t *testing.T, c *contract, f *fixture, acmeKey string
 		c.do(t, call{method: post, path: pa + "/handoff", session: s, body: `{}`, want: 202})
 		ch = decode[change](t, do(post, conv+"/join", `{"author":{"id":"aut_alex","name":"Alex"},"text":"Hi, I'm Alex."}`, 200))
 		assert.Equal(t, []string{"idle", "human", "human"}, []string{ch.Status, ch.Responder, ch.Message["author"].(map[string]any)["type"].(string)})
+		// The person hands it back to the Company Agent; again, there is
+		// nothing to hand back.
+		ch = decode[change](t, do(post, conv+"/hand-back", nil, 200))
+		assert.Equal(t, []string{"idle", "agent"}, []string{ch.Status, ch.Responder})
+		assert.Equal(t, "conflict", do(post, conv+"/hand-back", `{}`, 409).JSON(t)["error"])
 
 		// The Company reads events as the Personal Agent does, streams
 		// included.
 		rd = decode[conversationRead](t, do(get, conv+"/events?cursor="+cursor, nil, 200))
 		assert.Equal(t, []string{"message", "state", "authorization", "user_requested", "direct_opened", "direct_closed",
-			"state", "message", "state", "state", "state", "message"}, rd.types())
+			"state", "message", "state", "state", "state", "message", "state"}, rd.types())
 		last := rd.Events[len(rd.Events)-2]["id"].(string)
 		r = c.do(t, call{method: get, path: conv + "/events", token: acmeKey, frames: 1, header: sse(last), want: 200})
 		assert.True(t, strings.HasPrefix(string(r.Body), "id: "+rd.Cursor+"\n"), "%s", r.Body)
@@ -417,6 +422,7 @@ func contractConversations(t *testing.T, c *contract, f *fixture, acmeKey string
 			"/status":              `{"status":"working"}`,
 			"/join":                nil,
 			"/handoff-unavailable": nil,
+			"/hand-back":           nil,
 			"/user-requested":      `{"reason":"One more thing."}`,
 			"/authorization":       `{"scope":"orders:read"}`,
 		}
@@ -451,6 +457,7 @@ func contractConversations(t *testing.T, c *contract, f *fixture, acmeKey string
 			{method: post, path: conv + "/user-requested", docRejects: true, body: `{"reason":"  "}`},
 			{method: post, path: conv + "/authorization", body: `{"scope":"orders:delete"}`},
 			{method: post, path: conv + "/close", docRejects: true, body: `{"reason":"done"}`},
+			{method: post, path: conv + "/hand-back", docRejects: true, body: `{"to":"agent"}`},
 		} {
 			k.token, k.want = acmeKey, 400
 			assert.Equal(t, "invalid_request", c.do(t, k).JSON(t)["error"], "%s %s", k.method, k.path)

@@ -399,6 +399,27 @@ paths:
 			body: map[string]any{"performed": true, "by": "ops"}})
 	}
 
+	// Filters (the console's Operations page lists the same way): each
+	// keeps only what it names; a bad one is refused by name.
+	for _, base := range []struct{ path, token string }{{companyOps, acmeKey}, {adminOps, admin}} {
+		r = c.do(t, call{method: get, path: base.path + "?status=performed&interface=api&target=exchanges&since=2000-01-01",
+			token: base.token, want: 200})
+		filtered := decode[opPage](t, r)
+		require.NotEmpty(t, filtered.Operations)
+		for _, rec := range filtered.Operations {
+			assert.Equal(t, "performed", rec["status"])
+		}
+		r = c.do(t, call{method: get, path: base.path + "?client_id=https%3A%2F%2Fnobody.test%2F&until=2000-01-01",
+			token: base.token, want: 200})
+		assert.Empty(t, decode[opPage](t, r).Operations)
+		for param, bad := range map[string]string{"status": "done", "interface": "fax", "since": "yesterday",
+			"until": "2026-13-01"} {
+			r = c.do(t, call{method: get, path: base.path + "?" + param + "=" + bad, token: base.token, want: 400,
+				docRejects: param == "status" || param == "interface"})
+			assert.Equal(t, param, firstField(r))
+		}
+	}
+
 	c.do(t, call{method: get, path: "/admin/v1/companies/nosuch/operations", token: admin, want: 404})
 	r = c.do(t, call{method: get, path: adminOps, want: 401, docRejects: true})
 	assert.Equal(t, `Bearer realm="poppyhost-admin"`, r.Header.Get("WWW-Authenticate"))

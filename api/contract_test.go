@@ -39,6 +39,7 @@ var operations = []string{
 	"PATCH /admin/v1/companies/{slug}",
 	"DELETE /admin/v1/companies/{slug}",
 	"POST /admin/v1/companies/{slug}/accounts",
+	"POST /admin/v1/companies/{slug}/staff",
 	"POST /admin/v1/companies/{slug}/api-keys",
 	"GET /admin/v1/companies/{slug}/api-keys",
 	"DELETE /admin/v1/companies/{slug}/api-keys/{id}",
@@ -79,6 +80,7 @@ var operations = []string{
 	"POST /company/v1/conversations/{conversation_id}/status",
 	"POST /company/v1/conversations/{conversation_id}/join",
 	"POST /company/v1/conversations/{conversation_id}/handoff-unavailable",
+	"POST /company/v1/conversations/{conversation_id}/hand-back",
 	"POST /company/v1/conversations/{conversation_id}/user-requested",
 	"POST /company/v1/operations/{operation_id}/resolve",
 	"POST /company/v1/conversations/{conversation_id}/authorization",
@@ -105,6 +107,8 @@ var operations = []string{
 	"GET /t/{slug}/oauth/jwks.json",
 	"GET /t/{slug}/device",
 	"POST /t/{slug}/device",
+	"GET /console/{slug}/signin",
+	"POST /console/{slug}/signin",
 	"GET /t/{slug}/account",
 	"POST /t/{slug}/account",
 	"POST /t/{slug}/poppy/feedback",
@@ -149,6 +153,7 @@ var unexercisedStatuses = map[string]bool{
 	"POST /t/{slug}/account 503":         true,
 	"POST /t/{slug}/oauth/authorize 503": true,
 	"POST /t/{slug}/device 503":          true,
+	"POST /console/{slug}/signin 503":    true,
 	// If-Match required: the test server does not require it
 	// (POPPYHOST_REQUIRE_IF_MATCH); internal/tenant's TestIfMatchRequired
 	// and internal/registry's TestPutIfMatchRequired do.
@@ -215,6 +220,7 @@ func TestContract(t *testing.T) {
 	acme := contractCompanies(t, c, f)
 	contractIssuer(t, c, f)
 	contractOperatorTokens(t, c)
+	contractConsole(t, c)
 	contractFeaturesOff(t, c)
 	acmeKey := contractFeedback(t, c, f)
 	contractBrowserJoin(t, c, f, acmeKey)

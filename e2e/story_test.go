@@ -24,9 +24,10 @@ import (
 // server and the built demo origin, on a fresh database, with the
 // reference Personal Agent: in a conversation, through the orders API,
 // the MCP tool and the website, a declined agent approval, a retry storm
-// after an origin timeout, and sign-out. Each step has its own User (the
-// shop seeds each account with the jacket's order) and leaves the agent's
-// transcript in the artifact directory. The steps run one after another:
+// after an origin timeout, and sign-out; then the metrics the story moved.
+// Each step has its own User (the shop seeds each account with the
+// jacket's order) and leaves the agent's transcript in the artifact
+// directory. The steps run one after another:
 // the storm's stall applies to the shop's next exchange, whoever makes it.
 func TestStory(t *testing.T) {
 	t.Parallel()
@@ -39,6 +40,7 @@ func TestStory(t *testing.T) {
 	t.Run("DeclinedAgentApproval", e.storyDeclined)
 	t.Run("RetryStorm", e.storyRetryStorm)
 	t.Run("SignOut", e.storySignOut)
+	t.Run("Metrics", e.storyMetrics)
 }
 
 func storyContext(t *testing.T) context.Context {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/poppyhost/poppyhost/internal/accounts"
 	"github.com/poppyhost/poppyhost/internal/config"
+	"github.com/poppyhost/poppyhost/internal/console"
 	"github.com/poppyhost/poppyhost/internal/demoagent"
 	"github.com/poppyhost/poppyhost/internal/demoshop"
 	"github.com/poppyhost/poppyhost/internal/devca"
@@ -38,7 +39,10 @@ const (
 	demoSlug     = "stormline"
 	demoDomain   = "stormline.localhost"
 	demoUsername = "ada"
-	devDatabase  = "poppyhost"
+	// demoOwner is the demo Company's console owner, whose password is
+	// the demo account's.
+	demoOwner   = "owner@" + demoDomain
+	devDatabase = "poppyhost"
 	// The demo Company Agent (internal/demoagent): its host name, and the
 	// name of the API key dev mode makes for it and the shop at each start.
 	demoAgentHost    = "agent." + demoDomain
@@ -216,6 +220,13 @@ func (d *devSetup) seed(ctx context.Context, p *platform.Platform, urls tenant.U
 		return fmt.Errorf("the demo account %s: %w", demoUsername, err)
 	}
 	d.adaID = acct.ID
+	_, err = p.Staff.Create(ctx, c.ID, demoOwner, "Demo owner", console.RoleOwner, d.demoPassword)
+	if errors.Is(err, console.ErrTaken) {
+		err = p.Staff.SetPassword(ctx, c.ID, demoOwner, d.demoPassword)
+	}
+	if err != nil {
+		return fmt.Errorf("the demo console owner %s: %w", demoOwner, err)
+	}
 	port := urls.Public.Port()
 	site := "https://" + demoDomain
 	if port != "" {
@@ -230,6 +241,8 @@ poppyhost is running in dev mode.
   issuer        %s
   admin token   in %s
   demo account  %s, password in %s
+  console       %s/console/%s/signin
+                owner %s, the same password
   dev CA        %s  (trust it to reach any *.localhost host)
 
 Fetch the demo Company's poppy.json:
@@ -247,6 +260,7 @@ Run the jacket story with the reference Personal Agent, step by step
 
 `, urls.Public, c.Settings.Organization.Name, c.Slug, site, urls.Issuer(c),
 		d.rel(filepath.Join(d.dataDir, "admin-token")), demoUsername, d.rel(filepath.Join(d.dataDir, "demo-password")),
+		urls.Public, c.Slug, demoOwner,
 		d.rel(ca), d.rel(ca), site, urls.Issuer(c),
 		site, d.rel(ca), d.rel(filepath.Join(d.dataDir, "dev-ca-key.pem")), demoUsername,
 		d.rel(filepath.Join(d.dataDir, "demo-password")))

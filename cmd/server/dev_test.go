@@ -89,6 +89,7 @@ func TestDevMode(t *testing.T) {
 		demoAgentRefusesUnsigned(t, pool, out.String())
 		demoShopWired(t, client, string(body))
 		signInDemo(t, client, out.String(), filepath.Join(dir, "demo-password"))
+		signInConsole(t, client, out.String(), filepath.Join(dir, "demo-password"))
 		if round == 0 {
 			// The password file is lost: the next start makes a new one
 			// and the demo account's password is the new one.
@@ -166,19 +167,46 @@ func signInDemo(t *testing.T, client *http.Client, printed, passwordFile string)
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
 	browser := &http.Client{Transport: client.Transport, Jar: jar}
-	resp, err := browser.Get(m[1])
+	resp, err := browser.PostForm(m[1], url.Values{"csrf": {pageCSRF(t, browser, m[1])}, "action": {"login"},
+		"username": {"ada"}, "password": {strings.TrimSpace(string(password))}})
+	require.NoError(t, err)
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", page)
+	require.Contains(t, string(page), "ada", "the account page names the signed-in account")
+	require.Contains(t, string(page), `value="signout"`)
+}
+
+// signInConsole signs in as the demo owner at the console whose sign-in
+// page and owner the dev server printed.
+func signInConsole(t *testing.T, client *http.Client, printed, passwordFile string) {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^  console       (https://\S+/signin)\n\s+owner (\S+), the same password$`).FindStringSubmatch(printed)
+	require.NotNil(t, m, "the dev server prints the console and its owner: %s", printed)
+	password, err := os.ReadFile(passwordFile)
+	require.NoError(t, err)
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	browser := &http.Client{Transport: client.Transport, Jar: jar,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := browser.PostForm(m[1], url.Values{"csrf": {pageCSRF(t, browser, m[1])},
+		"email": {m[2]}, "password": {strings.TrimSpace(string(password))}})
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(t, "/console/stormline/", resp.Header.Get("Location"))
+}
+
+// pageCSRF fetches the page at u with browser and returns its form's csrf
+// token.
+func pageCSRF(t *testing.T, browser *http.Client, u string) string {
+	t.Helper()
+	resp, err := browser.Get(u)
 	require.NoError(t, err)
 	page, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", page)
 	csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(page)
 	require.NotNil(t, csrf, "%s", page)
-	resp, err = browser.PostForm(m[1], url.Values{"csrf": {string(csrf[1])}, "action": {"login"},
-		"username": {"ada"}, "password": {strings.TrimSpace(string(password))}})
-	require.NoError(t, err)
-	page, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", page)
-	require.Contains(t, string(page), "ada", "the account page names the signed-in account")
-	require.Contains(t, string(page), `value="signout"`)
+	return string(csrf[1])
 }

@@ -70,13 +70,14 @@ type Account struct {
 // Store keeps accounts and their sign-in failures in PostgreSQL, always
 // filtered by Company.
 type Store struct {
-	pool   *pgxpool.Pool
-	now    func() time.Time
-	verify func(encoded, password string) bool
-	secret func(ctx context.Context, companyID int64) ([]byte, error)
-	limits Limits
-	reg    prometheus.Registerer
-	gate   *gate
+	pool    *pgxpool.Pool
+	now     func() time.Time
+	verify  func(encoded, password string) bool
+	secret  func(ctx context.Context, companyID int64) ([]byte, error)
+	limits  Limits
+	reg     prometheus.Registerer
+	gate    *gate
+	signIns *signIns
 }
 
 // Option configures a Store.
@@ -117,6 +118,7 @@ func NewStore(pool *pgxpool.Pool, opts ...Option) *Store {
 		m = newGateMetrics(s.reg)
 	}
 	s.gate = newGate(s.limits, m)
+	s.signIns = newSignIns(s.reg)
 	return s
 }
 
@@ -201,20 +203,69 @@ func (s *Store) SetPassword(ctx context.Context, companyID, accountID int64, pas
 // one is about to set: of any number of attempts at once, at most those
 // the schedule allows get hashed.
 func (s *Store) Authenticate(ctx context.Context, companyID int64, username, password string) (Account, error) {
-	// Computed for every attempt, so known and unknown usernames do the
-	// same work.
-	bucket, err := s.unknownKey(ctx, companyID, username)
+	a, err := s.authenticate(ctx, companyID, username, password)
+	s.signIns.count(err)
+	return a, err
+}
+
+// authenticate is Authenticate, uncounted.
+func (s *Store) authenticate(ctx context.Context, companyID int64, username, password string) (Account, error) {
+	var a Account
+	err := s.check(ctx, companyID, username, unknownUsernames, password, func(ctx context.Context) (string, error) {
+		var (
+			hash string
+			err  error
+		)
+		a, hash, err = s.withHash(ctx, companyID, username)
+		return hash, err
+	})
 	if err != nil {
 		return Account{}, err
 	}
-	key, known := username, true
-	a, hash, err := s.withHash(ctx, companyID, username)
+	return a, nil
+}
+
+// AuthenticateOther checks the password of someone other than an account
+// who signs in at a Company (the console's staff) exactly as Authenticate
+// does, under the same Limits and throttle: failures are counted in
+// login_failures under namespace + " " + name, which no username (they
+// contain no spaces) can equal, and unknown names share UnknownBuckets
+// rows of their own. find returns the encoded hash (HashPassword) of the
+// name, or an error that is ErrNotFound when it has none. The answer is
+// nil on a match and as Authenticate's otherwise.
+func (s *Store) AuthenticateOther(ctx context.Context, companyID int64, namespace, name, password string,
+	find func(context.Context) (string, error)) error {
+	return s.check(ctx, companyID, namespace+" "+name, "unknown "+namespace, password, find)
+}
+
+// Hash returns HashPassword(password) once its turn at the Store's gate
+// comes, waiting as SetPassword does, for the passwords of those who sign
+// in with AuthenticateOther.
+func (s *Store) Hash(ctx context.Context, companyID int64, password string) (string, error) {
+	return s.hash(ctx, companyID, password)
+}
+
+// unknownUsernames names the buckets of unknown usernames' failures.
+const unknownUsernames = "unknown usernames"
+
+// check is Authenticate for the name counted under key, whose encoded
+// hash find returns; unknown names are counted in buckets named unknown.
+func (s *Store) check(ctx context.Context, companyID int64, key, unknown, password string,
+	find func(context.Context) (string, error)) error {
+	// Computed for every attempt, so known and unknown names do the same
+	// work.
+	bucket, err := s.unknownKey(ctx, companyID, unknown, key)
+	if err != nil {
+		return err
+	}
+	name, known := key, true
+	hash, err := find(ctx)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		// The dummy hash's password must not sign anyone in.
 		hash, key, known = dummyHash(), bucket, false
 	case err != nil:
-		return Account{}, err
+		return err
 	}
 	var match bool
 	// The gate is taken before counting, so a shed attempt leaves no
@@ -229,29 +280,30 @@ func (s *Store) Authenticate(ctx context.Context, companyID int64, username, pas
 	})
 	switch {
 	case err != nil:
-		return Account{}, err
+		return err
 	case !match || !known:
-		return Account{}, ErrNotFound
+		return ErrNotFound
 	}
-	if err := s.clearFailures(ctx, companyID, username); err != nil {
-		return Account{}, fmt.Errorf("clearing sign-in failures: %w", err)
+	if err := s.clearFailures(ctx, companyID, name); err != nil {
+		return fmt.Errorf("clearing sign-in failures: %w", err)
 	}
-	return a, nil
+	return nil
 }
 
-// unknownKey is the login_failures key that counts failures at username
-// if it has no account: one of UnknownBuckets keys per Company, chosen by
-// an HMAC under the Company's secret so that nobody can pick two unknown
-// usernames that share a row (which would tell them apart from accounts).
-// The keys contain spaces, which no account's username can.
-func (s *Store) unknownKey(ctx context.Context, companyID int64, username string) (string, error) {
+// unknownKey is the login_failures key that counts failures at name if it
+// is unknown: one of UnknownBuckets keys per Company, named unknown and a
+// number, chosen by an HMAC under the Company's secret so that nobody can
+// pick two unknown names that share a row (which would tell them apart
+// from known ones). The keys contain spaces, which no account's username
+// can.
+func (s *Store) unknownKey(ctx context.Context, companyID int64, unknown, name string) (string, error) {
 	secret, err := s.secret(ctx, companyID)
 	if err != nil {
 		return "", fmt.Errorf("reading the Company secret: %w", err)
 	}
 	m := hmac.New(sha256.New, secret)
-	m.Write([]byte("login failures\x00" + username))
-	return fmt.Sprintf("unknown usernames %04d", binary.BigEndian.Uint32(m.Sum(nil))%UnknownBuckets), nil
+	m.Write([]byte("login failures\x00" + name))
+	return fmt.Sprintf("%s %04d", unknown, binary.BigEndian.Uint32(m.Sum(nil))%UnknownBuckets), nil
 }
 
 // admit counts an attempt at username before its password is checked, or

@@ -43,7 +43,7 @@ func TrackConcurrency(s *Store) *Concurrency {
 
 // UnknownKey is the login_failures key of an unknown username.
 func UnknownKey(s *Store, companyID int64, username string) string {
-	k, err := s.unknownKey(context.Background(), companyID, username)
+	k, err := s.unknownKey(context.Background(), companyID, unknownUsernames, username)
 	if err != nil {
 		panic(err)
 	}

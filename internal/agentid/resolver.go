@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lestrrat-go/jwx/v2/jwk"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/poppyhost/poppyhost/internal/jose"
@@ -56,6 +57,9 @@ type Options struct {
 	RefetchEvery time.Duration
 	// MaxEntries caps each cache [10000].
 	MaxEntries int
+	// Metrics, when set, is where the fetches' and lookups' metrics are
+	// registered.
+	Metrics prometheus.Registerer
 }
 
 func (o *Options) defaults() {
@@ -104,6 +108,7 @@ type Resolver struct {
 	// that failed refetches count against RefetchEvery too.
 	refetchMu sync.Mutex
 	refetched cache[struct{}]
+	metrics   *metrics
 }
 
 // NewResolver returns a Resolver fetching through f.
@@ -111,7 +116,8 @@ func NewResolver(f Fetcher, opts Options) *Resolver {
 	opts.defaults()
 	return &Resolver{fetch: f, opts: opts,
 		docs: cache[*Client]{max: opts.MaxEntries}, keys: cache[jwk.Set]{max: opts.MaxEntries},
-		failed: cache[failure]{max: opts.MaxEntries}, refetched: cache[struct{}]{max: opts.MaxEntries}}
+		failed: cache[failure]{max: opts.MaxEntries}, refetched: cache[struct{}]{max: opts.MaxEntries},
+		metrics: newMetrics(opts.Metrics)}
 }
 
 // Client returns the validated client metadata of clientID, a Personal
@@ -132,8 +138,10 @@ func (r *Resolver) AnyClient(ctx context.Context, clientID string) (*Client, err
 	}
 	now := r.opts.Now()
 	if e, ok := r.docs.get(clientID); ok && now.Before(e.expires) {
+		r.metrics.hits[docMetadata].Inc()
 		return e.val, nil
 	}
+	r.metrics.misses[docMetadata].Inc()
 	key := "doc " + clientID
 	if err := r.failing(key, now); err != nil {
 		return stale(r, &r.docs, clientID, now, err)
@@ -146,9 +154,11 @@ func (r *Resolver) AnyClient(ctx context.Context, clientID string) (*Client, err
 		c, ttl, err := remember(r, key, func() (*Client, time.Duration, error) {
 			resp, err := r.get(ctx, clientID, maxMetadataBytes, "application/json")
 			if err != nil {
+				r.metrics.fetched(docMetadata, err)
 				return nil, 0, err
 			}
 			c, err := parseMetadata(clientID, resp.Body)
+			r.metrics.fetched(docMetadata, err)
 			return c, r.ttl(resp.Header), err
 		})
 		if err != nil {
@@ -202,8 +212,10 @@ func (r *Resolver) mayRefetch(uri string, now time.Time) bool {
 func (r *Resolver) keySet(ctx context.Context, uri string, force bool) (jwk.Set, time.Time, error) {
 	now := r.opts.Now()
 	if e, ok := r.keys.get(uri); ok && !force && now.Before(e.expires) {
+		r.metrics.hits[docJWKS].Inc()
 		return e.val, e.fetched, nil
 	}
+	r.metrics.misses[docJWKS].Inc()
 	key := "jwks " + uri
 	if err := r.failing(key, now); err != nil {
 		set, serr := stale(r, &r.keys, uri, now, err)
@@ -220,9 +232,11 @@ func (r *Resolver) keySet(ctx context.Context, uri string, force bool) (jwk.Set,
 		set, ttl, err := remember(r, key, func() (jwk.Set, time.Duration, error) {
 			resp, err := r.get(ctx, uri, maxJWKSBytes, "application/json", "application/jwk-set+json")
 			if err != nil {
+				r.metrics.fetched(docJWKS, err)
 				return nil, 0, err
 			}
 			set, err := parseKeySet(resp.Body)
+			r.metrics.fetched(docJWKS, err)
 			return set, r.ttl(resp.Header), err
 		})
 		if err != nil {

@@ -19,6 +19,9 @@ import (
 const (
 	KindOperatorToken = "operator_token"
 	KindAPIKey        = "api_key"
+	// KindStaff is a staff member signed in to the Company console, named
+	// by their id and email.
+	KindStaff = "staff"
 )
 
 // Actor is who made a change: a credential, named by its id, the prefix of

@@ -112,6 +112,31 @@ func TestMiddleware(t *testing.T) {
 	require.Len(t, entries(t, pool), 3)
 }
 
+// TestStaffActor checks that a change a staff member makes in the console
+// is recorded with the member as its actor: kind staff and the member's
+// id, no prefix.
+func TestStaffActor(t *testing.T) {
+	t.Parallel()
+	pool := testdb.NewPool(t)
+	staff := audit.Actor{Kind: audit.KindStaff, ID: 42, Name: "Ada"}
+	r := chi.NewRouter()
+	r.Use(audit.Middleware(pool))
+	r.Post("/console/{slug}/settings", func(w http.ResponseWriter, r *http.Request) {
+		audit.SetActor(r.Context(), staff)
+		audit.SetCompany(r.Context(), 3, "acme")
+		audit.Note(r.Context(), "organization.name")
+		w.WriteHeader(http.StatusOK)
+	})
+	rec := httptest.NewRecorder()
+	r.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/console/acme/settings", nil))
+	require.Equal(t, http.StatusOK, rec.Code)
+	got := entries(t, pool)
+	require.Len(t, got, 1)
+	require.Equal(t, staff, got[0].Actor)
+	require.Equal(t, "POST /console/{slug}/settings", got[0].Action)
+	require.Equal(t, []string{"organization.name"}, got[0].Fields)
+}
+
 func TestSweep(t *testing.T) {
 	t.Parallel()
 	pool := testdb.NewPool(t)

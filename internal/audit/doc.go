@@ -1,7 +1,8 @@
 // Package audit keeps the audit log: one entry for every change made
-// through the admin API (/admin/v1) and the Company API (/company/v1),
-// saying who made it (the operator token or Company API key, by id and
-// prefix, never the secret), what it was (the route and the names of the
+// through the admin API (/admin/v1), the Company API (/company/v1) and the
+// Company console (/console/{slug}), saying who made it (the operator
+// token or Company API key, by id and prefix, never the secret, or the
+// staff member, by id), what it was (the route and the names of the
 // fields it changed, never their values), when, and for which Company.
 //
 // Middleware opens a pending entry for every write request; the

@@ -18,12 +18,13 @@
 //     send, handoff, close, Direct Conversations; spec 8.3, 8.9, 8.10,
 //     8.12), the Company side (store_company.go), sweeps (store_sweeps.go),
 //     webhook delivery (store_webhook.go), operation outcomes
-//     (store_operations.go).
+//     (store_operations.go), the staff console's inbox (store_staff.go).
 //   - http.go: what both sides' handlers share, reads (spec 8.5, 8.6;
 //     sse.go streams, which wait in ParkStreams) and body decoding; http_agent.go: AgentHandler, the
 //     Personal Agent side's routes (spec 8.2) with its errors (8.11, 8.13);
 //     http_company.go: CompanyHandler, /company/v1/conversations.
-//   - hub.go: the Hub that wakes readers on every replica.
+//   - hub.go: the Hub that wakes readers on every replica; feed.go: the
+//     staff console's live pages, server-sent events woken by it.
 //   - webhook.go: Delivery, the Company Agent's signed webhook.
 //   - sweeps.go: handoff timeouts, idle close and retention (spec 8.5,
 //     8.9, 8.12), found by the deadlines each conversation keeps across

@@ -55,6 +55,7 @@ func (h *CompanyHandler) CompanyAPI(r chi.Router) {
 			r.Post("/status", h.status)
 			r.Post("/join", h.join)
 			r.Post("/handoff-unavailable", h.handoffUnavailable)
+			r.Post("/hand-back", h.handBack)
 			r.Post("/user-requested", h.userRequested)
 			r.Post("/authorization", h.authorization)
 			r.Post("/close", h.close)
@@ -199,6 +200,13 @@ func (h *CompanyHandler) handoffUnavailable(w http.ResponseWriter, r *http.Reque
 	}
 	h.act(w, r, &req, true, http.StatusOK, func(ctx context.Context, co *tenant.Company, id string) (*Posted, error) {
 		return h.store.CompanyHandoffUnavailable(ctx, co, id, req.Text)
+	})
+}
+
+func (h *CompanyHandler) handBack(w http.ResponseWriter, r *http.Request) {
+	var req struct{}
+	h.act(w, r, &req, true, http.StatusOK, func(ctx context.Context, co *tenant.Company, id string) (*Posted, error) {
+		return h.store.CompanyHandBack(ctx, co.ID, id)
 	})
 }
 

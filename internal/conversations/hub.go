@@ -40,19 +40,30 @@ type Delta struct {
 // another.
 type Hub struct {
 	mu sync.Mutex
-	// waiters are each conversation's, by hubKey; a conversation has
-	// few.
+	// waiters are each conversation's, by hubKey, and each Company's
+	// (WatchCompany), by its ID alone; a conversation has few.
 	waiters map[string][]*Waiter
 
 	drainOnce sync.Once
 	draining  chan struct{}
+	metrics   *Metrics
 }
+
+// HubOption configures a Hub.
+type HubOption func(*Hub)
+
+// HubMetrics counts the Hub's readers in m's gauges.
+func HubMetrics(m *Metrics) HubOption { return func(h *Hub) { h.metrics = m } }
 
 // NewHub returns a Hub fed by l's notifications; it wakes every waiter
 // whenever l (re)connects, since notifications sent while l was not
 // listening are lost.
-func NewHub(l *notify.Listener) *Hub {
+func NewHub(l *notify.Listener, opts ...HubOption) *Hub {
 	h := &Hub{waiters: map[string][]*Waiter{}, draining: make(chan struct{})}
+	for _, o := range opts {
+		o(h)
+	}
+	h.metrics = h.metrics.orDefault()
 	l.Handle(eventsChannel, h.wake)
 	l.Handle(deltasChannel, func(payload string) {
 		d := new(Delta)
@@ -141,19 +152,42 @@ func (h *Hub) WatchDeltas(companyID int64, conversationID string) *Waiter {
 	return h.watch(companyID, conversationID, true)
 }
 
+// WatchCompany registers a waiter for the events of every conversation
+// of a Company, without deltas: the staff console's feeds (feed.go).
+func (h *Hub) WatchCompany(companyID int64) *Waiter {
+	return h.add(&Waiter{C: make(chan struct{}, 1), key: strconv.FormatInt(companyID, 10), hub: h})
+}
+
 func (h *Hub) watch(companyID int64, conversationID string, stream bool) *Waiter {
-	w := &Waiter{C: make(chan struct{}, 1), key: hubKey(companyID, conversationID), hub: h, stream: stream}
+	return h.add(&Waiter{C: make(chan struct{}, 1), key: hubKey(companyID, conversationID), hub: h, stream: stream})
+}
+
+func (h *Hub) add(w *Waiter) *Waiter {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.waiters[w.key] = append(h.waiters[w.key], w)
+	h.metrics.readers[w.mode()].Inc()
 	return w
+}
+
+// mode is the index of w's reader mode in the readers gauge.
+func (w *Waiter) mode() int {
+	if w.stream {
+		return readerStream
+	}
+	return readerLongPoll
 }
 
 // Stop unregisters the waiter; stopping it again does nothing.
 func (w *Waiter) Stop() {
 	w.hub.mu.Lock()
 	defer w.hub.mu.Unlock()
-	rest := slices.DeleteFunc(w.hub.waiters[w.key], func(o *Waiter) bool { return o == w })
+	held := w.hub.waiters[w.key]
+	n := len(held)
+	rest := slices.DeleteFunc(held, func(o *Waiter) bool { return o == w })
+	if len(rest) < n {
+		w.hub.metrics.readers[w.mode()].Dec()
+	}
 	if len(rest) == 0 {
 		delete(w.hub.waiters, w.key)
 	} else {
@@ -182,22 +216,31 @@ func (w *Waiter) signal() {
 
 // wake wakes the waiters of an event notification's conversation, with
 // the events it carried, decoded once for them all and only if this
-// replica has any.
+// replica has any, and those of its Company (WatchCompany), which read.
 func (h *Hub) wake(payload string) {
 	company, rest, _ := strings.Cut(payload, " ")
 	id, carried, _ := strings.Cut(rest, " ")
 	key := company + " " + id
 	h.mu.Lock()
-	waiting := len(h.waiters[key]) > 0
+	readers, feeds := len(h.waiters[key]) > 0, len(h.waiters[company]) > 0
 	h.mu.Unlock()
-	if !waiting {
+	if !readers && !feeds {
 		return
 	}
-	events, err := carriedEvents(carried)
+	var (
+		events []Event
+		err    = errNotCarried
+	)
+	if readers {
+		events, err = carriedEvents(carried)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, w := range h.waiters[key] {
 		w.add(events, err == nil)
+	}
+	for _, w := range h.waiters[company] {
+		w.add(nil, false)
 	}
 }
 

@@ -14,6 +14,23 @@ import (
 	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
+// listening waits until the hub has woken each waiter once for its
+// listener's connection, which may have missed events.
+func listening(t *testing.T, waiters ...*conversations.Waiter) {
+	t.Helper()
+	for _, w := range waiters {
+		select {
+		case <-w.C:
+			_, news := w.Take()
+			require.True(t, news.Came, "a (re)connection may have missed events")
+			_, carried := news.After(0)
+			require.False(t, carried, "a (re)connection carries no events")
+		case <-time.After(10 * time.Second):
+			t.Fatal("the hub did not start listening")
+		}
+	}
+}
+
 // TestHubDeltasOnlyToStreams: a stream's waiter gets text deltas; a
 // long-poll's is not woken by them.
 func TestHubDeltasOnlyToStreams(t *testing.T) {
@@ -27,17 +44,7 @@ func TestHubDeltasOnlyToStreams(t *testing.T) {
 	defer stream.Stop()
 	stop := listener.Start(ctx)
 	defer stop()
-	for _, w := range []*conversations.Waiter{poll, stream} {
-		select {
-		case <-w.C:
-			_, news := w.Take()
-			require.True(t, news.Came, "a (re)connection may have missed events")
-			_, carried := news.After(0)
-			require.False(t, carried, "a (re)connection carries no events")
-		case <-time.After(10 * time.Second):
-			t.Fatal("the hub did not start listening")
-		}
-	}
+	listening(t, poll, stream)
 	for _, text := range []string{"one", "two"} {
 		require.NoError(t, conversations.PublishDelta(ctx, pool,
 			conversations.Delta{CompanyID: 1, ConversationID: "cnv_a", MessageID: "msg_1", Text: text}))
@@ -130,4 +137,49 @@ func TestHubNotificationsCarryEvents(t *testing.T) {
 	news = take(w)
 	_, ok = news.After(read[2].Seq)
 	require.False(t, ok, "an event too large for a notification is read")
+}
+
+// TestHubCompanyWaiter: a Company's waiter is woken by an event of any
+// of its conversations, not by another Company's.
+func TestHubCompanyWaiter(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.NewPool(t)
+	listener := notify.New(pool, nil)
+	hub := conversations.NewHub(listener)
+	mine, theirs := hub.WatchCompany(1), hub.WatchCompany(2)
+	defer mine.Stop()
+	defer theirs.Stop()
+	stop := listener.Start(ctx)
+	defer stop()
+	listening(t, mine, theirs)
+	// The second carries its event, as a message's notification does.
+	for _, id := range []string{"cnv_a", `cnv_b [{"seq": 1, "type": "message", "body": {}, "created_at": "2026-12-06T01:00:00+00:00"}]`} {
+		_, err := pool.Exec(ctx, `SELECT pg_notify('poppy_conversation_events', $1)`, "1 "+id)
+		require.NoError(t, err)
+		select {
+		case <-mine.C:
+			_, news := mine.Take()
+			require.True(t, news.Came)
+			_, carried := news.After(0)
+			require.False(t, carried, "a Company's waiter reads")
+		case <-time.After(10 * time.Second):
+			t.Fatal("the Company's waiter was not woken")
+		}
+	}
+	require.NoError(t, conversations.PublishDelta(ctx, pool,
+		conversations.Delta{CompanyID: 1, ConversationID: "cnv_a", MessageID: "msg_1", Text: "one"}))
+	// A notification after the delta, so the delta had its chance.
+	_, err := pool.Exec(ctx, `SELECT pg_notify('poppy_conversation_events', '2 cnv_c')`)
+	require.NoError(t, err)
+	select {
+	case <-theirs.C:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the other Company's waiter was not woken")
+	}
+	select {
+	case <-mine.C:
+		t.Fatal("another Company's event or a delta woke the Company's waiter")
+	default:
+	}
 }

@@ -242,6 +242,9 @@ type Event struct {
 	CreatedAt time.Time
 }
 
+// ID is the event's ID (spec 8.5), also a cursor.
+func (e Event) ID() string { return eventID(e.Seq) }
+
 // MarshalJSON writes the event as spec 8.5 shows it: id, type, created_at
 // and the type's fields.
 func (e Event) MarshalJSON() ([]byte, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
@@ -23,10 +24,11 @@ import (
 // what is wrong (or another error when it cannot tell).
 type CheckRequest func(ctx context.Context, co *tenant.Company, req *operations.Request) error
 
-// OperationStore is what conversations need of operations.Store beyond
-// operations.ProposeTx.
+// OperationStore is what conversations need of operations.Store.
 type OperationStore interface {
 	State(ctx context.Context, companyID int64, id, revision string) (*operations.RevisionState, error)
+	ProposeTx(ctx context.Context, tx pgx.Tx, companyID int64, owner operations.Owner, iface, target string,
+		p *operations.Proposal, req *operations.Request, avoid string, now time.Time) (*operations.Operation, error)
 }
 
 // OperationsOptions turn operations on in conversations.

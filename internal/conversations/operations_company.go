@@ -316,7 +316,7 @@ func (s *Store) attachOps(ctx context.Context, tx pgx.Tx, co *tenant.Company, c 
 		return err
 	}
 	owner := operations.Owner{ClientID: c.ClientID, UserID: c.UserID, AccountID: c.AccountID}
-	op, err := operations.ProposeTx(ctx, tx, co.ID, owner, operations.InterfaceConversation, c.ID, ops.proposal,
+	op, err := s.ops.Operations.ProposeTx(ctx, tx, co.ID, owner, operations.InterfaceConversation, c.ID, ops.proposal,
 		ops.request, "", s.now())
 	if busy := (*operations.PerformingError)(nil); errors.As(err, &busy) {
 		// One operation per action at a time (extension 7): its outcome

@@ -43,6 +43,8 @@ type StoreOptions struct {
 	Enqueue Enqueuer
 	// Operations carries operations in conversations; nil leaves them off.
 	Operations *Operations
+	// Metrics counts the messages stored; nil counts them unregistered.
+	Metrics *Metrics
 	// Now is the clock [time.Now].
 	Now func() time.Time
 }
@@ -52,6 +54,7 @@ type Store struct {
 	pool    *pgxpool.Pool
 	enqueue Enqueuer
 	ops     *Operations
+	metrics *Metrics
 	now     func() time.Time
 }
 
@@ -60,7 +63,8 @@ func NewStore(pool *pgxpool.Pool, opts StoreOptions) *Store {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Store{pool: pool, enqueue: opts.Enqueue, ops: opts.Operations, now: opts.Now}
+	return &Store{pool: pool, enqueue: opts.Enqueue, ops: opts.Operations, metrics: opts.Metrics.orDefault(),
+		now: opts.Now}
 }
 
 const conversationColumns = `id, client_id, user_id, coalesce(account_id, 0), coalesce(parent_id, ''),

@@ -200,8 +200,10 @@ func (s *Store) start(ctx context.Context, companyID int64, o Owner, req StartRe
 		}
 		hash = contentHash(req.Message, "start", req.ParentID, req.AcceptedEventID)
 	}
-	return retried(func() (*Conversation, error) {
+	var stored bool
+	c, err := retried(func() (*Conversation, error) {
 		var out *Conversation
+		stored = false
 		err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 			if req.Message != nil {
 				used, err := findMessage(ctx, tx, companyID, o, req.Message.ID, hash)
@@ -276,12 +278,17 @@ func (s *Store) start(ctx context.Context, companyID int64, o Owner, req StartRe
 				if err := s.schedulePerform(ctx, tx, c, o, req.Message.ID, 1, approval); err != nil {
 					return err
 				}
+				stored = true
 			}
 			out = c
 			return s.deliver(ctx, tx, c)
 		})
 		return out, err
 	})
+	if err == nil && stored {
+		s.metrics.message("")
+	}
+	return c, err
 }
 
 // lockParent locks and checks a Direct Conversation's parent (spec 8.10).
@@ -378,11 +385,13 @@ func (s *Store) send(ctx context.Context, companyID int64, o Owner, id string, m
 		return nil, notFound()
 	}
 	hash := contentHash(m, "send", id)
+	var stored bool
 	c, err := retried(func() (*Conversation, error) {
 		var (
 			out  *Conversation
 			lock messageLock
 		)
+		stored = false
 		err := db.InTxWith(ctx, s.pool, func(b *pgx.Batch) {
 			lock.queue(b, companyID, id, o, m.ID, hash, replay)
 		}, func(tx pgx.Tx) error {
@@ -429,13 +438,16 @@ func (s *Store) send(ctx context.Context, companyID int64, o Owner, id string, m
 			if err := s.schedulePerform(ctx, tx, c, o, m.ID, seq, approval); err != nil {
 				return err
 			}
-			out = c
+			out, stored = c, true
 			return s.deliver(ctx, tx, c)
 		})
 		return out, err
 	})
 	if err == nil && replay != nil {
 		replay.Committed()
+	}
+	if err == nil && stored {
+		s.metrics.message("")
 	}
 	return c, err
 }

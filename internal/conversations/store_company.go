@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -70,10 +71,17 @@ func (s *Store) CompanyGet(ctx context.Context, companyID int64, id string) (*Co
 	return loadView(ctx, s.pool, companyID, id)
 }
 
-// ListFilter selects conversations for the Company API.
+// ListFilter selects conversations for the Company API and the staff
+// console's search.
 type ListFilter struct {
 	// Status, when set, keeps conversations with that status.
 	Status string
+	// ClientID, when set, keeps the conversations of that Personal
+	// Agent (its client_id).
+	ClientID string
+	// From and To, when set, keep conversations created at or after From
+	// and before To.
+	From, To time.Time
 	// Before, when set, lists conversations created before that one.
 	Before string
 	Limit  int
@@ -92,6 +100,18 @@ func (s *Store) CompanyList(ctx context.Context, companyID int64, f ListFilter) 
 	}
 	if f.Status != "" {
 		sql += ` AND status = ` + arg(f.Status)
+	}
+	// The Personal Agent and the dates narrow the range scan; none has an
+	// index of its own, which every message's update would pay for
+	// (docs/decisions.md, "The console's conversation search").
+	if f.ClientID != "" {
+		sql += ` AND client_id = ` + arg(f.ClientID)
+	}
+	if !f.From.IsZero() {
+		sql += ` AND created_at >= ` + arg(f.From)
+	}
+	if !f.To.IsZero() {
+		sql += ` AND created_at < ` + arg(f.To)
 	}
 	if f.Before != "" {
 		before, err := loadView(ctx, s.pool, companyID, f.Before)
@@ -211,7 +231,7 @@ func (s *Store) CompanyPost(ctx context.Context, co *tenant.Company, id string, 
 	if err != nil {
 		return nil, err
 	}
-	return s.companyTx(ctx, co.ID, id, func(tx pgx.Tx, c *Conversation) (*Posted, error) {
+	posted, err := s.companyTx(ctx, co.ID, id, func(tx pgx.Tx, c *Conversation) (*Posted, error) {
 		declared, err := agentExtensions(ctx, tx, c)
 		if err != nil {
 			return nil, err
@@ -258,6 +278,10 @@ func (s *Store) CompanyPost(ctx context.Context, co *tenant.Company, id string, 
 		}
 		return out.with(m), nil
 	})
+	if err == nil && !posted.replayed {
+		s.metrics.message(m.Author.Type)
+	}
+	return posted, err
 }
 
 // CompanyStatus sets the status (spec 8.7): working while the Company
@@ -297,7 +321,7 @@ func (s *Store) CompanyJoin(ctx context.Context, companyID int64, id string, aut
 		}
 		m = &Message{ID: newID(companyMessagePrefix), Role: "company", Author: a, Text: text}
 	}
-	return s.companyTx(ctx, companyID, id, func(tx pgx.Tx, c *Conversation) (*Posted, error) {
+	posted, err := s.companyTx(ctx, companyID, id, func(tx pgx.Tx, c *Conversation) (*Posted, error) {
 		out, err := s.post(ctx, tx, c, StatusIdle, ResponderHuman)
 		if err != nil || m == nil {
 			return out, err
@@ -308,6 +332,10 @@ func (s *Store) CompanyJoin(ctx context.Context, companyID int64, id string, aut
 		}
 		return out.with(m), nil
 	})
+	if err == nil && m != nil {
+		s.metrics.message(ResponderHuman)
+	}
+	return posted, err
 }
 
 // endHandoff moves a queued conversation back to idle with the Company
@@ -328,7 +356,7 @@ func (s *Store) CompanyHandoffUnavailable(ctx context.Context, co *tenant.Compan
 	if err := checkText("text", text, maxReasonLen); err != nil {
 		return nil, err
 	}
-	return s.companyTx(ctx, co.ID, id, func(tx pgx.Tx, c *Conversation) (*Posted, error) {
+	posted, err := s.companyTx(ctx, co.ID, id, func(tx pgx.Tx, c *Conversation) (*Posted, error) {
 		if c.Status != StatusQueued {
 			return nil, httpx.Errorf(httpx.CodeConflict, "the conversation is %s, not queued: there is no handoff to end", c.Status)
 		}
@@ -337,6 +365,26 @@ func (s *Store) CompanyHandoffUnavailable(ctx context.Context, co *tenant.Compan
 			return nil, err
 		}
 		return postedOf(c, seq).with(m), nil
+	})
+	if err == nil {
+		s.metrics.message(ResponderAgent)
+	}
+	return posted, err
+}
+
+// CompanyHandBack gives a conversation a person answers back to the
+// Company Agent (spec 8.7, 8.9): idle with responder agent, a state event
+// the Personal Agent reads. The Company Agent answers the Personal
+// Agent's next message, which makes it working again when the Company has
+// an agent webhook. A conversation the Company Agent already answers is a
+// conflict; a pending handoff ends with CompanyHandoffUnavailable.
+func (s *Store) CompanyHandBack(ctx context.Context, companyID int64, id string) (*Posted, error) {
+	return s.companyTx(ctx, companyID, id, func(tx pgx.Tx, c *Conversation) (*Posted, error) {
+		if c.Responder != ResponderHuman {
+			return nil, httpx.Errorf(httpx.CodeConflict,
+				"no person answers this conversation (responder agent): there is nothing to hand back; a pending handoff ends with handoff-unavailable")
+		}
+		return s.post(ctx, tx, c, StatusIdle, ResponderAgent)
 	})
 }
 

@@ -74,6 +74,8 @@ type DeliveryOptions struct {
 	// options (AllowPrivate only in development and tests).
 	Client *safehttp.Client
 	Logger *slog.Logger
+	// Metrics counts the deliveries; nil counts them unregistered.
+	Metrics *Metrics
 	// Now is the clock [time.Now].
 	Now func() time.Time
 }
@@ -104,6 +106,7 @@ func NewDelivery(opts DeliveryOptions) *Delivery {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	opts.Metrics = opts.Metrics.orDefault()
 	return &Delivery{opts: opts}
 }
 
@@ -333,6 +336,7 @@ func (d *Delivery) send(ctx context.Context, co *tenant.Company, url string, sec
 	header.Set("webhook-signature", Signature(secrets, msgID, ts, body))
 	header.Set(verified.Header, jwt)
 	_, err = d.opts.Client.Post(ctx, safehttp.PostRequest{URL: url, Header: header, Body: body})
+	d.opts.Metrics.delivered(err)
 	return err
 }
 

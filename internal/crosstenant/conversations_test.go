@@ -96,6 +96,7 @@ func TestConversations(t *testing.T) {
 			_, err := store.CompanyAuthorization(ctx, w.b, id, "orders")
 			return err
 		}},
+		{"CompanyHandBack", func() error { _, err := store.CompanyHandBack(ctx, b, id); return err }},
 		{"CompanyClose", func() error { _, err := store.CompanyClose(ctx, b, id); return err }},
 		{"CompanyDelta", func() error { return store.CompanyDelta(ctx, b, id, "msg_1", "it le") }},
 	} {
@@ -129,6 +130,26 @@ func TestConversations(t *testing.T) {
 		list, err := store.CompanyList(ctx, b, conversations.ListFilter{Limit: 100})
 		require.NoError(t, err)
 		require.Empty(t, list)
+		// The console's search: A's Personal Agent and day, as B.
+		list, err = store.CompanyList(ctx, b, conversations.ListFilter{Limit: 100, ClientID: owner.ClientID,
+			From: conv.CreatedAt.Add(-time.Hour), To: conv.CreatedAt.Add(time.Hour)})
+		require.NoError(t, err)
+		require.Empty(t, list)
+		keptA(t)
+	})
+	t.Run("conversations.Store/Inbox", func(t *testing.T) {
+		// A conversation of A's waiting for a person is not in B's inbox.
+		waiting, err := store.Start(ctx, a, owner, conversations.StartRequest{Message: message("m-inbox")}, conversations.Policy{})
+		require.NoError(t, err)
+		_, err = store.Handoff(ctx, a, owner, waiting.ID)
+		require.NoError(t, err)
+		inbox, more, err := store.Inbox(ctx, b, conversations.MaxInbox)
+		require.NoError(t, err)
+		require.Empty(t, inbox)
+		require.False(t, more)
+		inbox, _, err = store.Inbox(ctx, a, conversations.MaxInbox)
+		require.NoError(t, err)
+		require.Len(t, inbox, 1)
 		keptA(t)
 	})
 	t.Run("conversations.Store/Start", func(t *testing.T) {
@@ -195,5 +216,33 @@ func TestConversations(t *testing.T) {
 		deltas, _ = readerB.Take()
 		require.Empty(t, deltas, "A's delta reached B's reader")
 		keptA(t)
+	})
+	// The console's live inbox waits for any event of its Company's
+	// conversations: an event of A's wakes no inbox of B's.
+	t.Run("conversations.Hub/WatchCompany", func(t *testing.T) {
+		listener := notify.New(w.pool, nil)
+		hub := conversations.NewHub(listener)
+		inboxA, inboxB := hub.WatchCompany(a), hub.WatchCompany(b)
+		defer inboxA.Stop()
+		defer inboxB.Stop()
+		stop := listener.Start(ctx)
+		defer stop()
+		for _, r := range []*conversations.Waiter{inboxA, inboxB} {
+			select {
+			case <-r.C:
+				r.Take()
+			case <-time.After(10 * time.Second):
+				t.Fatal("the hub did not start listening")
+			}
+		}
+		_, err := store.CompanyUserRequested(ctx, a, id, "A's event")
+		require.NoError(t, err)
+		select {
+		case <-inboxA.C:
+		case <-time.After(10 * time.Second):
+			t.Fatal("A's inbox was not woken")
+		}
+		_, news := inboxB.Take()
+		require.False(t, news.Came, "A's event woke B's inbox")
 	})
 }

@@ -84,12 +84,15 @@ package crosstenant_test
 //	                         CompanyJoin, CompanyHandoff-             status unchanged
 //	                         Unavailable, CompanyUser-
 //	                         Requested, CompanyAuthorization,
-//	                         CompanyClose, CompanyDelta
+//	                         CompanyHandBack, CompanyClose,
+//	                         CompanyDelta
+//	                         Inbox, CompanyList's search     yes      none of A's
 //	                         Start                           yes      a parent of A's is not found; A's
 //	                                                                  message ID starts B's own conversation
 //	conversations.Delivery   RotateSecret                    yes      A's webhook secret unchanged
 //	conversations.Hub        Watch, PublishDelta             yes      B's delta under A's conversation ID
 //	                                                                  reaches no reader of A's
+//	                         WatchCompany                    yes      A's event wakes no inbox of B's
 //	operations.Store         Get, List, Lookup, RevisionOf,  yes      not found / none / Stale
 //	                         State, Check
 //	                         Propose                         yes      B's own operation, never A's
@@ -108,6 +111,16 @@ package crosstenant_test
 //	dpop.Store               Seen                            yes      A's proof jti does not count at B, and
 //	                                                                  stays seen at A
 //	                         Sweep                           no       a sweep over every Company
+//	console.Store            List                            yes      none of A's staff
+//	                         Authenticate                    yes      A's email and password do not sign in at B
+//	                         SetRole, Remove                 yes      ErrNotFound, A's member unchanged
+//	                         CreateInvite, AcceptInvite      yes      A's invite token is not found at B; A's
+//	                                                                  still works at A
+//	                         Invites, RevokeInvite           yes      A's invite not listed; ErrNotFound, kept
+//	                         Create                          yes      the same email as A's is B's own member
+//	                         DeleteExpired                   no       a sweep over every Company
+//	                         (sessions, passkeys, ceremo-    yes      in package console (store_tenant_test.go:
+//	                         nies, TOTP, invite lookup)               unexported): B finds none of A's, A's kept
 
 import (
 	"context"

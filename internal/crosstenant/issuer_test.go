@@ -141,6 +141,21 @@ func TestIssuer(t *testing.T) {
 		require.Empty(t, conns)
 		keptA(t)
 	})
+	t.Run("issuer.Store/CompanyConnections", func(t *testing.T) {
+		conns, err := store.CompanyConnections(w.ctx, w.b.ID, now, 0, "", 100)
+		require.NoError(t, err)
+		require.Empty(t, conns)
+		mine, err := store.CompanyConnections(w.ctx, w.a.ID, now, 0, "", 100)
+		require.NoError(t, err)
+		require.Len(t, mine, 1, "A sees its own")
+		keptA(t)
+	})
+	t.Run("issuer.Store/SignIns", func(t *testing.T) {
+		signIns, err := store.SignIns(w.ctx, w.b.ID, now, time.Time{}, 100)
+		require.NoError(t, err)
+		require.Empty(t, signIns)
+		keptA(t)
+	})
 	// B storing the same signatures stores its own grants; A's stay A's.
 	t.Run("issuer.Store/Create", func(t *testing.T) {
 		reqB := grant("req_b", "https://agent.test/other", 0, now)

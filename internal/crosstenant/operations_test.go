@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/operations"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
@@ -129,6 +130,27 @@ func TestOperations(t *testing.T) {
 			return true, err
 		}},
 		{"List", func() (bool, error) { l, err := store.List(ctx, b, "", 100); return len(l) > 0, err }},
+		{"Search", func() (bool, error) {
+			l, err := store.Search(ctx, b, operations.Filter{Status: "unknown"}, "", 100)
+			return len(l) > 0, err
+		}},
+		{"Each", func() (bool, error) {
+			n := 0
+			err := store.Each(ctx, b, operations.Filter{}, func(*operations.Record) error { n++; return nil })
+			return n > 0, err
+		}},
+		{"Approvals", func() (bool, error) {
+			l, err := store.Approvals(ctx, b, web.OperationID)
+			return len(l) > 0, err
+		}},
+		{"ResolveUnknown", func() (bool, error) {
+			yes := true
+			_, err := store.ResolveUnknown(ctx, b, unknown.OperationID, &operations.ResolveRequest{Performed: &yes, By: "b"}, later)
+			if e, ok := errors.AsType[*httpx.Error](err); ok && e.Code == httpx.CodeNotFound {
+				return false, nil
+			}
+			return true, err
+		}},
 		{"Lookup", func() (bool, error) { l, err := store.Lookup(ctx, b, web.OperationID); return l != nil, err }},
 		{"RevisionOf", func() (bool, error) {
 			known, _, err := store.RevisionOf(ctx, b, free.OperationID, free.Revision)

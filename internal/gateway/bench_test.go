@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/lestrrat-go/jwx/v2/jwk"
 	"github.com/stretchr/testify/require"
 
@@ -609,6 +610,12 @@ func (bl *benchBaseline) median() float64 {
 //   - approved-parallel: b.N operations proposed before the timer, then
 //     approved from 4×GOMAXPROCS clients, each once: req/s is the
 //     throughput of concurrent distinct approved calls.
+//   - approved-async-commit: approved again, last, after the test
+//     database's connections are made anew with synchronous_commit off,
+//     so that its commits do not wait for the WAL flush. A measurement
+//     only, of how much of approved's time over plain's is those waits,
+//     which at-most-once needs; the platform never runs so. x-plain is
+//     over the same plain runs.
 //
 // Each reports req/s, p50 and p99, and the CPU per request of this process
 // and of PostgreSQL, as BenchmarkGateway does.
@@ -624,6 +631,24 @@ func BenchmarkOperations(b *testing.B) {
 	plain.close()
 	b.Run("approved", func(b *testing.B) { o.runApproved(b, &plain) })
 	b.Run("approved-parallel", func(b *testing.B) { o.runApprovedParallel(b) })
+	o.commitWithoutWaiting(b)
+	b.Run("approved-async-commit", func(b *testing.B) { o.runApproved(b, &plain) })
+}
+
+// commitWithoutWaiting makes the test database's commits return before
+// the WAL is flushed (synchronous_commit off) on every connection of the
+// platform's pool from now on: BenchmarkOperations' comparison only.
+func (s *opsBench) commitWithoutWaiting(b *testing.B) {
+	ctx := context.Background()
+	pool := s.g.env.Pool
+	var name string
+	require.NoError(b, pool.QueryRow(ctx, `SELECT current_database()`).Scan(&name))
+	_, err := pool.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{name}.Sanitize()+` SET synchronous_commit = off`)
+	require.NoError(b, err)
+	pool.Reset()
+	var setting string
+	require.NoError(b, pool.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&setting))
+	require.Equal(b, "off", setting)
 }
 
 const opsBenchAPI = "ops"

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/poppyhost/poppyhost/internal/bearer"
 	"github.com/poppyhost/poppyhost/internal/httpx"
@@ -41,6 +42,8 @@ type Options struct {
 	// Operations keeps the operations of Companies that turned the
 	// extension on; SetEngine gives the engine that performs them.
 	Operations *operations.Store
+	// Metrics, when set, is where the calls' metrics are registered.
+	Metrics prometheus.Registerer
 	// Now is the clock [time.Now].
 	Now func() time.Time
 }
@@ -51,6 +54,7 @@ type Gateway struct {
 	opts Options
 	// engine performs approved operations (SetEngine).
 	engine *operations.Engine
+	calls  *calls
 
 	mu    sync.Mutex
 	cache map[apiKey]*compiled
@@ -87,7 +91,7 @@ func New(opts Options) (*Gateway, error) {
 	if opts.Store == nil || opts.Tokens == nil || opts.Origins == nil || opts.Session == nil {
 		return nil, errors.New("gateway: Store, Tokens, Origins and Session are required")
 	}
-	return &Gateway{opts: opts, cache: map[apiKey]*compiled{}}, nil
+	return &Gateway{opts: opts, calls: newCalls(opts.Metrics), cache: map[apiKey]*compiled{}}, nil
 }
 
 // SetEngine gives the gateway the engine that performs approved
@@ -99,7 +103,7 @@ func (g *Gateway) SetEngine(e *operations.Engine) { g.engine = e }
 // /openapi/{name}.json under /t/{slug}.
 func (g *Gateway) Public(r chi.Router) {
 	r.Get("/openapi/{name}.json", g.serveDescription)
-	r.With(httpx.GrowStack, g.opts.Session).Handle("/api/{name}/*", http.HandlerFunc(g.serve))
+	r.With(counted(g.calls.api), g.opts.Session).Handle("/api/{name}/*", http.HandlerFunc(g.serve))
 }
 
 // load returns the Company's API named name, compiled, from the cache when

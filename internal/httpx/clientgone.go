@@ -22,9 +22,9 @@ const StatusClientClosedRequest = 499
 // own cancellation of a context it derived (an origin's timeout) is not
 // taken for the client's.
 func ClientGone(r *http.Request) bool {
-	ctx, ok := r.Context().Value(serverCtxKey).(context.Context)
-	if !ok {
-		ctx = r.Context()
+	ctx := r.Context()
+	if rq := requestOf(ctx); rq != nil {
+		ctx = rq.server
 	}
 	return errors.Is(ctx.Err(), context.Canceled) && !BodyTimedOut(r)
 }

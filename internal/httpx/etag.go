@@ -107,6 +107,18 @@ func entityTags(s string) []string {
 	}
 }
 
+// MatchTag is the Precondition of If-Match naming tag alone, for a write
+// that carries the version it was read at otherwise than in a header (a
+// form's hidden field). An empty tag names no version, so every check of
+// it fails.
+func MatchTag(tag string) Precondition {
+	p := Precondition{given: true}
+	if strings.HasPrefix(tag, `"`) {
+		p.tags = []string{tag}
+	}
+	return p
+}
+
 // Given reports whether the request had an If-Match header field.
 func (p Precondition) Given() bool { return p.given }
 

@@ -91,3 +91,24 @@ func TestWriteJSONTagged(t *testing.T) {
 	WriteJSON(plain, http.StatusOK, v)
 	require.Equal(t, plain.Body.String(), rec.Body.String(), "the body is WriteJSON's")
 }
+
+// TestMatchTag checks the Precondition of a version carried in a form:
+// it lets through only the current tag, and an empty or malformed tag
+// matches nothing, not even "*".
+func TestMatchTag(t *testing.T) {
+	const cur = `"abc"`
+	code := func(p Precondition, current string) string {
+		var e *Error
+		if err := p.Check(current); errors.As(err, &e) {
+			return e.Code
+		}
+		return ""
+	}
+	require.True(t, MatchTag(cur).Given())
+	require.Empty(t, code(MatchTag(cur), cur))
+	require.Equal(t, CodePreconditionFailed, code(MatchTag(`"old"`), cur))
+	require.Equal(t, CodePreconditionFailed, code(MatchTag(""), cur))
+	require.Equal(t, CodePreconditionFailed, code(MatchTag("*"), cur))
+	require.Equal(t, CodePreconditionFailed, code(MatchTag("abc"), cur), "unquoted")
+	require.Equal(t, CodePreconditionFailed, code(MatchTag(cur), ""), "the resource is gone")
+}

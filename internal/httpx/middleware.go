@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -22,14 +23,39 @@ import (
 type ctxKey int
 
 const (
-	requestIDKey ctxKey = iota
+	requestKey ctxKey = iota
 	loggerKey
-	routeKey
-	serverCtxKey
 )
 
-// routeHolder carries the matched route pattern out of the router.
-type routeHolder struct{ pattern string }
+// request is what Instrument keeps of a request for the handlers under
+// it, in one context value: the context net/http gave it (ClientGone), its
+// ID, the route pattern the router matched, and its logger, made on first
+// use (most requests log nothing but the access line, which needs none).
+type request struct {
+	server  context.Context
+	id      string
+	pattern string // set by RecordRoute, read once the handlers returned
+	base    *slog.Logger
+	logger  atomic.Pointer[slog.Logger]
+}
+
+func requestOf(ctx context.Context) *request {
+	rq, _ := ctx.Value(requestKey).(*request)
+	return rq
+}
+
+// log returns the request's logger: base's, carrying the request ID, whose
+// errors after the client hung up are logged at debug level.
+func (rq *request) log() *slog.Logger {
+	if l := rq.logger.Load(); l != nil {
+		return l
+	}
+	l := slog.New(hangupHandler{rq.base.Handler(), rq.server}).With(slog.String("request_id", rq.id))
+	if rq.logger.CompareAndSwap(nil, l) {
+		return l
+	}
+	return rq.logger.Load()
+}
 
 // RecordRoute is a chi middleware that reports the matched route pattern
 // to Instrument. Use it first on every top-level router.
@@ -37,9 +63,9 @@ func RecordRoute(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Deferred so that a panicking handler is still labelled.
 		defer func() {
-			if h, ok := r.Context().Value(routeKey).(*routeHolder); ok {
+			if rq := requestOf(r.Context()); rq != nil {
 				if rctx := chi.RouteContext(r.Context()); rctx != nil {
-					h.pattern = rctx.RoutePattern()
+					rq.pattern = rctx.RoutePattern()
 				}
 			}
 		}()
@@ -49,8 +75,10 @@ func RecordRoute(next http.Handler) http.Handler {
 
 // RequestID returns the request's ID, or "" outside a request.
 func RequestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey).(string)
-	return id
+	if rq := requestOf(ctx); rq != nil {
+		return rq.id
+	}
+	return ""
 }
 
 // Logger returns the request's logger (carrying its request ID), or the
@@ -58,6 +86,9 @@ func RequestID(ctx context.Context) string {
 func Logger(ctx context.Context) *slog.Logger {
 	if l, ok := ctx.Value(loggerKey).(*slog.Logger); ok {
 		return l
+	}
+	if rq := requestOf(ctx); rq != nil {
+		return rq.log()
 	}
 	return slog.Default()
 }
@@ -139,12 +170,8 @@ func Instrument(base *slog.Logger, m *Metrics, next http.Handler) http.Handler {
 		if !validRequestID(id) {
 			id = newRequestID()
 		}
-		logger := slog.New(hangupHandler{base.Handler(), r.Context()}).With(slog.String("request_id", id))
-		ctx := context.WithValue(r.Context(), serverCtxKey, r.Context())
-		ctx = context.WithValue(ctx, requestIDKey, id)
-		ctx = context.WithValue(ctx, loggerKey, logger)
-		route := &routeHolder{}
-		ctx = context.WithValue(ctx, routeKey, route)
+		rq := &request{server: r.Context(), id: id, base: base}
+		ctx := context.WithValue(r.Context(), requestKey, rq)
 		ctx, span := tracing.StartRoot(ctx, "HTTP", trace.SpanKindServer)
 		r = r.WithContext(ctx)
 		w.Header().Set("X-Request-ID", id)
@@ -161,7 +188,7 @@ func Instrument(base *slog.Logger, m *Metrics, next http.Handler) http.Handler {
 					WriteError(rec, r, Errorf(CodeInternal, "internal error"))
 				}
 			}
-			pattern := route.pattern
+			pattern := rq.pattern
 			if pattern == "" {
 				pattern = "unmatched"
 			}
@@ -178,7 +205,11 @@ func Instrument(base *slog.Logger, m *Metrics, next http.Handler) http.Handler {
 			}
 			m.requests.WithLabelValues(pattern, method, strconv.Itoa(status)).Inc()
 			m.duration.WithLabelValues(pattern, method).Observe(elapsed.Seconds())
-			logger.LogAttrs(ctx, slog.LevelInfo, "request",
+			// The access line is logged at info level, which the request
+			// logger's hang-up rule never changes: base logs it, with the
+			// request ID first as that logger would put it.
+			base.LogAttrs(ctx, slog.LevelInfo, "request",
+				slog.String("request_id", id),
 				slog.String("method", r.Method),
 				slog.String("host", r.Host),
 				slog.String("path", r.URL.Path),
@@ -223,10 +254,13 @@ const handlerFrame = 16 << 10
 // GrowStack is a middleware that grows the request goroutine's stack to
 // what short, deep handlers need in one step, before they run. net/http
 // runs every HTTP/2 request on a new goroutine with a small stack, which
-// otherwise grows by doubling deep in the handlers, each time copying
-// every frame: about a tenth of a gateway call's CPU (issue 19). Use it
-// only on routes whose requests end soon: a long-lived stream would keep
-// the larger stack while it waits, until a garbage collection shrinks it.
+// otherwise grows by doubling deep in the handlers (the routers' tree
+// search, the Session's JSON, pgx), each time copying every frame: about
+// a tenth of a gateway call's CPU (issue 19). Mount it as far out as
+// possible, where the stack is shallow and copying it cheap, but inside
+// conversations.ParkStreams: a stream that waits there would otherwise
+// keep the larger stack while it waits, until a garbage collection
+// shrinks it.
 func GrowStack(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		growStack()

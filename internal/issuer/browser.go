@@ -142,7 +142,7 @@ func (s *Server) currentAccount(r *http.Request) (*accounts.Account, error) {
 // locked, 503 with Retry-After when password checking is at its limit.
 func (s *Server) login(w http.ResponseWriter, r *http.Request) (*accounts.Account, string, int, error) {
 	c := tenant.FromContext(r.Context())
-	if !s.loginAllowed(w, r) {
+	if !s.LoginAllowed(w, r) {
 		return nil, "Too many sign-in attempts. Try again in a minute.", http.StatusTooManyRequests, nil
 	}
 	username := r.PostForm.Get("username")

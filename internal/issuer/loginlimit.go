@@ -30,17 +30,19 @@ func (l LoginRates) withDefaults() LoginRates {
 	return l
 }
 
-// loginAllowed counts a sign-in attempt against the rates. Over one it sets
-// Retry-After and returns false. The address is checked first, so one
-// client's excess does not use up the Company's budget.
-func (s *Server) loginAllowed(w http.ResponseWriter, r *http.Request) bool {
+// LoginAllowed counts a sign-in attempt at the request's Company against
+// the rates. Over one it sets Retry-After and returns false. The address
+// is checked first, so one client's excess does not use up the Company's
+// budget. The Company console's password sign-in counts against the same
+// rates as the issuer's pages.
+func (s *Server) LoginAllowed(w http.ResponseWriter, r *http.Request) bool {
 	id := strconv.FormatInt(tenant.FromContext(r.Context()).ID, 10)
 	if s.limiter.Exceeded(w, r, "login address "+id+" "+loginAddr(r), s.rates.PerAddress) {
-		s.limited.WithLabelValues("address").Inc()
+		s.metrics.limited.WithLabelValues("address").Inc()
 		return false
 	}
 	if s.limiter.Exceeded(w, r, "login company "+id, s.rates.PerCompany) {
-		s.limited.WithLabelValues("company").Inc()
+		s.metrics.limited.WithLabelValues("company").Inc()
 		return false
 	}
 	return true

@@ -125,3 +125,59 @@ func TestRefreshPlans(t *testing.T) {
 		require.NoError(t, err)
 	})
 }
+
+// TestCompanyConnectionsPlans: the console's Agents page reads the
+// Company's grants through the primary key's Company prefix, each grant's
+// rows by oauth_tokens_request and the accounts by their keys: never
+// through an index that holds every Company's tokens (the account index,
+// which leads with account_id, or expires_at) nor by a full scan, whether
+// the tables are new, loaded but never analyzed, or analyzed. These are
+// a page's statements, not a hot path's (docs/decisions.md, "Query plans
+// that hold"): they read as many rows as the Company has tokens, which
+// the page needs, and only their custom plans are checked, since with
+// the test's two Companies a generic plan takes company_id = $1 for half
+// the table, which no real deployment's statistics say.
+func TestCompanyConnectionsPlans(t *testing.T) {
+	pool, conn, rec, c := plansCompany(t, "agents")
+	ctx := context.Background()
+	alice, err := accounts.NewStore(pool).Create(ctx, c.ID, "alice", "alpha's password")
+	require.NoError(t, err)
+	store := NewStore(pool)
+	now := time.Now()
+	tctx := tenant.WithCompany(ctx, c)
+	req := fosite.NewRequest()
+	req.ID, req.RequestedAt, req.Client = "req_alice", now, &Client{ID: client}
+	req.GrantedScope = fosite.Arguments{"orders"}
+	sess := &Session{AccountID: alice.ID, Username: "alice"}
+	sess.SetExpiresAt(fosite.RefreshToken, now.Add(time.Hour))
+	sess.SetExpiresAt(fosite.AccessToken, now.Add(time.Hour))
+	req.Session = sess
+	require.NoError(t, store.CreateAccessTokenSession(tctx, "sig_access", req))
+	require.NoError(t, store.CreateRefreshTokenSession(tctx, "sig_refresh", "", req))
+
+	stmts := rec.Record(func() {
+		_, err := store.CompanyConnections(ctx, c.ID, now, 0, "", 50)
+		require.NoError(t, err)
+		_, err = store.SignIns(ctx, c.ID, now, time.Time{}, 50)
+		require.NoError(t, err)
+	})
+	require.Len(t, stmts, 2)
+	allowed := map[string][]string{"oauth_tokens": {"oauth_tokens_pkey", "oauth_tokens_request"},
+		"accounts": {"accounts_pkey", "accounts_company_id_username_key"}}
+	check := func(t *testing.T) { plancheck.OnlyIndexes(t, conn, stmts, allowed) }
+	t.Run("new", check)
+	// Another Company with many accounts, each with an agent signed in.
+	_, err = conn.Exec(ctx, `WITH c AS (INSERT INTO companies (slug, settings) VALUES ('loaded', '{}') RETURNING id),
+			a AS (INSERT INTO accounts (company_id, username, password_hash)
+				SELECT c.id, 'user' || g, 'x' FROM c, generate_series(1, 20000) g RETURNING id, company_id)
+		INSERT INTO oauth_tokens (company_id, kind, signature, request_id, client_id, account_id, requested_at,
+			scopes, granted_scopes, form, session, expires_at)
+		SELECT a.company_id, kind, sha256((kind || a.id)::bytea), 'req_' || a.id, $1, a.id, now(), '{orders}',
+			'{orders}', '{}', '{}', now() + interval '1 hour'
+		FROM a, unnest('{access,refresh}'::text[]) kind`, client)
+	require.NoError(t, err)
+	t.Run("loaded", check)
+	_, err = conn.Exec(ctx, "ANALYZE")
+	require.NoError(t, err)
+	t.Run("analyzed", check)
+}

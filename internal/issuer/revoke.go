@@ -35,6 +35,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 	case err == nil:
 		w.Header().Set("Cache-Control", "no-store")
 		w.WriteHeader(http.StatusOK)
+		s.metrics.revocations.Inc()
 	case errors.Is(err, fosite.ErrUnauthorizedClient):
 		writeOAuthError(w, r, fosite.ErrUnauthorizedClient.WithHint("The token was not issued to this client (RFC 7009 §2.1)."))
 	default:

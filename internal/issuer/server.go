@@ -78,7 +78,7 @@ type Server struct {
 	apiKey   func(ctx context.Context, key string) (*tenant.Company, error)
 	limiter  *httpx.Limiter
 	rates    LoginRates
-	limited  *prometheus.CounterVec
+	metrics  *metrics
 	offers   func(grant string) func(http.Handler) http.Handler
 	now      func() time.Time
 }
@@ -100,12 +100,9 @@ func New(opts Options) *Server {
 		apiKey:   opts.CompanyForAPIKey,
 		limiter:  opts.Limiter,
 		rates:    opts.LoginRates.withDefaults(),
-		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "poppyhost_login_rate_limited_total",
-			Help: "Sign-in attempts refused with 429 before any check, by the limit they went over: address (one client address at one Company) or company (everyone at one Company).",
-		}, []string{"limit"}),
-		offers: opts.Offers,
-		now:    now,
+		metrics:  newMetrics(opts.Metrics),
+		offers:   opts.Offers,
+		now:      now,
 	}
 	if s.offers == nil {
 		s.offers = func(string) func(http.Handler) http.Handler {
@@ -114,9 +111,6 @@ func New(opts Options) *Server {
 	}
 	if s.limiter == nil {
 		s.limiter = httpx.NewLimiter()
-	}
-	if opts.Metrics != nil {
-		opts.Metrics.MustRegister(s.limited)
 	}
 	s.verifier = clientauth.NewVerifier(opts.Resolver, clientauth.Options{Now: now, Replays: opts.Replays})
 	s.store.clients = s.getClient

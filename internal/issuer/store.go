@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/ory/fosite"
 
+	"github.com/poppyhost/poppyhost/internal/audit"
 	"github.com/poppyhost/poppyhost/internal/clientauth"
 	"github.com/poppyhost/poppyhost/internal/db"
 	"github.com/poppyhost/poppyhost/internal/tenant"
@@ -667,7 +668,13 @@ func (s *Store) Disconnect(ctx context.Context, companyID, accountID int64, clie
 			return err
 		}
 		s.revokedAccess(ctx, companyID)
-		return s.checkSignedOut(ctx, accountID, clientID)
+		if err := s.checkSignedOut(ctx, accountID, clientID); err != nil {
+			return err
+		}
+		// Audited with the change when the Company's staff made it (the
+		// console); a User's own disconnect is not administration.
+		audit.Note(ctx, "account_id", "client_id")
+		return audit.Record(ctx, s.db(ctx))
 	})
 }
 

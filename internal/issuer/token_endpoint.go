@@ -179,6 +179,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	}
 	resp.SetExpiresIn(lifetime)
 	s.provider.WriteAccessResponse(ctx, w, ar, resp)
+	s.metrics.granted(grant)
 }
 
 // narrowScopes applies a refresh request's scope (spec 4.4): a subset of
@@ -229,6 +230,7 @@ func (s *Server) tokenError(w http.ResponseWriter, r *http.Request, ar fosite.Ac
 	case errors.Is(err, errRefreshUsed):
 		err = fosite.ErrInvalidGrant.WithHint("The refresh token was already used.")
 	}
+	s.metrics.refused(r, err)
 	logFailure(r, err)
 	if ar == nil {
 		ar = fosite.NewAccessRequest(&Session{})

@@ -54,13 +54,17 @@ func New(pool *pgxpool.Pool, opts Options) (*Queue, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	counted, err := newWorked(opts.Metrics)
+	if err != nil {
+		return nil, err
+	}
 	c, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}},
 		Workers: opts.Workers,
 		Logger:  opts.Logger,
 		// Jobs linked to the request that inserted them, when tracing is
-		// on.
-		Middleware: []rivertype.Middleware{&traced{}},
+		// on, and counted by kind and result.
+		Middleware: []rivertype.Middleware{&traced{}, counted},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("jobs: %w", err)

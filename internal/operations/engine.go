@@ -128,6 +128,7 @@ func (e *Engine) Store() *Store { return e.opts.Store }
 // (Classify). A website's approval reached the hook where it was
 // recorded, so it is not asked again here.
 func (e *Engine) Perform(ctx context.Context, act *Action, a *Approval) (*Outcome, error) {
+	e.metrics.approvals.inc(act.Interface)
 	sent, err := e.claimAtOnce(ctx, act, a)
 	if err != nil {
 		return nil, err
@@ -412,6 +413,7 @@ func (e *Engine) conclude(ctx context.Context, s *sending, resp *Response, wait 
 	switch class {
 	case ClassDeclined:
 		e.metrics.outcome(OutcomeDeclined)
+		e.metrics.declines[declinedByOrigin].Inc()
 		return &Outcome{Kind: OutcomeDeclined, Decline: decline}, nil
 	case ClassRetry:
 		e.metrics.outcome(OutcomeRetry)

@@ -78,6 +78,7 @@ func (e *Engine) AskHook(ctx context.Context, act *Action, op *Operation, a *App
 		if !ok {
 			return nil, ErrClaimed
 		}
+		e.metrics.declines[declinedByHook].Inc()
 		return d, nil
 	}
 	log.WarnContext(ctx, "operations: approval hook answered neither 204 nor a decline",

@@ -1,10 +1,8 @@
 package operations
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -31,7 +29,7 @@ func NewHandler(store *Store, now func() time.Time) *Handler {
 
 // CompanyAPI mounts the operations routes under /company/v1
 // (httpx.CompanyAPIRoutes): GET /operations, newest first, paged by
-// ?after={operation_id}; GET /operations/{id}, one with every revision's
+// ?after={operation_id} and narrowed by ParseFilter's parameters; GET /operations/{id}, one with every revision's
 // terms; and POST /operations/{id}/resolve, the Company's word on an
 // unknown outcome.
 func (h *Handler) CompanyAPI(r chi.Router) { h.routes(r) }
@@ -58,7 +56,12 @@ func (h *Handler) serveList(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, r, httpx.Errorf(httpx.CodeInvalidRequest, "after must be an operation_id"))
 		return
 	}
-	list, err := h.store.List(ctx, tenant.FromContext(ctx).ID, after, int(limit))
+	f, err := ParseFilter(r.URL.Query())
+	if err != nil {
+		httpx.WriteError(w, r, err)
+		return
+	}
+	list, err := h.store.Search(ctx, tenant.FromContext(ctx).ID, f, after, int(limit))
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return
@@ -110,70 +113,20 @@ const maxResolveBody = 256 << 10
 // serveResolve records the Company's resolution of an operation whose
 // outcome is unknown (docs/operations-extension.md, "Unknown outcomes"):
 // {"performed": true|false, "by": "...", "note": "...", "response":
-// {"status": 200, "content_type": "...", "body": ...}}. response, with
-// performed, is what every later retry gets [200, the operation's
-// status as JSON].
+// {"status": 200, "content_type": "...", "body": ...}}, checked and
+// recorded by Store.ResolveUnknown.
 func (h *Handler) serveResolve(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Performed *bool  `json:"performed"`
-		By        string `json:"by"`
-		Note      string `json:"note"`
-		Response  *struct {
-			Status      int             `json:"status"`
-			ContentType string          `json:"content_type"`
-			Body        json.RawMessage `json:"body"`
-		} `json:"response"`
-	}
+	var body ResolveRequest
 	if err := httpx.DecodeJSON(w, r, &body, httpx.DecodeOptions{MaxBytes: maxResolveBody, Strict: true}); err != nil {
 		httpx.WriteError(w, r, err)
 		return
 	}
-	var f httpx.Fields
-	if body.Performed == nil {
-		f.Add("performed", "is required: true or false")
-	}
-	// Who resolved it, said in words; the note may span lines.
-	f.Text("by", strings.TrimSpace(body.By), true, 200, false)
-	f.Text("note", body.Note, false, 2000, true)
-	if body.Response != nil && (body.Response.Status < 200 || body.Response.Status > 499) {
-		f.Add("response.status", "must be 200 to 499")
-	}
-	if err := f.Err(); err != nil {
-		httpx.WriteError(w, r, err)
-		return
-	}
-	rec, ok := h.record(w, r)
-	if !ok {
-		return
-	}
-	res := &Resolution{Performed: *body.Performed, By: strings.TrimSpace(body.By), Note: body.Note,
-		At: h.now().UTC().Truncate(time.Microsecond)}
-	var resp *Response
-	if res.Performed {
-		resp = &Response{Status: http.StatusOK, ContentType: "application/json"}
-		resp.Body, _ = json.Marshal(map[string]string{"operation_id": rec.OperationID, "status": StatusPerformed})
-		if b := body.Response; b != nil {
-			resp = &Response{Status: b.Status, ContentType: b.ContentType}
-			if len(b.Body) > 0 {
-				var s string
-				if json.Unmarshal(b.Body, &s) == nil && !httpx.IsJSON(b.ContentType) {
-					resp.Body = []byte(s)
-				} else {
-					resp.Body = b.Body
-				}
-			}
-		}
-	}
 	ctx := r.Context()
-	err := h.store.Resolve(ctx, tenant.FromContext(ctx).ID, rec.OperationID, res, resp)
-	if errors.Is(err, ErrNotUnknown) {
-		httpx.WriteError(w, r, httpx.Errorf(httpx.CodeConflict,
-			"the operation is %s: only an operation whose outcome is unknown is resolved", rec.Status))
-		return
-	}
+	rec, err := h.store.ResolveUnknown(ctx, tenant.FromContext(ctx).ID, chi.URLParam(r, "id"), &body, h.now())
 	if err != nil {
 		httpx.WriteError(w, r, err)
 		return
 	}
-	h.serveGet(w, r)
+	w.Header().Set("Cache-Control", "no-store")
+	httpx.WriteJSON(w, http.StatusOK, rec)
 }

@@ -111,6 +111,7 @@ func (e *Engine) Settle(ctx context.Context, args SettleArgs, last bool) error {
 	}
 	s := &sending{co: co, iface: u.Interface, target: u.Target, route: route, facts: u.Facts, approval: u.Approval,
 		claim: claim, actionKey: u.ActionKey, req: u.Request, terms: u.Terms}
+	e.metrics.settles.Inc()
 	resp, err := e.send(ctx, s)
 	if err != nil {
 		return e.failed(ctx, args, claim, last, withoutURL(err))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/poppyhost/poppyhost/internal/db"
 	"github.com/poppyhost/poppyhost/internal/httpx"
@@ -136,11 +137,20 @@ type Response struct {
 
 // Store keeps operations in PostgreSQL, every query for one Company.
 type Store struct {
-	pool *pgxpool.Pool
+	pool      *pgxpool.Pool
+	reg       prometheus.Registerer
+	proposals *byInterface
 }
 
 // NewStore returns a Store on pool.
-func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+func NewStore(pool *pgxpool.Pool, opts ...StoreOption) *Store {
+	s := &Store{pool: pool}
+	for _, o := range opts {
+		o(s)
+	}
+	s.proposals = newProposals(s.reg)
+	return s
+}
 
 // newID is an operation ID or a revision: 26 characters of the 8.2
 // alphabet, 130 random bits.
@@ -159,18 +169,30 @@ func (s *Store) Propose(ctx context.Context, companyID int64, owner Owner, iface
 	var op *Operation
 	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		op, err = ProposeTx(ctx, tx, companyID, owner, iface, target, p, req, avoid, now)
+		op, err = proposeTx(ctx, tx, companyID, owner, iface, target, p, req, avoid, now)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	s.proposals.inc(iface)
 	return op, nil
 }
 
 // ProposeTx is Propose in tx, for a caller that records the operation
-// with a change of its own (a conversation's message).
-func ProposeTx(ctx context.Context, tx pgx.Tx, companyID int64, owner Owner, iface, target string, p *Proposal,
+// with a change of its own (a conversation's message); the proposal is
+// counted when tx has it, whether or not tx commits.
+func (s *Store) ProposeTx(ctx context.Context, tx pgx.Tx, companyID int64, owner Owner, iface, target string, p *Proposal,
+	req *Request, avoid string, now time.Time) (*Operation, error) {
+	op, err := proposeTx(ctx, tx, companyID, owner, iface, target, p, req, avoid, now)
+	if err == nil {
+		s.proposals.inc(iface)
+	}
+	return op, err
+}
+
+// proposeTx is ProposeTx, uncounted.
+func proposeTx(ctx context.Context, tx pgx.Tx, companyID int64, owner Owner, iface, target string, p *Proposal,
 	req *Request, avoid string, now time.Time) (*Operation, error) {
 	// One proposal per action at a time: the advisory lock keeps two
 	// first proposals from making two operations.
@@ -332,14 +354,7 @@ func scanRecord(row pgx.CollectableRow) (*Record, error) {
 // List returns up to limit of the Company's operations, newest first,
 // created before the operation after (its id) when after is set.
 func (s *Store) List(ctx context.Context, companyID int64, after string, limit int) ([]*Record, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+recordColumns+` FROM operations o
-		WHERE o.company_id = $1 AND ($2 = '' OR (o.created_at, o.id) < (SELECT created_at, id FROM operations
-			WHERE company_id = $1 AND id = $2))
-		ORDER BY o.created_at DESC, o.id DESC LIMIT $3`, companyID, after, limit)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, scanRecord)
+	return s.Search(ctx, companyID, Filter{}, after, limit)
 }
 
 // ErrNotFound: the Company has no operation by that ID.

@@ -2,12 +2,18 @@ package operations
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/poppyhost/poppyhost/internal/audit"
 	"github.com/poppyhost/poppyhost/internal/db"
+	"github.com/poppyhost/poppyhost/internal/httpx"
+	"github.com/poppyhost/poppyhost/internal/sessions"
 )
 
 // Resolution is how a Company resolved an operation whose outcome was
@@ -39,7 +45,13 @@ func (s *Store) Resolve(ctx context.Context, companyID int64, id string, r *Reso
 		if status != stateUnknown {
 			return ErrNotUnknown
 		}
+		// The resolution is a change of the Company's: audited with it,
+		// when a request made it (the Company API, the console).
+		audit.Note(ctx, "performed", "by", "note")
 		if r.Performed {
+			if resp != nil {
+				audit.Note(ctx, "response")
+			}
 			_, err = tx.Exec(ctx, `UPDATE operations SET status = 'performed', response = $3, performed_at = $4,
 					updated_at = $4, expires_at = greatest(expires_at, $4), resolution = $5, lease_until = NULL
 				WHERE company_id = $1 AND id = $2`, companyID, id, resp, r.At, r)
@@ -51,6 +63,100 @@ func (s *Store) Resolve(ctx context.Context, companyID int64, id string, r *Reso
 				UPDATE operation_revisions SET replaced_at = coalesce(replaced_at, $4)
 				WHERE company_id = $1 AND operation_id = $2 AND revision = $3`, companyID, id, revision, r.At, r)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return audit.Record(ctx, tx)
 	})
+}
+
+// ResolveRequest is the Company's word on an operation whose outcome is
+// unknown, as the Company API (POST /operations/{id}/resolve) and the
+// console take it. Response, with Performed, is what every later retry
+// gets [200, the operation's status as JSON].
+type ResolveRequest struct {
+	Performed *bool            `json:"performed"`
+	By        string           `json:"by"`
+	Note      string           `json:"note"`
+	Response  *ResolveResponse `json:"response"`
+}
+
+// ResolveResponse is the answer a resolution gives later retries of a
+// performed operation. Body is JSON, or a JSON string holding the text of
+// a content type that is not JSON.
+type ResolveResponse struct {
+	Status      int             `json:"status"`
+	ContentType string          `json:"content_type"`
+	Body        json.RawMessage `json:"body"`
+}
+
+// check lists every field of req that is wrong, as *httpx.Error.
+func (req *ResolveRequest) check() error {
+	var f httpx.Fields
+	if req.Performed == nil {
+		f.Add("performed", "is required: true or false")
+	}
+	// Who resolved it, said in words; the note may span lines.
+	f.Text("by", strings.TrimSpace(req.By), true, 200, false)
+	f.Text("note", req.Note, false, 2000, true)
+	if req.Response != nil && (req.Response.Status < 200 || req.Response.Status > 499) {
+		f.Add("response.status", "must be 200 to 499")
+	}
+	return f.Err()
+}
+
+// ResolveUnknown checks req and records it as the Company's resolution of
+// its operation id at now, then returns the operation as it is now: the
+// rules of the Company API, for every caller. Its errors are *httpx.Error:
+// invalid_request listing each bad field, not_found for an id the Company
+// has no operation by, conflict when the outcome is not unknown.
+func (s *Store) ResolveUnknown(ctx context.Context, companyID int64, id string, req *ResolveRequest,
+	now time.Time) (*Record, error) {
+	if err := req.check(); err != nil {
+		return nil, err
+	}
+	notFound := httpx.Errorf(httpx.CodeNotFound, "the Company has no operation %q", id)
+	if !sessions.ValidID(id) {
+		return nil, notFound
+	}
+	rec, err := s.Get(ctx, companyID, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, notFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	res := &Resolution{Performed: *req.Performed, By: strings.TrimSpace(req.By), Note: req.Note,
+		At: now.UTC().Truncate(time.Microsecond)}
+	var resp *Response
+	if res.Performed {
+		resp = &Response{Status: http.StatusOK, ContentType: "application/json"}
+		resp.Body, _ = json.Marshal(map[string]string{"operation_id": rec.OperationID, "status": StatusPerformed})
+		if b := req.Response; b != nil {
+			resp = &Response{Status: b.Status, ContentType: b.ContentType}
+			if len(b.Body) > 0 {
+				var s string
+				if json.Unmarshal(b.Body, &s) == nil && !httpx.IsJSON(b.ContentType) {
+					resp.Body = []byte(s)
+				} else {
+					resp.Body = b.Body
+				}
+			}
+		}
+	}
+	err = s.Resolve(ctx, companyID, rec.OperationID, res, resp)
+	switch {
+	case errors.Is(err, ErrNotUnknown):
+		return nil, httpx.Errorf(httpx.CodeConflict,
+			"the operation is %s: only an operation whose outcome is unknown is resolved", rec.Status)
+	case errors.Is(err, ErrNotFound):
+		return nil, notFound
+	case err != nil:
+		return nil, err
+	}
+	rec, err = s.Get(ctx, companyID, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, notFound
+	}
+	return rec, err
 }

@@ -54,7 +54,7 @@ var errResponseTooLarge = errors.New("origin: response too large")
 // API's limits. modify, when set, may change the origin's final response.
 func (c *Caller) Forward(w http.ResponseWriter, r *http.Request, api *registry.API, target *url.URL, jwt string,
 	modify func(*http.Response) error) {
-	c.Relay(w, r, &Relay{
+	c.relay(w, r, c.api, &Relay{
 		Modify:      modify,
 		Target:      target,
 		Timeout:     time.Duration(api.TimeoutSeconds) * time.Second,
@@ -119,8 +119,12 @@ type Relay struct {
 // unbounded stands for no limit on an origin's answer.
 const unbounded = 1 << 62
 
-// Relay forwards r as rl describes and streams the answer back.
-func (c *Caller) Relay(w http.ResponseWriter, r *http.Request, rl *Relay) {
+// Relay forwards r, a website request, as rl describes and streams the
+// answer back.
+func (c *Caller) Relay(w http.ResponseWriter, r *http.Request, rl *Relay) { c.relay(w, r, c.web, rl) }
+
+// relay is Relay through transport.
+func (c *Caller) relay(w http.ResponseWriter, r *http.Request, transport http.RoundTripper, rl *Relay) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	var timedOut atomic.Bool
@@ -135,7 +139,7 @@ func (c *Caller) Relay(w http.ResponseWriter, r *http.Request, rl *Relay) {
 	}
 
 	proxy := &httputil.ReverseProxy{
-		Transport:  c.transport,
+		Transport:  transport,
 		ErrorLog:   c.errorLog,
 		BufferPool: copyBuffers,
 		Rewrite: func(pr *httputil.ProxyRequest) {

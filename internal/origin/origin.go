@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/poppyhost/poppyhost/internal/bearer"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/safehttp"
@@ -33,15 +35,19 @@ type Options struct {
 	// options (with AllowPrivate only in development and tests).
 	Origins *safehttp.Client
 	Logger  *slog.Logger
+	// Metrics, when set, is where the calls' metrics are registered.
+	Metrics prometheus.Registerer
 	// Now is the clock [time.Now].
 	Now func() time.Time
 }
 
 // Caller calls Companies' origins with Poppy-Verified.
 type Caller struct {
-	opts      Options
-	transport http.RoundTripper
-	errorLog  *log.Logger
+	opts Options
+	// api, web and send reach origins for API calls, website requests and
+	// approved operations (and approval hooks), each counted as such.
+	api, web, send http.RoundTripper
+	errorLog       *log.Logger
 	// tools performs tool calls: one POST each, whose redirect is the
 	// origin's answer, not somewhere to send the arguments and
 	// Poppy-Verified.
@@ -58,9 +64,11 @@ func New(opts Options) *Caller {
 	}
 	// A traced call's client span and traceparent (tracing.Transport).
 	transport := tracing.Transport(opts.Origins.RoundTripper())
-	return &Caller{opts: opts, transport: transport,
+	m := newOriginMetrics(opts.Metrics)
+	return &Caller{opts: opts, api: m.transport(transport, callAPI), web: m.transport(transport, callWeb),
+		send:     m.transport(transport, callOperation),
 		errorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
-		tools: &http.Client{Transport: transport,
+		tools: &http.Client{Transport: m.transport(transport, callTool),
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 
@@ -80,7 +88,7 @@ func (c *Caller) Send(ctx context.Context, co *tenant.Company, claims verified.C
 		return nil, err
 	}
 	req.Header.Set(verified.Header, jwt)
-	return c.transport.RoundTrip(req)
+	return c.send.RoundTrip(req)
 }
 
 // Facts returns the facts of a request: its Session and, signed in, the

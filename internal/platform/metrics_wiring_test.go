@@ -1,17 +1,15 @@
 package platform_test
 
 import (
-	"bufio"
 	"context"
 	"net/http"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/testkit"
+	"github.com/poppyhost/poppyhost/internal/testkit/peers"
+	"github.com/poppyhost/poppyhost/internal/testkit/samples"
 )
 
 // exportedMetrics is the list of metric names the chart's dashboard and
@@ -24,22 +22,7 @@ func scrape(t *testing.T, env *testkit.Env) map[string]float64 {
 	t.Helper()
 	resp := env.Probe(t, "/metrics")
 	require.Equal(t, http.StatusOK, resp.Status)
-	samples := map[string]float64{}
-	sc := bufio.NewScanner(strings.NewReader(string(resp.Body)))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		require.Positive(t, i, line)
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		require.NoError(t, err, line)
-		samples[line[:i]] = v
-	}
-	require.NoError(t, sc.Err())
-	return samples
+	return samples.Parse(t, resp.Body)
 }
 
 // TestBacklogMetrics: operations left unsettled, jobs and webhook
@@ -60,6 +43,7 @@ func TestBacklogMetrics(t *testing.T) {
 		`poppyhost_operations_unsettled{status="unknown"}`, `poppyhost_operations_unsettled{status="performing"}`,
 		`poppyhost_operations_unsettled_oldest_seconds{status="unknown"}`, `poppyhost_jobs{state="available"}`,
 		`poppyhost_jobs_available_oldest_seconds`, `poppyhost_webhook_deliveries_pending`, `poppyhost_webhook_delivery_lag_seconds`,
+		`poppyhost_operations{state="proposed"}`, `poppyhost_handoffs_waiting`, `poppyhost_handoffs_waiting_oldest_seconds`,
 	} {
 		v, ok := before[s]
 		require.True(t, ok, "%s is not exported before anything waits", s)
@@ -85,7 +69,25 @@ func TestBacklogMetrics(t *testing.T) {
 	_, err = env.Pool.Exec(ctx, `UPDATE signing_keys SET created_at = now() - interval '91 days' WHERE company_id = $1`, id)
 	require.NoError(t, err)
 
+	// A proposed operation, and a conversation handed off to a person
+	// ninety minutes ago.
+	_, err = env.Pool.Exec(ctx, `INSERT INTO operations (company_id, id, client_id, user_id, interface, target, action_key,
+		status, revision, created_at, updated_at, expires_at)
+		VALUES ($1, 'op_proposed', 'https://agent.test/client', 'usr_1', 'api', 'orders-api', 'key_2', 'proposed', 'rev_2',
+		now(), now(), now() + interval '1 day')`, id)
+	require.NoError(t, err)
+	_, err = env.Pool.Exec(ctx, `INSERT INTO conversations (company_id, id, client_id, user_id, status, responder,
+		queued_at, created_at, last_activity_at)
+		VALUES ($1, 'conv_queued', 'https://agent.test/client', 'usr_1', 'queued', 'agent',
+		now() - interval '90 minutes', now() - interval '2 hours', now() - interval '90 minutes')`, id)
+	require.NoError(t, err)
+
 	after := scrape(t, env)
+	require.Equal(t, 1.0, after[`poppyhost_operations{state="proposed"}`])
+	require.Equal(t, 1.0, after[`poppyhost_operations{state="unknown"}`])
+	require.Zero(t, after[`poppyhost_operations{state="performing"}`])
+	require.Equal(t, 1.0, after[`poppyhost_handoffs_waiting`])
+	require.Greater(t, after[`poppyhost_handoffs_waiting_oldest_seconds`], 3600.0)
 	require.Equal(t, 1.0, after[`poppyhost_operations_unsettled{status="unknown"}`])
 	require.Greater(t, after[`poppyhost_operations_unsettled_oldest_seconds{status="unknown"}`], 2*3600.0)
 	require.GreaterOrEqual(t, after[`poppyhost_jobs{state="available"}`], 1.0)
@@ -104,21 +106,46 @@ func TestExportedMetricsList(t *testing.T) {
 	env.CreateCompany(t, map[string]any{"slug": "shop", "organization": map[string]any{"name": "Shop", "domain": "shop.example"}})
 	// One request makes the per-route HTTP metrics.
 	env.Do(t, http.MethodGet, env.PublicURL("/t/shop/oauth/jwks.json"), nil)
-	names := map[string]bool{}
-	for s := range scrape(t, env) {
-		name, _, _ := strings.Cut(s, "{")
-		names[name] = true
+	names := samples.Families(scrape(t, env))
+	listed := samples.List(t, exportedMetrics)
+	for _, name := range listed {
+		require.True(t, names[name], "%s is listed in %s but the server does not export it", name, exportedMetrics)
 	}
-	b, err := os.ReadFile(exportedMetrics)
-	require.NoError(t, err)
-	var listed int
-	for _, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		listed++
-		require.True(t, names[line], "%s is listed in %s but the server does not export it", line, exportedMetrics)
+	require.NotEmpty(t, listed)
+}
+
+// TestSessionMetrics: a Session started, its JWT replayed, and a Session
+// the Company ended are counted, by the spec's error code.
+func TestSessionMetrics(t *testing.T) {
+	t.Parallel()
+	env := testkit.Setup(t)
+	c := newSessCompany(t, env, nil)
+	a := env.StartAgent(t, "")
+	before := scrape(t, env)
+	for _, s := range []string{`poppyhost_sessions_started_total`, `poppyhost_session_replays_refused_total`,
+		`poppyhost_session_verifications_refused_total{reason="invalid_session"}`,
+		`poppyhost_session_verifications_refused_total{reason="session_ended"}`,
+		`poppyhost_session_verifications_refused_total{reason="error"}`} {
+		v, ok := before[s]
+		require.True(t, ok, "%s is not exported before any Session", s)
+		require.Zero(t, v, s)
 	}
-	require.Positive(t, listed)
+
+	sid := sessID()
+	h := http.Header{}
+	h.Set("Poppy-Session", a.SessionJWT(t, peers.SessionClaims{Aud: c.Aud, URL: c.FeedbackURL, Method: http.MethodPost,
+		SID: sid, Sub: "usr_" + sid[:8]}, peers.SessionOptions{}))
+	require.Equal(t, http.StatusAccepted, sessPost(t, env, c.FeedbackURL, h).Status)
+	require.Equal(t, http.StatusBadRequest, sessPost(t, env, c.FeedbackURL, h).Status, "the same JWT again")
+	resp := env.Admin(t, http.MethodPost, "/admin/v1/companies/"+c.Slug+"/sessions/end",
+		map[string]string{"client_id": a.ClientID, "sid": sid})
+	require.Equal(t, http.StatusNoContent, resp.Status, "%s", resp.Body)
+	require.Equal(t, http.StatusBadRequest, sessSend(t, env, a, c, sid).Status, "the ended Session")
+
+	after := scrape(t, env)
+	require.Equal(t, 1.0, after[`poppyhost_sessions_started_total`])
+	require.Equal(t, 1.0, after[`poppyhost_session_replays_refused_total`])
+	require.Equal(t, 1.0, after[`poppyhost_session_verifications_refused_total{reason="invalid_session"}`])
+	require.Equal(t, 1.0, after[`poppyhost_session_verifications_refused_total{reason="session_ended"}`])
+	require.Zero(t, after[`poppyhost_session_verifications_refused_total{reason="error"}`])
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/botauth"
 	"github.com/poppyhost/poppyhost/internal/browserjoin"
 	"github.com/poppyhost/poppyhost/internal/clientauth"
+	"github.com/poppyhost/poppyhost/internal/console"
 	"github.com/poppyhost/poppyhost/internal/conversations"
 	"github.com/poppyhost/poppyhost/internal/discovery"
 	"github.com/poppyhost/poppyhost/internal/dpop"
@@ -103,6 +104,9 @@ type Platform struct {
 	// Replicas counts the live replicas, among which every rate limit is
 	// divided; the server starts its heartbeat (Replicas.Start).
 	Replicas *replicas.Counter
+	// Staff keeps the Companies' console staff (dev mode seeds its demo
+	// owner).
+	Staff *console.Store
 
 	ops      http.Handler
 	draining atomic.Bool
@@ -138,7 +142,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	if now == nil {
 		now = time.Now
 	}
-	resolver := agentid.NewResolver(safehttp.New(opts.Fetch), agentid.Options{Now: now})
+	resolver := agentid.NewResolver(safehttp.New(opts.Fetch), agentid.Options{Now: now, Metrics: reg})
 	// The one River client: built first, so that the packages that
 	// insert jobs can take it; their workers and sweeps are added before
 	// the server starts it.
@@ -191,7 +195,8 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		return nil, err
 	}
 	oauth.Store().OnAccessRevoked(tokens.ForgetCompany)
-	p.Hub = conversations.NewHub(p.Listener)
+	convMetrics := conversations.NewMetrics(reg)
+	p.Hub = conversations.NewHub(p.Listener, conversations.HubMetrics(convMetrics))
 	// Requests find their Company in this replica's cache, which every
 	// replica's changes reach by notification.
 	companies, err := tenant.NewCache(p.Tenants, p.Listener, tenant.CacheOptions{Now: now, Metrics: reg})
@@ -201,27 +206,29 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	// New events go to the Company Agent's webhook through River.
 	delivery := conversations.NewDelivery(conversations.DeliveryOptions{
 		Pool: opts.Pool, Jobs: queue.Client, Companies: p.Tenants, Keys: keys, Sealer: opts.Sealer, URLs: opts.URLs,
-		Client: safehttp.New(opts.Fetch), Logger: logger, Now: now,
+		Client: safehttp.New(opts.Fetch), Logger: logger, Metrics: convMetrics, Now: now,
 	})
 	delivery.AddWorkers(queue.Workers)
 	// The backlogs an operator alerts on, read from PostgreSQL at each
 	// scrape (docs/operations.md, "Dashboard and alerts in the chart").
 	reg.MustRegister(jobs.BacklogCollector(opts.Pool, now), conversations.DeliveryLagCollector(opts.Pool, now),
-		operations.UnsettledCollector(opts.Pool, now), keys.Collector())
-	sess := sessions.NewManager(sessions.NewVerifier(resolver, sessions.VerifierOptions{Now: now}), p.Sessions, opts.URLs)
+		conversations.HandoffCollector(opts.Pool, now), operations.UnsettledCollector(opts.Pool, now), keys.Collector())
+	sess := sessions.NewManager(sessions.NewVerifier(resolver, sessions.VerifierOptions{Now: now}), p.Sessions, opts.URLs,
+		sessions.WithMetrics(reg))
 	// session verifies the Session header once the body has arrived, or
 	// its first 64 KiB: a body that never comes is refused (408) before
 	// the Session's first use is recorded.
 	session := func(next http.Handler) http.Handler {
 		return httpx.ReadAhead(64 << 10)(sess.Require(limits)(next))
 	}
-	opStore := operations.NewStore(opts.Pool)
+	opStore := operations.NewStore(opts.Pool, operations.WithMetrics(reg))
 	origins := opts.Fetch
 	origins.MaxIdleConnsPerHost = 64
 	originClient := safehttp.New(origins)
-	caller := origin.New(origin.Options{Keys: keys, URLs: opts.URLs, Origins: originClient, Logger: logger, Now: now})
+	caller := origin.New(origin.Options{Keys: keys, URLs: opts.URLs, Origins: originClient, Logger: logger,
+		Metrics: reg, Now: now})
 	gw, err := gateway.New(gateway.Options{Store: apis, Tokens: tokens, URLs: opts.URLs, Origins: caller,
-		Session: session, Operations: opStore, Now: now})
+		Session: session, Operations: opStore, Metrics: reg, Now: now})
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +253,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	}, delivery)
 	convOps.AddWorkers(queue.Workers)
 	convStore := conversations.NewStore(opts.Pool,
-		conversations.StoreOptions{Enqueue: delivery, Operations: convOps, Now: now})
+		conversations.StoreOptions{Enqueue: delivery, Operations: convOps, Metrics: convMetrics, Now: now})
 	p.Tenants.OnModify(convStore.SettingsChanged)
 	opHandler := operations.NewHandler(opStore, now)
 	mcp := mcpserver.New(mcpserver.Options{Store: apis, Tokens: tokens, URLs: opts.URLs, Origins: caller,
@@ -269,6 +276,19 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		Operations: opStore, Engine: engine, Now: now})
 	disc := discovery.NewHandler(opts.URLs, registry.Listings{Store: apis, URLs: opts.URLs})
 	admin := tenant.NewAdmin(p.Tenants, p.Accounts, opts.URLs, opts.Fetch.AllowPrivate)
+	// The Company console (docs/console.md): each page's services are
+	// passed in console.Options.
+	consoleApp, err := console.New(console.Options{Pool: opts.Pool, Passwords: p.Accounts, Sealer: opts.Sealer,
+		Companies: companies, URLs: opts.URLs, Logger: logger, Now: now, LoginAllowed: oauth.LoginAllowed,
+		SignedOut: tenant.LimitByAddress(limits),
+		Settings:  admin, Tenants: p.Tenants, Registrations: apis, Webhooks: delivery,
+		Operations: opStore, Feedback: feedback.NewStore(opts.Pool), Grants: oauth.Store(),
+		Conversations: convStore, Hub: p.Hub})
+	if err != nil {
+		return nil, err
+	}
+	queue.AddSweeps(consoleApp.Sweeps()...)
+	p.Staff = console.NewStore(opts.Pool, p.Accounts)
 	apiRates := opts.APIRates.WithDefaults()
 	admin.LimitOperators(limits, apiRates.PerOperatorToken)
 
@@ -287,7 +307,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	keyRoutes := signing.NewHandler(keys, oauth.SecretSignedUntil)
 	ifMatch := httpx.RequireIfMatch(opts.RequireIfMatch)
 	tenant.AdminAPI(platform.With(httpx.RequireText, ifMatch), p.Tenants, admin,
-		admin, reports, sess, keyRoutes, registrations, opHandler)
+		admin, reports, sess, keyRoutes, registrations, opHandler, consoleApp)
 	platform.Route("/company/v1", func(r chi.Router) {
 		r.Use(httpx.RequireText, ifMatch, tenant.RequireAPIKey(p.Tenants), tenant.LimitByCredential(limits, apiRates.PerAPIKey))
 		for _, h := range []httpx.CompanyAPIRoutes{admin, reports, sess, companyConvs, registrations, join, opHandler} {
@@ -317,9 +337,12 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 			oauth.Public(r)
 		})
 		gw.Public(r)
-		mcp.Public(r)
+		// MCP calls are the gateway's too, counted as such.
+		mcp.Public(r.With(gw.CountMCP))
 		convs.Public(r)
 	})
+
+	platform.Route("/console/{slug}", consoleApp.Mount)
 
 	company := newRouter()
 	company.Use(recognize, tenant.LimitByAddress(limits))
@@ -334,9 +357,11 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	web.Domain(company)
 
 	host := tenant.HostRouter(companies, opts.URLs.Public.Hostname(), platform, company)
-	// Event streams wait outside the rest of the chain (conversations.ParkStreams).
+	// Event streams wait outside the rest of the chain
+	// (conversations.ParkStreams); every other request's stack grows once,
+	// while shallow, before the routers (httpx.GrowStack).
 	p.handler = httpx.Instrument(logger, metrics,
-		conversations.ParkStreams(httpx.PaceBodies(opts.Bodies)(opts.Proxies.Middleware(host))))
+		conversations.ParkStreams(httpx.GrowStack(httpx.PaceBodies(opts.Bodies)(opts.Proxies.Middleware(host)))))
 	return p, nil
 }
 

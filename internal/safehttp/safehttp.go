@@ -128,9 +128,22 @@ func New(opts Options) *Client {
 		MaxIdleConnsPerHost:    cmp.Or(opts.MaxIdleConnsPerHost, 4),
 		IdleConnTimeout:        90 * time.Second,
 		MaxResponseHeaderBytes: 64 << 10,
+		HTTP2:                  &http.HTTP2Config{MaxEncoderHeaderTableSize: headerTableLimit},
 	}
 	return c
 }
+
+// headerTableLimit bounds the HPACK dynamic table the transport's HTTP/2
+// encoder uses (RFC 7541 §4.2). Go's encoder indexes every field that
+// fits, and the credentials sent to origins are new on every request
+// (Poppy-Verified: about 0.7 KB); indexed, each would push the static
+// fields out of a 4 KiB table and be evicted unused a few requests later,
+// costing map inserts and deletes over the whole value (issue 19). No
+// per-request credential fits in 512 bytes (Poppy-Verified's header and
+// signature alone take about 200), so those go as literals without
+// indexing and the host, user agent, accept and content type fields stay
+// indexed.
+const headerTableLimit = 512
 
 // Request is one GET.
 type Request struct {

@@ -26,6 +26,8 @@ const (
 	CompanySecret         Purpose = "company_secrets.secret"
 	WebhookSecret         Purpose = "conversation_webhook_secrets.secret"
 	PreviousWebhookSecret Purpose = "conversation_webhook_secrets.previous_secret"
+	// StaffTOTPSecret is a console staff member's TOTP secret, by staff id.
+	StaffTOTPSecret Purpose = "staff.totp_secret"
 )
 
 // ErrOpen: a sealed value or data key does not open: it was changed, moved

@@ -109,7 +109,7 @@ func (s *sessionSigner) sign(b *testing.B) string {
 // end, on the kit's routes (the platform's, without its request logging
 // and metrics): HTTPS (HTTP/2, one connection), the Company lookup, the
 // address, agent and Session rate limits, Verify with a warm delegation,
-// the jti insert pipelined with the Session lookup, and the report's
+// the jti insert and the Session lookup in one statement, and the report's
 // insert. The client signs each Session JWT in the same process, so its
 // ES256 signing is in the figures too.
 func BenchmarkFeedbackHTTP(b *testing.B) {
@@ -149,7 +149,7 @@ func BenchmarkFeedbackHTTP(b *testing.B) {
 }
 
 // BenchmarkReplayInsert is the database half of a verified request: the
-// jti insert and the Session lookup in one pipelined round trip.
+// jti insert and the Session lookup in one statement, one round trip.
 func BenchmarkReplayInsert(b *testing.B) {
 	env := setup(b)
 	c := newCompany(b, env, nil)

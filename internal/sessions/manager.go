@@ -1,7 +1,6 @@
 package sessions
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
@@ -27,6 +27,8 @@ type Manager struct {
 	store    *Store
 	urls     tenant.URLs
 	now      func() time.Time
+	reg      prometheus.Registerer
+	metrics  *metrics
 }
 
 // touchEvery is how stale last_seen_at may get before a request updates
@@ -35,8 +37,13 @@ type Manager struct {
 const touchEvery = time.Minute
 
 // NewManager returns a Manager.
-func NewManager(v *Verifier, store *Store, urls tenant.URLs) *Manager {
-	return &Manager{verifier: v, store: store, urls: urls, now: v.opts.Now}
+func NewManager(v *Verifier, store *Store, urls tenant.URLs, opts ...Option) *Manager {
+	m := &Manager{verifier: v, store: store, urls: urls, now: v.opts.Now}
+	for _, o := range opts {
+		o(m)
+	}
+	m.metrics = newMetrics(m.reg)
+	return m
 }
 
 // AccessToken returns the request's access token from the Authorization
@@ -57,10 +64,13 @@ func AccessToken(r *http.Request) string {
 func (m *Manager) Authenticate(ctx context.Context, r *http.Request, c *tenant.Company) (*Session, error) {
 	ctx, span := tracing.Start(ctx, "session verify", trace.SpanKindInternal)
 	sess, err := m.authenticate(ctx, r, c)
-	if err != nil && span.IsRecording() {
-		// The error's text is for the caller; the span says only that the
-		// Session was refused.
-		span.SetStatus(codes.Error, "session refused")
+	if err != nil {
+		m.metrics.refusal(err)
+		if span.IsRecording() {
+			// The error's text is for the caller; the span says only that
+			// the Session was refused.
+			span.SetStatus(codes.Error, "session refused")
+		}
 	}
 	span.End()
 	return sess, err
@@ -91,6 +101,7 @@ func (m *Manager) authenticate(ctx context.Context, r *http.Request, c *tenant.C
 		return nil, err
 	}
 	if !fresh {
+		m.metrics.replays.Inc()
 		return nil, errReplayed()
 	}
 	if sess == nil {
@@ -99,8 +110,13 @@ func (m *Manager) authenticate(ctx context.Context, r *http.Request, c *tenant.C
 	} else if err := m.check(ctx, c, sess, claims, now); err != nil {
 		if !record {
 			// Refused, its jti is used all the same (DeferReplay).
-			if fresh, rerr := m.store.insertJTI(ctx, c.ID, claims.ClientID, claims.JTI, jtiUntil); rerr != nil || !fresh {
-				return nil, cmp.Or(rerr, errReplayed())
+			fresh, rerr := m.store.insertJTI(ctx, c.ID, claims.ClientID, claims.JTI, jtiUntil)
+			if rerr != nil {
+				return nil, rerr
+			}
+			if !fresh {
+				m.metrics.replays.Inc()
+				return nil, errReplayed()
 			}
 		}
 		return nil, err
@@ -108,7 +124,8 @@ func (m *Manager) authenticate(ctx context.Context, r *http.Request, c *tenant.C
 	sess.Extensions = claims.Extensions
 	sess.pending = &pending{m: m, company: c, claims: claims, now: now}
 	if !record {
-		sess.replay = &Replay{store: m.store, companyID: c.ID, clientID: claims.ClientID, jti: claims.JTI, until: jtiUntil}
+		sess.replay = &Replay{store: m.store, metrics: m.metrics, companyID: c.ID, clientID: claims.ClientID,
+			jti: claims.JTI, until: jtiUntil}
 	}
 	return sess, nil
 }
@@ -164,13 +181,17 @@ func Continue(ctx context.Context) error {
 	if sess.New {
 		created, err := m.store.create(ctx, c.ID, p.claims)
 		if err != nil {
+			m.metrics.refusal(err)
 			return err
 		}
 		if !created.New {
 			// A concurrent request started it first.
 			if err := m.check(ctx, c, created, p.claims, p.now); err != nil {
+				m.metrics.refusal(err)
 				return err
 			}
+		} else {
+			m.metrics.started.Inc()
 		}
 		// What this request alone says stays: its extensions, the
 		// operator its signature named and its jti still to record.
@@ -205,6 +226,7 @@ func (m *Manager) Require(limits *httpx.Limiter) func(http.Handler) http.Handler
 			c := tenant.FromContext(r.Context())
 			op := botauth.FromContext(r.Context())
 			if op == nil && c.Settings.Agents.RequireSignature {
+				m.metrics.refused[reasonInvalid].Inc()
 				httpx.WriteError(w, r, fail("this Company requires a valid Web Bot Auth signature on Session requests (spec 5.3)"))
 				return
 			}

@@ -49,6 +49,7 @@ func deferred(ctx context.Context) bool {
 // record (DeferReplay).
 type Replay struct {
 	store     *Store
+	metrics   *metrics
 	companyID int64
 	clientID  string
 	jti       string
@@ -80,7 +81,7 @@ func (p *Replay) Queue(b *pgx.Batch) {
 	b.Queue(insertJTISQL, p.companyID, p.clientID, p.jti, p.until).Exec(func(tag pgconn.CommandTag) error {
 		if tag.RowsAffected() == 0 {
 			p.settled = true
-			return errReplayed()
+			return p.refused()
 		}
 		return nil
 	})
@@ -113,7 +114,15 @@ func Settle(ctx context.Context) error {
 		return err
 	}
 	if !fresh {
-		return errReplayed()
+		return p.refused()
 	}
 	return nil
+}
+
+// refused counts a replay refused after the Session check, which counted
+// the request as verified, and returns its error.
+func (p *Replay) refused() error {
+	p.metrics.replays.Inc()
+	p.metrics.refused[reasonInvalid].Inc()
+	return errReplayed()
 }

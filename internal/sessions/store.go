@@ -61,35 +61,38 @@ func scanSession(companyID int64, row pgx.Row) (*Session, error) {
 	return s, nil
 }
 
-// lookup fetches the Session and records the jti in one round trip. It
-// reports whether the jti was new. With record false it only checks that
-// the jti is unused, writing nothing: the request's route records it
+// lookup fetches the Session and records the jti in one statement, one
+// round trip. It reports whether the jti was new. session_jtis is
+// unlogged: a request that only records its jti writes no WAL, so its
+// commit waits for no flush. With record false it only checks that the
+// jti is unused, writing nothing: the request's route records it
 // (DeferReplay).
 func (s *Store) lookup(ctx context.Context, companyID int64, c *Claims, jtiUntil time.Time, record bool) (*Session, bool, error) {
-	b := &pgx.Batch{}
+	var (
+		fresh, found bool
+		sess         = &Session{CompanyID: companyID}
+	)
+	sql, args := `SELECT NOT EXISTS (SELECT FROM session_jtis WHERE company_id = $1 AND client_id = $2 AND jti = $4),`,
+		[]any{companyID, c.ClientID, c.SID, c.JTI}
 	if record {
-		b.Queue(insertJTISQL, companyID, c.ClientID, c.JTI, jtiUntil)
-	} else {
-		b.Queue(`SELECT NOT EXISTS (SELECT FROM session_jtis WHERE company_id = $1 AND client_id = $2 AND jti = $3)`,
-			companyID, c.ClientID, c.JTI)
+		sql = `WITH jti AS (
+			INSERT INTO session_jtis (company_id, client_id, jti, expires_at) VALUES ($1, $2, $4, $5)
+			ON CONFLICT DO NOTHING RETURNING true AS fresh)
+		SELECT coalesce((SELECT fresh FROM jti), false),`
+		args = append(args, jtiUntil)
 	}
-	b.Queue(`SELECT `+sessionColumns+` FROM sessions WHERE company_id = $1 AND client_id = $2 AND sid = $3`,
-		companyID, c.ClientID, c.SID)
-	br := s.pool.SendBatch(ctx, b)
-	defer br.Close()
-	var fresh bool
-	if record {
-		tag, err := br.Exec()
-		if err != nil {
-			return nil, false, err
-		}
-		fresh = tag.RowsAffected() == 1
-	} else if err := br.QueryRow().Scan(&fresh); err != nil {
+	err := s.pool.QueryRow(ctx, sql+` s.sid IS NOT NULL,
+			coalesce(s.client_id, ''), coalesce(s.sid, ''), coalesce(s.user_id, ''), coalesce(s.agent_id, ''),
+			coalesce(s.created_at, 'epoch'), coalesce(s.last_seen_at, 'epoch'), s.ended_at, coalesce(s.account_id, 0)
+		FROM (VALUES (1)) AS one
+		LEFT JOIN sessions s ON s.company_id = $1 AND s.client_id = $2 AND s.sid = $3`,
+		args...).Scan(&fresh, &found,
+		&sess.ClientID, &sess.SID, &sess.UserID, &sess.AgentID, &sess.CreatedAt, &sess.LastSeenAt, &sess.EndedAt, &sess.AccountID)
+	if err != nil {
 		return nil, false, err
 	}
-	sess, err := scanSession(companyID, br.QueryRow())
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return nil, false, err
+	if !found {
+		sess = nil
 	}
 	return sess, fresh, nil
 }

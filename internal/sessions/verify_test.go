@@ -177,3 +177,43 @@ func TestValidID(t *testing.T) {
 	require.True(t, sessions.ValidID(string(long[:256])))
 	require.False(t, sessions.ValidID(string(long)))
 }
+
+// TestVerifyHeaderDecodedOnce: a Personal Agent's Session JWTs share one
+// header until its next delegation, and a header seen before is not
+// decoded again: verifying a JWT under it allocates well below one under
+// a header never seen (the same delegation, warm in its cache, with one
+// more member). A header that changes is decoded afresh: one whose kid
+// no longer names the delegated key is refused even after the good one
+// was cached.
+func TestVerifyHeaderDecodedOnce(t *testing.T) {
+	v, _, _ := newUnitVerifier(t)
+	ctx := context.Background()
+	dlg := delegationFor(t, tokenSpec{})
+	seen := unitToken(t, tokenSpec{delegation: dlg})
+	_, err := v.Verify(ctx, seen, unitRequest)
+	require.NoError(t, err)
+
+	const runs = 50
+	fresh := make([]string, runs+1)
+	for i := range fresh {
+		fresh[i] = unitToken(t, tokenSpec{delegation: dlg, mutateHeader: func(h map[string]any) { h["n"] = i }})
+	}
+	next := 0
+	freshAllocs := testing.AllocsPerRun(runs, func() {
+		_, err := v.Verify(ctx, fresh[next], unitRequest)
+		next++
+		require.NoError(t, err)
+	})
+	seenAllocs := testing.AllocsPerRun(runs, func() {
+		_, err := v.Verify(ctx, seen, unitRequest)
+		require.NoError(t, err)
+	})
+	require.Less(t, seenAllocs, freshAllocs-5, "a header seen before is decoded again (%v allocations, %v for a new one)",
+		seenAllocs, freshAllocs)
+
+	bad := unitToken(t, tokenSpec{delegation: dlg, mutateHeader: func(h map[string]any) { h["kid"] = "another" }})
+	_, err = v.Verify(ctx, bad, unitRequest)
+	requireInvalidSession(t, err, "kid must be the RFC 7638 thumbprint")
+	_, err = v.Verify(ctx, seen, unitRequest)
+	require.NoError(t, err)
+}

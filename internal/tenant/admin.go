@@ -264,12 +264,30 @@ func decodeCompany(raw []byte) (companyBody, error) {
 
 func (a *Admin) publicHost() string { return a.urls.Public.Hostname() }
 
+// FieldErrors returns the fields of a Company's body that err names, each
+// with its message, as the admin API's error body lists them: those of an
+// invalid_request (Validate, a value that does not decode) and the one of
+// a ConflictError; nil for any other error. Paths are the settings' JSON
+// members, dotted, with [i] for an item of a list.
+func FieldErrors(err error) []httpx.FieldError {
+	var (
+		ce *ConflictError
+		he *httpx.Error
+	)
+	switch {
+	case errors.As(err, &ce):
+		return []httpx.FieldError{{Field: ce.Field, Message: ce.Message}}
+	case errors.As(err, &he) && he.Code == httpx.CodeInvalidRequest:
+		return he.Fields
+	}
+	return nil
+}
+
 func (a *Admin) writeStoreError(w http.ResponseWriter, r *http.Request, err error) {
 	var ce *ConflictError
 	switch {
 	case errors.As(err, &ce):
-		httpx.WriteError(w, r, &httpx.Error{Code: httpx.CodeConflict, Description: ce.Error(),
-			Fields: []httpx.FieldError{{Field: ce.Field, Message: ce.Message}}})
+		httpx.WriteError(w, r, &httpx.Error{Code: httpx.CodeConflict, Description: ce.Error(), Fields: FieldErrors(err)})
 	case errors.Is(err, ErrNotFound):
 		httpx.NotFound(w, r)
 	default:
@@ -349,8 +367,31 @@ func (a *Admin) patchCompany(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, r, httpx.Errorf(httpx.CodeInvalidRequest, "the body must be a JSON object (a merge patch, RFC 7396)"))
 		return
 	}
-	out, err := a.store.Modify(r.Context(), FromContext(r.Context()).ID, func(c *Company) (Settings, error) {
-		tag, err := httpx.ETag(a.view(c))
+	out, err := a.PatchSettings(r.Context(), FromContext(r.Context()).ID, cond, patch)
+	if err != nil {
+		a.writeStoreError(w, r, err)
+		return
+	}
+	httpx.WriteJSONTagged(w, http.StatusOK, a.view(out))
+}
+
+// Version is the ETag the admin and Company APIs answer c with; a write
+// that sends it back (If-Match, httpx.MatchTag) applies only while c is
+// unchanged.
+func (a *Admin) Version(c *Company) (string, error) { return httpx.ETag(a.view(c)) }
+
+// PatchSettings applies a JSON merge patch to the settings of the Company
+// companyID as PATCH /admin/v1/companies/{slug} does, for every caller
+// that changes settings (the admin API, the console): cond is checked
+// against the Company's Version and the patch merged and validated with
+// its row locked (Store.Modify), and nothing is written unless both pass.
+// A bad value is an *httpx.Error of code invalid_request whose Fields name
+// each bad setting by its path in the settings' JSON (organization.name,
+// domains[1], auth.scopes.read); a domain another Company holds is a
+// *ConflictError naming its field; a stale cond is precondition_failed.
+func (a *Admin) PatchSettings(ctx context.Context, companyID int64, cond httpx.Precondition, patch []byte) (*Company, error) {
+	return a.store.Modify(ctx, companyID, func(c *Company) (Settings, error) {
+		tag, err := a.Version(c)
 		if err != nil {
 			return Settings{}, err
 		}
@@ -359,11 +400,6 @@ func (a *Admin) patchCompany(w http.ResponseWriter, r *http.Request) {
 		}
 		return a.mergePatch(c, patch)
 	})
-	if err != nil {
-		a.writeStoreError(w, r, err)
-		return
-	}
-	httpx.WriteJSONTagged(w, http.StatusOK, a.view(out))
 }
 
 // mergePatch returns c's settings with patch merged in, validated.
@@ -443,9 +479,16 @@ func decodeName(w http.ResponseWriter, r *http.Request) (string, error) {
 			return "", err
 		}
 	}
+	return body.Name, CheckKeyName(body.Name)
+}
+
+// CheckKeyName checks the name of an API key or operator token: optional
+// free text of at most 200 characters (httpx.TextProblem). Its error
+// names field "name".
+func CheckKeyName(name string) error {
 	var f httpx.Fields
-	f.Text("name", body.Name, false, maxName, true)
-	return body.Name, f.Err()
+	f.Text("name", name, false, maxName, true)
+	return f.Err()
 }
 
 func (a *Admin) createAPIKey(w http.ResponseWriter, r *http.Request) {

@@ -43,6 +43,8 @@ type Settings struct {
 	Sessions SessionSettings `json:"sessions"`
 	// RateLimits are the Company's request budgets (spec 5.6).
 	RateLimits RateLimits `json:"rate_limits"`
+	// Console configures the Company console.
+	Console ConsoleSettings `json:"console"`
 }
 
 // DefaultSettings are the settings of a new Company before its body is

@@ -67,6 +67,13 @@ type SessionSettings struct {
 	IdleTimeoutSeconds int `json:"idle_timeout_seconds"`
 }
 
+// ConsoleSettings configure the Company console (docs/console.md).
+type ConsoleSettings struct {
+	// RequireSecondFactor makes every staff member who signs in with a
+	// password also prove a passkey or a TOTP code.
+	RequireSecondFactor bool `json:"require_second_factor"`
+}
+
 // RateLimits are requests per minute (spec 5.6). Before a Session header
 // is verified, requests count against their client address; after, against
 // the Personal Agent and the Session.

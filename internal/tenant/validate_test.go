@@ -84,6 +84,7 @@ const fullBody = `{
   },
   "sessions": {"idle_timeout_seconds": 86400},
   "rate_limits": {"per_agent": 3000, "per_session": 300, "per_address": 900},
+  "console": {"require_second_factor": true},
   "excluded_tasks": [
     {
       "task": "Send a wire transfer",
@@ -292,7 +293,8 @@ func testCreateDefaults(t *testing.T, env *kit) {
 				"excluded_tasks": [], "apis": [], "operations": {"enabled": false, "web": false}, "mcp": {"signed_out": false}, "web": {"browser_join": false, "scope_rules": []}, "extensions": {},
 				"auth": {"token_lifetimes": {"access_seconds": 0, "refresh_seconds": 0}},
 				"agents": {"accept": "all", "client_ids": [], "sign_in_refused": {}, "require_signature": false}, "sessions": {"idle_timeout_seconds": 2592000},
-				"rate_limits": {"per_agent": 6000, "per_session": 600, "per_address": 1200}}`
+				"rate_limits": {"per_agent": 6000, "per_session": 600, "per_address": 1200},
+				"console": {"require_second_factor": false}}`
 			want := merge(t, base, strings.ReplaceAll(tt.want, "{domain}", domain))
 			gotJSON, err := json.Marshal(got)
 			require.NoError(t, err)

@@ -13,4 +13,6 @@
 //   - [github.com/poppyhost/poppyhost/internal/testkit/plancheck]: the
 //     statements a store runs, recorded and their query plans checked.
 //   - [github.com/poppyhost/poppyhost/internal/testkit/chrome]: Chromium.
+//   - [github.com/poppyhost/poppyhost/internal/testkit/samples]: a
+//     /metrics answer read into its samples.
 package testkit

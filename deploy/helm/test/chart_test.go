@@ -487,6 +487,10 @@ func TestSchemaRejects(t *testing.T) {
 			merge(required(), map[string]any{"tls": map[string]any{"mode": "certificate"}}), "secretName"},
 		"bad log level": {merge(required(), map[string]any{"logLevel": "verbose"}), "logLevel"},
 		"bad TLS mode":  {merge(required(), map[string]any{"tls": map[string]any{"mode": "dev-ca"}}), "mode"},
+		"sampler ratio above 1": {
+			merge(required(), map[string]any{"tracing": map[string]any{"samplerRatio": 2}}), "samplerRatio"},
+		"extra env without a name": {
+			merge(required(), map[string]any{"extraEnv": []any{map[string]any{"value": "x"}}}), "name"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -20,46 +20,64 @@ import (
 type Statement struct {
 	SQL  string
 	Args []any
+	// Trip numbers the round trip that sent it, from 1 in each recording:
+	// a batch's statements share theirs.
+	Trip int
 }
 
 // String is the statement on one line, for failure messages.
 func (s Statement) String() string { return strings.Join(strings.Fields(s.SQL), " ") }
 
 // Recorder records the statements run on the pools it traces, while
-// recording. It implements pgx.QueryTracer and pgx.BatchTracer.
+// recording, with the round trip of each. It implements pgx.QueryTracer
+// and pgx.BatchTracer.
 type Recorder struct {
 	mu        sync.Mutex
 	recording bool
 	stmts     []Statement
+	trips     int
 }
 
-// TraceQueryStart records a statement.
+// tripKey is the context key of a batch's round trip.
+type tripKey struct{}
+
+// TraceQueryStart records a statement, sent in a round trip of its own.
 func (r *Recorder) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	r.add(d.SQL, d.Args)
+	r.add(d.SQL, d.Args, 0)
 	return ctx
 }
 
 // TraceQueryEnd does nothing.
 func (r *Recorder) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-// TraceBatchStart does nothing: the batch's statements come one by one.
+// TraceBatchStart takes the round trip that sends the batch, whose
+// statements come one by one.
 func (r *Recorder) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	return ctx
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.trips++
+	return context.WithValue(ctx, tripKey{}, r.trips)
 }
 
 // TraceBatchQuery records a statement of a batch.
-func (r *Recorder) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
-	r.add(d.SQL, d.Args)
+func (r *Recorder) TraceBatchQuery(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	trip, _ := ctx.Value(tripKey{}).(int)
+	r.add(d.SQL, d.Args, trip)
 }
 
 // TraceBatchEnd does nothing.
 func (r *Recorder) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
-func (r *Recorder) add(sql string, args []any) {
+// add records a statement of round trip trip, or of a new one when 0.
+func (r *Recorder) add(sql string, args []any, trip int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if trip == 0 {
+		r.trips++
+		trip = r.trips
+	}
 	if r.recording {
-		r.stmts = append(r.stmts, Statement{SQL: sql, Args: append([]any(nil), args...)})
+		r.stmts = append(r.stmts, Statement{SQL: sql, Args: append([]any(nil), args...), Trip: trip})
 	}
 }
 
@@ -67,7 +85,7 @@ func (r *Recorder) add(sql string, args []any) {
 // meanwhile, but transaction control, advisory locks and settings.
 func (r *Recorder) Record(f func()) []Statement {
 	r.mu.Lock()
-	r.recording, r.stmts = true, nil
+	r.recording, r.stmts, r.trips = true, nil, 0
 	r.mu.Unlock()
 	f()
 	r.mu.Lock()
@@ -125,9 +143,13 @@ type Want struct {
 	// Also maps a table to other indexes accepted for it: ties the
 	// caller has decided to allow (docs/decisions.md says which).
 	Also map[string][]string
+	// Ordered is a statement with ORDER BY and LIMIT whose index gives
+	// the order: the plan must not sort, and a scan's estimate (every row
+	// that matches) bounds nothing, since the LIMIT ends the scan.
+	Ordered bool
 }
 
-// Scan is one table scan of a plan.
+// Scan is one table scan of a plan, or a sort (Node "Sort", no Table).
 type Scan struct {
 	Node, Table, Index string
 	Rows               float64
@@ -211,6 +233,31 @@ func Check(t testing.TB, conn *pgx.Conn, s Statement, want Want) {
 	}
 }
 
+// OnlyIndexes explains each of stmts on conn as a custom plan and fails t
+// for every scan that does not read its table through one of the indexes
+// allowed lists for it: for a page's statements, which may read many of
+// a Company's rows but never through an index of every Company's. Unlike
+// Check, it bounds no row counts and leaves generic plans out.
+func OnlyIndexes(t testing.TB, conn *pgx.Conn, stmts []Statement, allowed map[string][]string) {
+	t.Helper()
+	for _, s := range stmts {
+		scans, err := Explain(context.Background(), conn, s, "force_custom_plan")
+		if err != nil {
+			t.Errorf("%s: %v", s, err)
+			continue
+		}
+		for _, sc := range scans {
+			if sc.Node == "Sort" {
+				// A sort reads no table; Explain lists it for Problems.
+				continue
+			}
+			if !indexed[sc.Node] || !slices.Contains(allowed[sc.Table], sc.Index) {
+				t.Errorf("%s\n  %s, want an index scan using one of %q", s, sc, allowed[sc.Table])
+			}
+		}
+	}
+}
+
 // indexed are the scans that read a table through one index.
 var indexed = map[string]bool{"Index Scan": true, "Index Only Scan": true, "Bitmap Heap Scan": true}
 
@@ -222,13 +269,19 @@ func Problems(scans []Scan, want Want) []string {
 	}
 	var out []string
 	for _, sc := range scans {
+		if sc.Node == "Sort" {
+			if want.Ordered {
+				out = append(out, fmt.Sprintf("a sort of %.0f rows, want them in an index's order", sc.Rows))
+			}
+			continue
+		}
 		index, ok := want.Index[sc.Table]
 		switch {
 		case !ok:
 			out = append(out, fmt.Sprintf("unexpected %s", sc))
 		case !indexed[sc.Node] || sc.Index == "" || sc.Index != index && !slices.Contains(want.Also[sc.Table], sc.Index):
 			out = append(out, fmt.Sprintf("%s, want an index scan using %q", sc, index))
-		case sc.Rows > limit:
+		case sc.Rows > limit && !want.Ordered:
 			out = append(out, fmt.Sprintf("%s, want at most %.0f rows", sc, limit))
 		}
 	}
@@ -293,6 +346,8 @@ func (n node) scans(out []Scan) []Scan {
 		return append(out, sc)
 	case n.Relation != "" && n.Type != "ModifyTable":
 		out = append(out, Scan{Node: n.Type, Table: n.Relation, Index: n.Index, Rows: n.Rows})
+	case n.Type == "Sort" || n.Type == "Incremental Sort":
+		out = append(out, Scan{Node: "Sort", Rows: n.Rows})
 	}
 	for _, c := range n.Plans {
 		out = c.scans(out)

@@ -25,6 +25,19 @@ func TestScans(t *testing.T) {
 	}, out[0].Plan.scans(nil))
 }
 
+// TestScansSort: a sort is reported, with the rows it sorts.
+func TestScansSort(t *testing.T) {
+	raw := `[{"Plan": {"Node Type": "Limit", "Plan Rows": 50, "Plans": [
+		{"Node Type": "Sort", "Plan Rows": 900, "Plans": [
+			{"Node Type": "Index Scan", "Relation Name": "conversations", "Index Name": "conversations_pkey", "Plan Rows": 900}]}]}}]`
+	var out []struct{ Plan node }
+	require.NoError(t, json.Unmarshal([]byte(raw), &out))
+	require.Equal(t, []Scan{
+		{Node: "Sort", Rows: 900},
+		{Node: "Index Scan", Table: "conversations", Index: "conversations_pkey", Rows: 900},
+	}, out[0].Plan.scans(nil))
+}
+
 // TestProblems: each way a plan can differ from what a statement needs.
 func TestProblems(t *testing.T) {
 	want := Want{Index: map[string]string{"oauth_tokens": "oauth_tokens_pkey"}}
@@ -47,6 +60,10 @@ func TestProblems(t *testing.T) {
 		{"more rows than one", []Scan{{Node: "Index Scan", Table: "oauth_tokens", Index: "oauth_tokens_pkey", Rows: 2}}, want, true},
 		{"within a larger bound", []Scan{{Node: "Index Scan", Table: "oauth_tokens", Index: "oauth_tokens_pkey", Rows: 80}},
 			Want{Index: want.Index, MaxRows: 100}, false},
+		{"a sort, not asked about", []Scan{pk, {Node: "Sort", Rows: 1}}, want, false},
+		{"in the index's order", []Scan{{Node: "Index Scan", Table: "oauth_tokens", Index: "oauth_tokens_pkey", Rows: 5000}},
+			Want{Index: want.Index, Ordered: true}, false},
+		{"sorted, not in the index's order", []Scan{{Node: "Sort", Rows: 5000}, pk}, Want{Index: want.Index, Ordered: true}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			problems := Problems(c.scans, c.want)
