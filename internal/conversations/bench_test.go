@@ -31,6 +31,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -232,34 +233,60 @@ func reportLatencies(b *testing.B, name string, ds []time.Duration) float64 {
 	return at(0.99)
 }
 
-// bareNotify is the floor under a reader's wake-up, measured in the same
-// run: n times, the time from a pg_notify's commit on the pool to a
-// connection of its own that LISTENs receiving it.
-func bareNotify(b *testing.B, pool *pgxpool.Pool, n int) []time.Duration {
+// bareListener times bare NOTIFYs: from a pg_notify's commit on the pool
+// to a connection of its own that LISTENs receiving it.
+type bareListener struct {
+	b        *testing.B
+	pool     *pgxpool.Pool
+	listener *pgx.Conn
+	times    []time.Duration
+}
+
+// newBareListener starts listening; it stops when the benchmark ends.
+func newBareListener(b *testing.B, pool *pgxpool.Pool) *bareListener {
 	ctx := context.Background()
 	conn, err := pool.Acquire(ctx)
 	require.NoError(b, err)
-	listener := conn.Hijack()
-	defer listener.Close(ctx)
-	_, err = listener.Exec(ctx, "LISTEN bench_bare_notify")
+	l := &bareListener{b: b, pool: pool, listener: conn.Hijack()}
+	b.Cleanup(func() { l.listener.Close(ctx) })
+	_, err = l.listener.Exec(ctx, "LISTEN bench_bare_notify")
 	require.NoError(b, err)
-	out := make([]time.Duration, 0, n)
+	return l
+}
+
+// once times one bare NOTIFY.
+func (l *bareListener) once() {
+	ctx := context.Background()
+	_, err := l.pool.Exec(ctx, `SELECT pg_notify('bench_bare_notify', 'x')`)
+	require.NoError(l.b, err)
+	sent := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err = l.listener.WaitForNotification(wctx)
+	require.NoError(l.b, err)
+	l.times = append(l.times, time.Since(sent))
+}
+
+// bareNotify is the floor under a reader's wake-up, measured in the same
+// run: n bare NOTIFYs one after another.
+func bareNotify(b *testing.B, pool *pgxpool.Pool, n int) []time.Duration {
+	l := newBareListener(b, pool)
 	for range n {
-		_, err := pool.Exec(ctx, `SELECT pg_notify('bench_bare_notify', 'x')`)
-		require.NoError(b, err)
-		sent := time.Now()
-		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err = listener.WaitForNotification(wctx)
-		cancel()
-		require.NoError(b, err)
-		out = append(out, time.Since(sent))
+		l.once()
 	}
-	return out
+	return l.times
 }
 
 // reportAgainstBare reports a wake-up's p99 over a bare NOTIFY's, measured
-// after it in the same process (x-bare-p99).
-func reportAgainstBare(b *testing.B, pool *pgxpool.Pool, wakeP99 float64, n int) {
+// after it in the same process (x-bare-p99), and over that of the bare
+// NOTIFYs interleaved with the wake-ups, one after each, which saw the
+// same load (x-ibare-p99).
+func reportAgainstBare(b *testing.B, pool *pgxpool.Pool, wakeP99 float64, n int, interleaved *bareListener) {
+	if ibare := reportLatencies(b, "ibare", interleaved.times); ibare > 0 {
+		b.ReportMetric(wakeP99/ibare, "x-ibare-p99")
+	}
+	// One listener at a time, as before the interleaved ones.
+	require.NoError(b, interleaved.listener.Close(context.Background()))
 	bare := reportLatencies(b, "bare", bareNotify(b, pool, max(n, 100)))
 	if bare > 0 {
 		b.ReportMetric(wakeP99/bare, "x-bare-p99")
@@ -321,6 +348,7 @@ func benchWakeLongPoll(b *testing.B, env *rig, reader *http.Client) {
 
 	var wake, post []time.Duration
 	out := make(chan answer, 1)
+	bare := newBareListener(b, env.Pool)
 	for b.Loop() {
 		go poll(cursor, out)
 		waitParked(b, "(*reader).read", 1)
@@ -337,11 +365,12 @@ func benchWakeLongPoll(b *testing.B, env *rig, reader *http.Client) {
 		wake = append(wake, a.at.Sub(accepted))
 		post = append(post, accepted.Sub(sent))
 		cursor = a.cursor
+		bare.once()
 	}
 	n := len(wake)
 	p99 := reportLatencies(b, "wake", wake)
 	reportLatencies(b, "post", post)
-	reportAgainstBare(b, env.Pool, p99, n)
+	reportAgainstBare(b, env.Pool, p99, n, bare)
 }
 
 // BenchmarkWakeSSE is BenchmarkWakeLongPoll with one open server-sent
@@ -390,6 +419,7 @@ func benchWakeSSE(b *testing.B, env *rig, reader *http.Client) {
 	}()
 
 	var wake, post []time.Duration
+	bare := newBareListener(b, env.Pool)
 	for b.Loop() {
 		waitParked(b, "(*eventStream).wait", 1)
 		sent := time.Now()
@@ -401,11 +431,12 @@ func benchWakeSSE(b *testing.B, env *rig, reader *http.Client) {
 		}
 		wake = append(wake, at.Sub(accepted))
 		post = append(post, accepted.Sub(sent))
+		bare.once()
 	}
 	n := len(wake)
 	p99 := reportLatencies(b, "wake", wake)
 	reportLatencies(b, "post", post)
-	reportAgainstBare(b, env.Pool, p99, n)
+	reportAgainstBare(b, env.Pool, p99, n, bare)
 }
 
 // BenchmarkSendMessage posts messages through POST .../messages with

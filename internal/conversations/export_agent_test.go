@@ -52,3 +52,6 @@ func AppendTestEvents(ctx context.Context, pool *pgxpool.Pool, companyID int64, 
 
 // WaitCap is the cap on wait.
 const WaitCap = defaultWaitCap
+
+// Carried is the events the notifications of news carried.
+func (n News) Carried() []Event { return n.carried }

@@ -127,9 +127,10 @@ func checkCursor(c *Conversation, p readParams) error {
 //
 // A read with events takes the status and responder from the
 // conversation read and the state events after it (every change of
-// either adds one, spec 8.7): one query per wake-up, and the state never
-// older than the events. A wake-up that finds no event reads the
-// conversation again, and finds it if it is gone.
+// either adds one, spec 8.7): the state is never older than the events.
+// A wake-up whose notifications carried the events (News) answers with
+// them and reads nothing; otherwise it reads the events, and if it finds
+// none, the conversation again, and finds it if it is gone.
 func (h *reader) read(ctx context.Context, c *Conversation, current bool, p readParams) (*Read, error) {
 	w := h.hub.Watch(c.CompanyID, c.ID)
 	defer w.Stop()
@@ -158,6 +159,12 @@ func (h *reader) read(ctx context.Context, c *Conversation, current bool, p read
 		}
 		select {
 		case <-w.C:
+			_, news := w.Take()
+			var carried bool
+			if events, carried = news.After(p.after); carried {
+				more = false
+				break
+			}
 			events, more, err = h.store.Events(ctx, c.CompanyID, c.ID, p.after, maxEventsPerRead)
 			if err == nil && len(events) == 0 {
 				cur, events, more, err = h.store.snapshot(ctx, c.CompanyID, c.ID, p.after, maxEventsPerRead)

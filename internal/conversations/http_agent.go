@@ -45,13 +45,31 @@ func NewAgentHandler(store *Store, hub *Hub, opts AgentOptions) *AgentHandler {
 func (h *AgentHandler) Public(r chi.Router) {
 	r.Route("/poppy/conversations", func(r chi.Router) {
 		r.Use(ParkStreams)
-		r.Use(h.middleware...)
-		r.Post("/", h.handle(h.start))
-		r.Post("/{id}/messages", h.handle(h.send))
-		r.Get("/{id}/events", h.handle(h.events))
-		r.Post("/{id}/handoff", h.handle(h.act(http.StatusAccepted, h.store.Handoff)))
-		r.Post("/{id}/close", h.handle(h.act(http.StatusOK, h.store.Close)))
+		// A message records its Session JWT's jti in its own
+		// transaction: one commit per message, not two.
+		r.With(sessions.DeferReplay).With(h.middleware...).Post("/{id}/messages", h.handle(settled(h.send)))
+		r.Group(func(r chi.Router) {
+			r.Use(h.middleware...)
+			r.Post("/", h.handle(h.start))
+			r.Get("/{id}/events", h.handle(h.events))
+			r.Post("/{id}/handoff", h.handle(h.act(http.StatusAccepted, h.store.Handoff)))
+			r.Post("/{id}/close", h.handle(h.act(http.StatusOK, h.store.Close)))
+		})
 	})
+}
+
+// settled is a route that records its Session JWT's jti itself
+// (sessions.DeferReplay): when it fails before its transaction recorded
+// the jti, the jti is recorded then, and a replay is refused as such
+// whatever else was wrong with it, as the Session check would have.
+func settled(route agentRoute) agentRoute {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		err := route(w, r)
+		if serr := sessions.Settle(r.Context()); serr != nil && err != nil {
+			return serr
+		}
+		return err
+	}
 }
 
 // agentRoute is a route of the Personal Agent side: it answers, or
@@ -231,7 +249,7 @@ func (h *AgentHandler) send(w http.ResponseWriter, r *http.Request) error {
 	}
 	return h.postMessage(w, r, &req, valid, http.StatusAccepted,
 		func(ctx context.Context, co *tenant.Company, o Owner, check precheck) (*Conversation, error) {
-			return h.store.send(ctx, co.ID, o, chi.URLParam(r, "id"), req.Message, policy(co), check)
+			return h.store.send(ctx, co.ID, o, chi.URLParam(r, "id"), req.Message, policy(co), check, sessions.ReplayFrom(ctx))
 		})
 }
 

@@ -3,19 +3,24 @@ package conversations
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/poppyhost/poppyhost/internal/notify"
 )
 
 // Channels of PostgreSQL notifications. An event notification carries
-// "{company_id} {conversation_id}"; a text delta carries a JSON Delta,
-// which is never stored (spec 8.6).
+// "{company_id} {conversation_id}", then, when they fit, a space and the
+// events its transaction added, as a JSON array of their rows (seq, type,
+// body, created_at): a woken reader then answers without reading them
+// (News). A text delta carries a JSON Delta, which is never stored (spec
+// 8.6).
 const (
 	eventsChannel = "poppy_conversation_events"
 	deltasChannel = "poppy_conversation_deltas"
@@ -91,10 +96,44 @@ type Waiter struct {
 	hub    *Hub
 	stream bool
 	// Since the last Take, under the hub's lock: whether events may have
-	// come, and the deltas that came (a stream's; none is kept while
-	// none comes).
-	woken  bool
-	deltas []*Delta
+	// come, the events the notifications carried unless one came without
+	// them (partial), and the deltas that came (a stream's; none is kept
+	// while none comes).
+	woken   bool
+	carried []Event
+	partial bool
+	deltas  []*Delta
+}
+
+// News is what a waiter learned of events since its last Take.
+type News struct {
+	// Came says events may have come.
+	Came bool
+	// carried are the events the notifications carried, in order; whole
+	// says every wake-up since the last Take carried its events.
+	carried []Event
+	whole   bool
+}
+
+// After returns the events after seq that came, as the notifications
+// carried them, in order and with no gap, and true; or false when they
+// did not carry them all, and the events must be read. No event after seq
+// with true means the notifications were of events already read.
+func (n News) After(seq int64) ([]Event, bool) {
+	if !n.whole {
+		return nil, false
+	}
+	i := 0
+	for i < len(n.carried) && n.carried[i].Seq <= seq {
+		i++
+	}
+	events := n.carried[i:]
+	for j, e := range events {
+		if e.Seq != seq+1+int64(j) {
+			return nil, false
+		}
+	}
+	return events, true
 }
 
 func hubKey(companyID int64, conversationID string) string {
@@ -157,15 +196,14 @@ func (w *Waiter) Stop() {
 }
 
 // Take returns the text deltas that came since the last Take, oldest
-// first, and whether events may have come since: a stream writes the
-// deltas, then reads the events, so that a message never overtakes its
-// own deltas.
-func (w *Waiter) Take() (deltas []*Delta, events bool) {
+// first, and the news of events since: a stream writes the deltas, then
+// the events, so that a message never overtakes its own deltas.
+func (w *Waiter) Take() ([]*Delta, News) {
 	w.hub.mu.Lock()
 	defer w.hub.mu.Unlock()
-	deltas, events = w.deltas, w.woken
-	w.deltas, w.woken = nil, false
-	return deltas, events
+	deltas, news := w.deltas, News{Came: w.woken, carried: w.carried, whole: w.woken && !w.partial}
+	w.deltas, w.woken, w.carried, w.partial = nil, false, nil, false
+	return deltas, news
 }
 
 // signal wakes w; the hub's lock is held.
@@ -176,30 +214,90 @@ func (w *Waiter) signal() {
 	}
 }
 
-// wake wakes the waiters of the conversation key names and those of its
-// Company.
-func (h *Hub) wake(key string) {
+// wake wakes the waiters of an event notification's conversation, with
+// the events it carried, decoded once for them all and only if this
+// replica has any, and those of its Company (WatchCompany), which read.
+func (h *Hub) wake(payload string) {
+	company, rest, _ := strings.Cut(payload, " ")
+	id, carried, _ := strings.Cut(rest, " ")
+	key := company + " " + id
+	h.mu.Lock()
+	readers, feeds := len(h.waiters[key]) > 0, len(h.waiters[company]) > 0
+	h.mu.Unlock()
+	if !readers && !feeds {
+		return
+	}
+	var (
+		events []Event
+		err    = errNotCarried
+	)
+	if readers {
+		events, err = carriedEvents(carried)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, w := range h.waiters[key] {
-		w.woken = true
-		w.signal()
+		w.add(events, err == nil)
 	}
-	if company, _, ok := strings.Cut(key, " "); ok {
-		for _, w := range h.waiters[company] {
-			w.woken = true
-			w.signal()
-		}
+	for _, w := range h.waiters[company] {
+		w.add(nil, false)
 	}
 }
+
+// add wakes w with events, whole when the notification carried them all;
+// the hub's lock is held. Carried events are shared by the waiters, which
+// never change them; a waiter that gathers more than a read returns reads
+// them instead.
+func (w *Waiter) add(events []Event, whole bool) {
+	switch {
+	case !whole || w.partial || len(w.carried)+len(events) > maxEventsPerRead:
+		w.carried, w.partial = nil, true
+	case w.carried == nil:
+		w.carried = events
+	default:
+		w.carried = slices.Concat(w.carried, events)
+	}
+	w.woken = true
+	w.signal()
+}
+
+// carriedEvents decodes the events an event notification carried, as
+// events reads them; an error when it carried none.
+func carriedEvents(raw string) ([]Event, error) {
+	if raw == "" {
+		return nil, errNotCarried
+	}
+	var rows []struct {
+		Seq       int64           `json:"seq"`
+		Type      string          `json:"type"`
+		Body      json.RawMessage `json:"body"`
+		CreatedAt time.Time       `json:"created_at"`
+	}
+	if err := json.Unmarshal([]byte(raw), &rows); err != nil {
+		return nil, err
+	}
+	events := make([]Event, len(rows))
+	for i, row := range rows {
+		v, err := decodeNumbers(row.Body)
+		if err != nil {
+			return nil, err
+		}
+		events[i] = Event{Seq: row.Seq, Type: row.Type, CreatedAt: row.CreatedAt}
+		events[i].Body, _ = v.(map[string]any)
+	}
+	return events, nil
+}
+
+// errNotCarried: the notification did not carry its events (they did
+// not fit).
+var errNotCarried = errors.New("conversations: the notification carried no events")
 
 func (h *Hub) wakeAll() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, set := range h.waiters {
 		for _, w := range set {
-			w.woken = true
-			w.signal()
+			w.add(nil, false)
 		}
 	}
 }

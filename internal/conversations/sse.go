@@ -53,26 +53,29 @@ type eventStream struct {
 func (s *eventStream) send(ctx context.Context) bool {
 	for {
 		events, more, err := s.store.Events(ctx, s.companyID, s.id, s.after, maxEventsPerRead)
-		if err != nil {
-			return false
-		}
-		for _, e := range events {
-			data, err := json.Marshal(e)
-			if err != nil {
-				return false
-			}
-			if _, err := fmt.Fprintf(s.w, "id: %s\ndata: %s\n\n", eventID(e.Seq), data); err != nil {
-				return false
-			}
-			s.after = e.Seq
-		}
-		if len(events) > 0 && s.rc.Flush() != nil {
+		if err != nil || !s.write(events) {
 			return false
 		}
 		if !more {
 			return true
 		}
 	}
+}
+
+// write writes events, the next ones after the last one sent; false when
+// the client is gone.
+func (s *eventStream) write(events []Event) bool {
+	for _, e := range events {
+		data, err := json.Marshal(e)
+		if err != nil {
+			return false
+		}
+		if _, err := fmt.Fprintf(s.w, "id: %s\ndata: %s\n\n", eventID(e.Seq), data); err != nil {
+			return false
+		}
+		s.after = e.Seq
+	}
+	return len(events) == 0 || s.rc.Flush() == nil
 }
 
 // delta writes a text delta; false when the client is gone.
@@ -111,16 +114,23 @@ func (s *eventStream) wait(ctx context.Context) {
 	}
 }
 
-// wake writes the deltas that came, then the events if any may have;
-// false when the client is gone or the database failed.
+// wake writes the deltas that came, then the events if any may have:
+// those the notifications carried, or else read; false when the client is
+// gone or the database failed.
 func (s *eventStream) wake(ctx context.Context) bool {
-	deltas, events := s.watch.Take()
+	deltas, news := s.watch.Take()
 	for _, d := range deltas {
 		if !s.delta(d) {
 			return false
 		}
 	}
-	return !events || s.send(ctx)
+	if !news.Came {
+		return true
+	}
+	if events, ok := news.After(s.after); ok {
+		return s.write(events)
+	}
+	return s.send(ctx)
 }
 
 // keepAliveComment writes a comment; false when the client is gone.

@@ -3,6 +3,7 @@ package conversations
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -140,6 +141,7 @@ const appendSQL = `WITH u AS (
 		INSERT INTO conversation_events (company_id, conversation_id, seq, type, body, created_at, verified)
 		SELECT $1, $2, u.last_seq - $3 + t.n, t.type, t.body::jsonb, $6, t.verified::jsonb
 		FROM u, unnest($7::text[], $8::text[], $9::text[]) WITH ORDINALITY AS t(type, body, verified, n)
+		RETURNING seq, type, body, created_at
 	)`
 
 // appendRememberSQL adds the message ID (remembered) to appendSQL.
@@ -150,8 +152,11 @@ const appendRememberSQL = `, m AS (
 	)`
 
 // appendEnd ends appendSQL: the new last event's seq, and the
-// notification sent on commit (Hub).
-const appendEnd = ` SELECT last_seq, pg_notify($10, $11) FROM u`
+// notification sent on commit (Hub), with the events as stored, read back
+// as a read reads them, when they fit.
+var appendEnd = ` SELECT last_seq, pg_notify($10, CASE WHEN octet_length(x.p) <= ` + strconv.Itoa(maxPayload) + ` THEN x.p ELSE $11 END)
+	FROM u, (SELECT $11 || ' ' || json_agg(json_build_object('seq', seq, 'type', type, 'body', body, 'created_at', created_at)
+		ORDER BY seq) AS p FROM e) x`
 
 // appendRemembering is appendEvents, recording remember's message ID with
 // its reply, when not nil, in the same statement.

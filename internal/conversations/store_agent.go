@@ -11,6 +11,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/db"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/operations"
+	"github.com/poppyhost/poppyhost/internal/sessions"
 	"github.com/poppyhost/poppyhost/internal/verified"
 )
 
@@ -369,10 +370,13 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, companyID int64, o Owner,
 
 // Send adds a Personal Agent message to a conversation (spec 8.3).
 func (s *Store) Send(ctx context.Context, companyID int64, o Owner, id string, m *Message, p Policy) (*Conversation, error) {
-	return s.send(ctx, companyID, o, id, m, p, nil)
+	return s.send(ctx, companyID, o, id, m, p, nil, nil)
 }
 
-func (s *Store) send(ctx context.Context, companyID int64, o Owner, id string, m *Message, p Policy, check precheck) (*Conversation, error) {
+// send is Send after check; replay, when not nil, is the request's Session
+// JWT's jti, recorded in the message's transaction (sessions.DeferReplay).
+func (s *Store) send(ctx context.Context, companyID int64, o Owner, id string, m *Message, p Policy, check precheck,
+	replay *sessions.Replay) (*Conversation, error) {
 	approval, err := s.takeApproval(ctx, o, m)
 	if err != nil {
 		return nil, err
@@ -383,13 +387,15 @@ func (s *Store) send(ctx context.Context, companyID int64, o Owner, id string, m
 	hash := contentHash(m, "send", id)
 	var stored bool
 	c, err := retried(func() (*Conversation, error) {
-		var out *Conversation
+		var (
+			out  *Conversation
+			lock messageLock
+		)
 		stored = false
-		err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-			c, used, err := lockForMessage(ctx, tx, companyID, id, o, m.ID, hash)
-			if err != nil {
-				return err
-			}
+		err := db.InTxWith(ctx, s.pool, func(b *pgx.Batch) {
+			lock.queue(b, companyID, id, o, m.ID, hash, replay)
+		}, func(tx pgx.Tx) error {
+			c, used := lock.c, lock.used
 			if err := o.owns(c); err != nil {
 				return err
 			}
@@ -437,31 +443,49 @@ func (s *Store) send(ctx context.Context, companyID int64, o Owner, id string, m
 		})
 		return out, err
 	})
+	if err == nil && replay != nil {
+		replay.Committed()
+	}
 	if err == nil && stored {
 		s.metrics.message("")
 	}
 	return c, err
 }
 
-// lockForMessage reads conversation id with its row locked, and what the
-// User's message ID was used for, or nil, in one query; the conversation
-// is nil when there is none.
-func lockForMessage(ctx context.Context, tx pgx.Tx, companyID int64, id string, o Owner, messageID string, hash []byte) (*Conversation, *usedMessage, error) {
-	var (
-		usedIn *string
-		stored []byte
-		reply  []byte
-	)
-	c, err := scanConversation(companyID, tx.QueryRow(ctx, `SELECT c.*, m.conversation_id, m.content_hash, m.response
+// messageLock is what a message's transaction reads first: the
+// conversation with its row locked, nil when there is none, and what the
+// User's message ID was used for, or nil.
+type messageLock struct {
+	c    *Conversation
+	used *usedMessage
+}
+
+// queue queues on b, the batch that begins the transaction, the read of
+// l, in one query; a replay not nil records the request's jti before it,
+// and fails the transaction if it was used.
+func (l *messageLock) queue(b *pgx.Batch, companyID int64, id string, o Owner, messageID string, hash []byte,
+	replay *sessions.Replay) {
+	if replay != nil {
+		replay.Queue(b)
+	}
+	b.Queue(`SELECT c.*, m.conversation_id, m.content_hash, m.response
 		FROM (SELECT `+conversationColumns+` FROM conversations WHERE company_id = $1 AND id = $2 FOR UPDATE) c
 		LEFT JOIN conversation_message_ids m
 			ON m.company_id = $1 AND m.client_id = $3 AND m.user_id = $4 AND m.message_id = $5`,
-		companyID, id, o.ClientID, o.UserID, messageID), &usedIn, &stored, &reply)
-	if err != nil || c == nil || usedIn == nil {
-		return c, nil, err
-	}
-	u, err := usedOf(*usedIn, stored, reply, hash)
-	return c, u, err
+		companyID, id, o.ClientID, o.UserID, messageID).QueryRow(func(row pgx.Row) error {
+		var (
+			usedIn *string
+			stored []byte
+			reply  []byte
+			err    error
+		)
+		l.c, err = scanConversation(companyID, row, &usedIn, &stored, &reply)
+		if err != nil || l.c == nil || usedIn == nil {
+			return err
+		}
+		l.used, err = usedOf(*usedIn, stored, reply, hash)
+		return err
+	})
 }
 
 // onConversation runs f in a transaction on the Company's conversation id,

@@ -242,7 +242,7 @@ func TestConversations(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("A's inbox was not woken")
 		}
-		_, events := inboxB.Take()
-		require.False(t, events, "A's event woke B's inbox")
+		_, news := inboxB.Take()
+		require.False(t, news.Came, "A's event woke B's inbox")
 	})
 }

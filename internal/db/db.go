@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Executor runs statements: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.
@@ -26,6 +27,33 @@ type Beginner interface {
 // back when it returns an error or panics.
 func InTx(ctx context.Context, b Beginner, fn func(tx pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, b, fn)
+}
+
+// InTxWith runs fn in a transaction as InTx does, the transaction begun
+// on a connection of pool in one round trip with its first statements,
+// which first queues on the batch given (InTx spends a round trip on
+// BEGIN alone). Their callbacks have run when fn starts; if one fails, or
+// a statement does, the transaction rolls back and fn is not called.
+func InTxWith(ctx context.Context, pool *pgxpool.Pool, first func(b *pgx.Batch), fn func(tx pgx.Tx) error) (err error) {
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{})
+	first(b)
+	br := pool.SendBatch(ctx, b)
+	tx := br.Tx()
+	defer func() {
+		// After Commit, or a failed BEGIN, the transaction is closed and
+		// this does nothing; after a panic or an error it rolls back.
+		if rerr := tx.Rollback(ctx); rerr != nil && !errors.Is(rerr, pgx.ErrTxClosed) && err == nil {
+			err = rerr
+		}
+	}()
+	if err := br.Close(); err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
 }
 
 // NotFound returns notFound when err says a query found no row, and err

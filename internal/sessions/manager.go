@@ -94,22 +94,39 @@ func (m *Manager) authenticate(ctx context.Context, r *http.Request, c *tenant.C
 		return nil, fail("this Company does not accept this Personal Agent")
 	}
 	now := m.now()
-	sess, fresh, err := m.store.lookup(ctx, c.ID, claims, claims.IssuedAt.Add(m.verifier.Window()))
+	jtiUntil := claims.IssuedAt.Add(m.verifier.Window())
+	record := !deferred(ctx)
+	sess, fresh, err := m.store.lookup(ctx, c.ID, claims, jtiUntil, record)
 	if err != nil {
 		return nil, err
 	}
 	if !fresh {
 		m.metrics.replays.Inc()
-		return nil, fail("the Session JWT's jti was already used; sign a new JWT for every request")
+		return nil, errReplayed()
 	}
 	if sess == nil {
 		sess = &Session{CompanyID: c.ID, ClientID: claims.ClientID, SID: claims.SID, UserID: claims.UserID,
 			AgentID: claims.AgentID, CreatedAt: now, LastSeenAt: now, New: true}
 	} else if err := m.check(ctx, c, sess, claims, now); err != nil {
+		if !record {
+			// Refused, its jti is used all the same (DeferReplay).
+			fresh, rerr := m.store.insertJTI(ctx, c.ID, claims.ClientID, claims.JTI, jtiUntil)
+			if rerr != nil {
+				return nil, rerr
+			}
+			if !fresh {
+				m.metrics.replays.Inc()
+				return nil, errReplayed()
+			}
+		}
 		return nil, err
 	}
 	sess.Extensions = claims.Extensions
 	sess.pending = &pending{m: m, company: c, claims: claims, now: now}
+	if !record {
+		sess.replay = &Replay{store: m.store, metrics: m.metrics, companyID: c.ID, clientID: claims.ClientID,
+			jti: claims.JTI, until: jtiUntil}
+	}
 	return sess, nil
 }
 
@@ -176,9 +193,9 @@ func Continue(ctx context.Context) error {
 		} else {
 			m.metrics.started.Inc()
 		}
-		// What this request alone says stays: its extensions and the
-		// operator its signature named.
-		created.Extensions, created.Operator = sess.Extensions, sess.Operator
+		// What this request alone says stays: its extensions, the
+		// operator its signature named and its jti still to record.
+		created.Extensions, created.Operator, created.replay = sess.Extensions, sess.Operator, sess.replay
 		*sess = *created
 		return nil
 	}
@@ -226,6 +243,11 @@ func (m *Manager) Require(limits *httpx.Limiter) func(http.Handler) http.Handler
 			// 5.3 step 3): bearer continues the Session after them.
 			if AccessToken(r) == "" {
 				if err := Continue(ctx); err != nil {
+					// A refused request's jti is used, as Authenticate's
+					// would be (DeferReplay).
+					if serr := Settle(ctx); serr != nil {
+						err = serr
+					}
 					httpx.WriteError(w, r, err)
 					return
 				}
@@ -233,6 +255,8 @@ func (m *Manager) Require(limits *httpx.Limiter) func(http.Handler) http.Handler
 			company := strconv.FormatInt(c.ID, 10)
 			if !limits.Allow(w, r, "agent "+company+" "+sess.ClientID, c.Settings.RateLimits.PerAgent) ||
 				!limits.Allow(w, r, "session "+company+" "+sess.ClientID+" "+sess.SID, c.Settings.RateLimits.PerSession) {
+				// The 429 is written; its jti is used all the same.
+				_ = Settle(ctx)
 				return
 			}
 			next.ServeHTTP(w, r.WithContext(ctx))

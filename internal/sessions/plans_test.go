@@ -31,7 +31,7 @@ func TestSessionPlans(t *testing.T) {
 	stmts := rec.Record(func() {
 		sess, err := store.create(ctx, companyID, claims)
 		require.NoError(t, err)
-		_, _, err = store.lookup(ctx, companyID, claims, now.Add(time.Minute))
+		_, _, err = store.lookup(ctx, companyID, claims, now.Add(time.Minute), true)
 		require.NoError(t, err)
 		require.NoError(t, store.touch(ctx, companyID, sess, now))
 		_, err = store.BindAccount(ctx, companyID, claims.ClientID, claims.SID, 1)

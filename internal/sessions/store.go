@@ -37,6 +37,8 @@ type Session struct {
 	Operator string
 	// pending is the Session's creation or use not yet recorded (Continue).
 	pending *pending
+	// replay is the request's jti, when its route records it (DeferReplay).
+	replay *Replay
 }
 
 // Store keeps Sessions and the jti replay window in PostgreSQL, always
@@ -62,21 +64,29 @@ func scanSession(companyID int64, row pgx.Row) (*Session, error) {
 // lookup fetches the Session and records the jti in one statement, one
 // round trip. It reports whether the jti was new. session_jtis is
 // unlogged: a request that only records its jti writes no WAL, so its
-// commit waits for no flush.
-func (s *Store) lookup(ctx context.Context, companyID int64, c *Claims, jtiUntil time.Time) (*Session, bool, error) {
+// commit waits for no flush. With record false it only checks that the
+// jti is unused, writing nothing: the request's route records it
+// (DeferReplay).
+func (s *Store) lookup(ctx context.Context, companyID int64, c *Claims, jtiUntil time.Time, record bool) (*Session, bool, error) {
 	var (
 		fresh, found bool
 		sess         = &Session{CompanyID: companyID}
 	)
-	err := s.pool.QueryRow(ctx, `WITH jti AS (
+	sql, args := `SELECT NOT EXISTS (SELECT FROM session_jtis WHERE company_id = $1 AND client_id = $2 AND jti = $4),`,
+		[]any{companyID, c.ClientID, c.SID, c.JTI}
+	if record {
+		sql = `WITH jti AS (
 			INSERT INTO session_jtis (company_id, client_id, jti, expires_at) VALUES ($1, $2, $4, $5)
 			ON CONFLICT DO NOTHING RETURNING true AS fresh)
-		SELECT coalesce((SELECT fresh FROM jti), false), s.sid IS NOT NULL,
+		SELECT coalesce((SELECT fresh FROM jti), false),`
+		args = append(args, jtiUntil)
+	}
+	err := s.pool.QueryRow(ctx, sql+` s.sid IS NOT NULL,
 			coalesce(s.client_id, ''), coalesce(s.sid, ''), coalesce(s.user_id, ''), coalesce(s.agent_id, ''),
 			coalesce(s.created_at, 'epoch'), coalesce(s.last_seen_at, 'epoch'), s.ended_at, coalesce(s.account_id, 0)
 		FROM (VALUES (1)) AS one
 		LEFT JOIN sessions s ON s.company_id = $1 AND s.client_id = $2 AND s.sid = $3`,
-		companyID, c.ClientID, c.SID, c.JTI, jtiUntil).Scan(&fresh, &found,
+		args...).Scan(&fresh, &found,
 		&sess.ClientID, &sess.SID, &sess.UserID, &sess.AgentID, &sess.CreatedAt, &sess.LastSeenAt, &sess.EndedAt, &sess.AccountID)
 	if err != nil {
 		return nil, false, err
@@ -143,4 +153,10 @@ func (s *Store) BindAccount(ctx context.Context, companyID int64, clientID, sid 
 		return false, db.NotFound(err, ErrNotFound)
 	}
 	return bound == accountID, nil
+}
+
+// insertJTI records a jti on its own and reports whether it was new.
+func (s *Store) insertJTI(ctx context.Context, companyID int64, clientID, jti string, until time.Time) (bool, error) {
+	tag, err := s.pool.Exec(ctx, insertJTISQL, companyID, clientID, jti, until)
+	return tag.RowsAffected() == 1, err
 }

@@ -53,7 +53,7 @@ func TestModifyHooks(t *testing.T) {
 }
 
 // TestModifyLeavesTheCompanysTrafficAlone: while a change's hooks run,
-// rows that name the Company (a Session's jti, here) are still written:
+// rows that name the Company (a Session, here) are still written:
 // Modify's lock is not one foreign-key checks wait for.
 func TestModifyLeavesTheCompanysTrafficAlone(t *testing.T) {
 	t.Parallel()
@@ -76,8 +76,8 @@ func TestModifyLeavesTheCompanysTrafficAlone(t *testing.T) {
 	<-inHook
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	_, err = pool.Exec(wctx, `INSERT INTO session_jtis (company_id, client_id, jti, expires_at)
-		VALUES ($1, 'https://agent.example/', 'j1', now() + interval '1 minute')`, co.ID)
+	_, err = pool.Exec(wctx, `INSERT INTO sessions (company_id, client_id, sid, user_id)
+		VALUES ($1, 'https://agent.example/', 's1', 'usr_1')`, co.ID)
 	close(release)
 	require.NoError(t, err, "the insert waited for the settings change")
 	require.NoError(t, <-done)
