@@ -125,8 +125,7 @@ func Record(ctx context.Context, exec db.Executor) error {
 	return nil
 }
 
-// insert writes the entry; p.mu is held. A path holding a secret (a
-// console invite link's token, used by then) is kept as its route.
+// insert writes the entry; p.mu is held.
 func (p *pending) insert(ctx context.Context, exec db.Executor) error {
 	var company any
 	if p.companyID != 0 {
@@ -139,7 +138,7 @@ func (p *pending) insert(ctx context.Context, exec db.Executor) error {
 	_, err := exec.Exec(ctx, `INSERT INTO audit_log (company_id, company_slug, actor_kind, actor_id, actor_prefix,
 		actor_name, action, path, fields) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 		company, p.companySlug, p.actor.Kind, p.actor.ID, p.actor.Prefix, p.actor.Name,
-		p.method+" "+routePattern(ctx), httpx.LogPath(p.path, routePattern(ctx)), fields)
+		p.method+" "+routePattern(ctx), p.path, fields)
 	return err
 }
 

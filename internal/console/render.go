@@ -12,7 +12,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/tenant"
 )
 
@@ -120,11 +119,7 @@ func (c *Console) renderError(w http.ResponseWriter, r *http.Request, status int
 
 // fail logs err and answers 500 with a plain page that needs no template.
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
-	pattern := ""
-	if rc := chi.RouteContext(r.Context()); rc != nil {
-		pattern = rc.RoutePattern()
-	}
-	c.log.ErrorContext(r.Context(), "console", "path", httpx.LogPath(r.URL.Path, pattern), "error", err)
+	c.log.ErrorContext(r.Context(), "console", "path", r.URL.Path, "error", err)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(http.StatusInternalServerError)
 	_, _ = fmt.Fprint(w, "<!doctype html><title>Error</title><p>Something went wrong. Please try again.</p>")

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -213,7 +212,7 @@ func Instrument(base *slog.Logger, m *Metrics, next http.Handler) http.Handler {
 				slog.String("request_id", id),
 				slog.String("method", r.Method),
 				slog.String("host", r.Host),
-				slog.String("path", LogPath(r.URL.Path, pattern)),
+				slog.String("path", r.URL.Path),
 				slog.String("route", pattern),
 				slog.Int("status", status),
 				slog.Int64("bytes", rec.bytes),
@@ -222,17 +221,6 @@ func Instrument(base *slog.Logger, m *Metrics, next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(rec, r)
 	})
-}
-
-// LogPath is the path a log line shows of a request whose route is
-// pattern: the pattern itself where the path holds a secret (a {token},
-// such as a console invite link's), which no log may keep; the path
-// otherwise.
-func LogPath(path, pattern string) string {
-	if strings.Contains(pattern, "{token}") {
-		return pattern
-	}
-	return path
 }
 
 // endServerSpan names a request's span by its route pattern and records
