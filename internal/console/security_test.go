@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"html"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -124,11 +125,12 @@ func TestAcceptedInviteAuditPath(t *testing.T) {
 	c, _ := r.signInAs(t, console.RoleOwner)
 	resp, body := r.postPage(t, c, "/staff/invite", url.Values{"email": {"new@example.com"}, "role": {"agent"}})
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
-	link := inviteLink.FindStringSubmatch(body)[1]
-	path := strings.TrimPrefix(link, r.env.PublicURL("/console/"+r.Slug))
-	resp = r.post(t, r.client(t), path, url.Values{"name": {"New"}, "password": {"a long enough password"}})
+	link, err := url.Parse(html.UnescapeString(inviteLink.FindStringSubmatch(body)[1]))
+	require.NoError(t, err)
+	token := link.Query().Get("token")
+	require.NotEmpty(t, token, link)
+	resp = r.post(t, r.client(t), "/invite", url.Values{"token": {token}, "name": {"New"}, "password": {"a long enough password"}})
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
-	token := strings.TrimPrefix(path, "/invite/")
 	var n int
 	require.NoError(t, r.env.Pool.QueryRow(context.Background(),
 		`SELECT count(*) FROM audit_log WHERE company_id = $1 AND path LIKE '%' || $2 || '%'`, r.ID, token).Scan(&n))
