@@ -13,6 +13,9 @@ type accountPage struct {
 	Passkeys []Passkey
 	HasTOTP  bool
 	Notice   string
+	// Reauth: the member must sign in again to change their second
+	// factors (reauth.go).
+	Reauth bool
 }
 
 // account shows the member their own account: passkeys, TOTP, sign-out
@@ -40,7 +43,12 @@ func (c *Console) renderAccount(w http.ResponseWriter, r *http.Request, status i
 		c.fail(w, r, err)
 		return
 	}
-	c.render(w, r, status, "account", accountPage{Passkeys: keys, HasTOTP: totp, Notice: accountNotices[done]})
+	reauth, err := c.mustReauthenticate(r)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	c.render(w, r, status, "account", accountPage{Passkeys: keys, HasTOTP: totp, Notice: accountNotices[done], Reauth: reauth})
 }
 
 // totpPage shows a new TOTP secret to set up.

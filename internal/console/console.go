@@ -178,11 +178,13 @@ func (c *Console) routes(r chi.Router) {
 	r.Post("/signout/everywhere", c.signOutEverywhere)
 	r.Route("/account", func(r chi.Router) {
 		r.Get("/", c.account)
-		r.Get("/totp", c.totpPage)
-		r.Post("/totp", c.setUpTOTP)
-		r.With(audit.Exempt).Post("/passkeys/begin", c.registerBegin)
-		r.Post("/passkeys/finish", c.registerFinish)
-		r.Post("/passkeys/{id}/remove", c.removePasskey)
+		// Changing second factors needs a recent sign-in (reauth.go).
+		page, script := r.With(c.recentSignIn(false)), r.With(c.recentSignIn(true))
+		page.Get("/totp", c.totpPage)
+		page.Post("/totp", c.setUpTOTP)
+		script.With(audit.Exempt).Post("/passkeys/begin", c.registerBegin)
+		script.Post("/passkeys/finish", c.registerFinish)
+		page.Post("/passkeys/{id}/remove", c.removePasskey)
 	})
 	r.Group(func(r chi.Router) {
 		r.Use(c.allow(RoleAdmin))

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -242,6 +243,7 @@ func (c *Console) withSession(pending bool, next http.Handler) http.Handler {
 			return
 		}
 		ctx := withCSRF(withMember(r.Context(), s.member), ck.Value)
+		ctx = context.WithValue(ctx, signedInKey{}, s.signedInAt)
 		if pending {
 			ctx = context.WithValue(ctx, pendingKey{}, true)
 		}
@@ -252,6 +254,14 @@ func (c *Console) withSession(pending bool, next http.Handler) http.Handler {
 }
 
 type pendingKey struct{}
+
+type signedInKey struct{}
+
+// signedInAt is when the request's session signed in.
+func signedInAt(ctx context.Context) time.Time {
+	t, _ := ctx.Value(signedInKey{}).(time.Time)
+	return t
+}
 
 // isPending reports whether the request's session waits for its second
 // factor: the layout then shows no navigation.

@@ -66,6 +66,8 @@ func TestSignOutEverywhere(t *testing.T) {
 	}
 	resp, _ = r.get(t, colleague, "/account")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
+	// Recorded although answered with a redirect, by the member.
+	require.Contains(t, r.auditActions(t, m.ID), "POST /console/{slug}/signout/everywhere")
 }
 
 // TestCrossTenant: a staff member of one Company gets nothing at

@@ -266,10 +266,18 @@ func actorOf(m Member) audit.Actor {
 	return audit.Actor{Kind: audit.KindStaff, ID: m.ID, Name: m.Email}
 }
 
-// deleteSessions ends every session of the Company's staff member.
+// deleteSessions ends every session of the Company's staff member,
+// audited in the same transaction (the console answers it with a
+// redirect, which audit.Middleware would not record).
 func (s *Store) deleteSessions(ctx context.Context, companyID, staffID int64) error {
-	_, err := s.pool.Exec(ctx, `DELETE FROM console_sessions WHERE company_id = $1 AND staff_id = $2`, companyID, staffID)
-	return err
+	return db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM console_sessions WHERE company_id = $1 AND staff_id = $2`,
+			companyID, staffID); err != nil {
+			return err
+		}
+		audit.Note(ctx, "sessions")
+		return audit.Record(ctx, tx)
+	})
 }
 
 // DeleteExpired removes the sessions, invites and WebAuthn ceremonies

@@ -126,6 +126,9 @@ type session struct {
 	member Member
 	// secondFactor: the password was checked, the second factor not yet.
 	secondFactor bool
+	// signedInAt is when the member signed in (for a password sign-in
+	// with a second factor, when they gave it).
+	signedInAt time.Time
 }
 
 // createSession stores a new session of a member under the hash of its
@@ -146,9 +149,9 @@ func (s *Store) session(ctx context.Context, co *tenant.Company, hash []byte, no
 		FROM staff AS st
 		WHERE cs.token_hash = $1 AND cs.company_id = $2 AND st.id = cs.staff_id AND st.company_id = $2
 			AND cs.last_seen_at > $4 AND cs.created_at > $5
-		RETURNING st.id, st.email, st.name, st.role, cs.second_factor`,
+		RETURNING st.id, st.email, st.name, st.role, cs.second_factor, cs.created_at`,
 		hash, co.ID, now, now.Add(-idle), now.Add(-absolute)).
-		Scan(&out.member.ID, &out.member.Email, &out.member.Name, &role, &out.secondFactor)
+		Scan(&out.member.ID, &out.member.Email, &out.member.Name, &role, &out.secondFactor, &out.signedInAt)
 	out.member.Role = Role(role)
 	return out, db.NotFound(err, ErrNotFound)
 }
