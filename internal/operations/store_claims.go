@@ -213,18 +213,25 @@ func (s *Store) ClaimChecked(ctx context.Context, companyID int64, owner Owner, 
 			actionKey string
 			op        = Operation{OperationID: a.OperationID, Revision: a.Revision}
 		)
-		err := tx.QueryRow(ctx, `WITH seen AS (
-				SELECT o.xmin AS version, r.request, r.terms, r.summary, r.expires_at
+		// The status is checked on the version seen (seen.status), not in
+		// either scan's conditions: a condition status = 'proposed' on
+		// operations lets the planner read the row through
+		// operations_action, whose prefix company_id matches every
+		// proposed operation of the Company and every entry left by one
+		// proposed before (issue 19). MATERIALIZED keeps that check out of
+		// the CTE's scan; the xmin makes the claim of the version seen.
+		err := tx.QueryRow(ctx, `WITH seen AS MATERIALIZED (
+				SELECT o.xmin AS version, o.status, r.request, r.terms, r.summary, r.expires_at
 				FROM operations o
 				JOIN operation_revisions r ON r.company_id = o.company_id AND r.operation_id = o.id
 					AND r.revision = o.revision
-				WHERE o.company_id = $1 AND o.id = $2 AND o.revision = $3 AND o.status = 'proposed'
+				WHERE o.company_id = $1 AND o.id = $2 AND o.revision = $3
 					AND o.client_id = $4 AND o.user_id = $5 AND o.account_id = $6 AND o.interface = $7
 					AND o.target = $8 AND r.declined_at IS NULL AND r.replaced_at IS NULL AND r.expires_at > $9)
 			UPDATE operations o SET status = 'performing', approval = $10, facts = $11, performing_since = $9,
 				updated_at = $9, claim = $12, lease_until = $13, sends = 1
 			FROM seen
-			WHERE o.company_id = $1 AND o.id = $2 AND o.status = 'proposed' AND o.revision = $3
+			WHERE o.company_id = $1 AND o.id = $2 AND o.revision = $3 AND seen.status = 'proposed'
 				AND o.xmin = seen.version
 			RETURNING o.action_key, seen.request, seen.terms, seen.summary, seen.expires_at`,
 			companyID, a.OperationID, a.Revision, owner.ClientID, owner.UserID, owner.AccountID, iface, target, now,

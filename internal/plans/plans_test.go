@@ -210,6 +210,10 @@ func (w *world) hotPaths(t *testing.T, c *tenant.Company) []hot {
 		&operations.Proposal{ActionKey: "exchange", Terms: json.RawMessage(`{"order_id": "o1"}`), ExpiresIn: 3600},
 		opRequest, "", now)
 	require.NoError(t, err)
+	atOnce, err := ops.Propose(w.ctx, c.ID, opsOwner, operations.InterfaceAPI, "orders-api",
+		&operations.Proposal{ActionKey: "exchange 2", Terms: json.RawMessage(`{"order_id": "o2"}`), ExpiresIn: 3600},
+		opRequest, "", now)
+	require.NoError(t, err)
 	webRequest := &operations.Request{Method: "POST", Path: "/cart/checkout", Body: []byte(`{}`)}
 	webOp, err := ops.Propose(w.ctx, c.ID, opsOwner, operations.InterfaceWeb, c.Settings.Organization.Domain,
 		&operations.Proposal{ActionKey: "checkout", Terms: json.RawMessage(`{"total": "12.00"}`), ExpiresIn: 3600},
@@ -302,6 +306,17 @@ func (w *world) hotPaths(t *testing.T, c *tenant.Company) []hot {
 			require.NoError(t, err)
 		}, wants: []plancheck.Want{operationByPK(), pk("operation_revisions"), operationByPK(),
 			operationByPK("operation_revisions"), operationByPK()}},
+		// The gateway's path: the checks and the claim in one statement.
+		{name: "approved operation at once", run: func(t *testing.T) {
+			a := &operations.Approval{OperationID: atOnce.OperationID, Revision: atOnce.Revision,
+				Approver: operations.ApproverUser}
+			_, cl, err := ops.ClaimChecked(w.ctx, c.ID, opsOwner, operations.InterfaceAPI, "orders-api", a, opRequest,
+				&verified.Facts{}, time.Minute, now, func(context.Context, pgx.Tx, *operations.Checked, *operations.Claim) error {
+					return nil
+				})
+			require.NoError(t, err)
+			require.NotNil(t, cl)
+		}, wants: []plancheck.Want{operationByPK("operation_revisions")}},
 		{name: "website operation", run: func(t *testing.T) {
 			_, err := ops.Lookup(w.ctx, c.ID, webOp.OperationID)
 			require.NoError(t, err)
