@@ -29,14 +29,8 @@ const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 // override Cache-Control).
 func (c *Console) headers(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := w.Header()
-		h.Set("Content-Security-Policy", contentSecurityPolicy)
-		h.Set("X-Frame-Options", "DENY")
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Referrer-Policy", "no-referrer")
-		h.Set("Cross-Origin-Opener-Policy", "same-origin")
-		h.Set("Strict-Transport-Security", "max-age=63072000")
-		h.Set("Cache-Control", "no-store")
+		httpx.PageHeaders(w.Header(), contentSecurityPolicy)
+		w.Header().Set("Strict-Transport-Security", "max-age=63072000")
 		next.ServeHTTP(w, r)
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/poppyhost/poppyhost/internal/httpx"
 	"golang.org/x/net/idna"
 )
 
@@ -220,21 +221,13 @@ var templates = func() map[string]*template.Template {
 // that error paths that do not render a page can use it.
 func SetHeaders(h http.Header) {
 	h.Set("Content-Type", "text/html; charset=utf-8")
-	// Pages carry CSRF tokens and account details: never keep them.
-	h.Set("Cache-Control", "no-store")
 	h.Set("Pragma", "no-cache")
 	// No script at all, inline CSS only, logos from https only, never framed
 	// (clickjacking a consent page). There is deliberately no form-action:
 	// Chromium applies it to the redirect that follows a form submission, and
 	// the consent form's redirect goes to the Personal Agent's redirect_uri
 	// on another origin, which form-action 'self' would block.
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src https:; frame-ancestors 'none'; base-uri 'none'")
-	h.Set("X-Frame-Options", "DENY")
-	// Page URLs can carry a user_code or OAuth parameters; don't leak them to
-	// logo hosts.
-	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	httpx.PageHeaders(h, "default-src 'none'; style-src 'unsafe-inline'; img-src https:; frame-ancestors 'none'; base-uri 'none'")
 }
 
 // Render writes page p with status (0 means 200) and the headers of
