@@ -1,7 +1,6 @@
 package conversations
 
 import (
-	"context"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -20,16 +19,6 @@ func HandoffCollector(pool *pgxpool.Pool, now func() time.Time) prometheus.Colle
 		"Conversations handed off to a person and waiting for one (queued), all Companies.", nil, nil)
 	oldest := prometheus.NewDesc("poppyhost_handoffs_waiting_oldest_seconds",
 		"How long the longest-waiting handoff has been queued; 0 when none waits.", nil, nil)
-	return dbmetrics.New(func(ctx context.Context, emit dbmetrics.Emit) error {
-		at := now()
-		var n int64
-		var since *time.Time
-		if err := pool.QueryRow(ctx, `SELECT count(*), min(queued_at) FROM conversations
-			WHERE handoff_due_at IS NOT NULL`).Scan(&n, &since); err != nil {
-			return err
-		}
-		emit(waiting, float64(n))
-		emit(oldest, dbmetrics.Age(at, since))
-		return nil
-	}, waiting, oldest)
+	return dbmetrics.CountAndAge(pool, now, waiting, oldest, `SELECT count(*), min(queued_at) FROM conversations
+		WHERE handoff_due_at IS NOT NULL`)
 }

@@ -1,7 +1,6 @@
 package conversations
 
 import (
-	"context"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -20,17 +19,7 @@ func DeliveryLagCollector(pool *pgxpool.Pool, now func() time.Time) prometheus.C
 		"Conversations whose new events wait for delivery to the Company Agent's webhook (one job each), all Companies.", nil, nil)
 	lag := prometheus.NewDesc("poppyhost_webhook_delivery_lag_seconds",
 		"How long ago the oldest pending webhook delivery was asked for; 0 when none is pending.", nil, nil)
-	return dbmetrics.New(func(ctx context.Context, emit dbmetrics.Emit) error {
-		var n int64
-		var oldest *time.Time
-		err := pool.QueryRow(ctx, `SELECT count(*), min(created_at) FROM river_job
-			WHERE kind = $1 AND state IN ('available', 'running', 'retryable', 'scheduled', 'pending')`,
-			DeliverArgs{}.Kind()).Scan(&n, &oldest)
-		if err != nil {
-			return err
-		}
-		emit(pending, float64(n))
-		emit(lag, dbmetrics.Age(now(), oldest))
-		return nil
-	}, pending, lag)
+	return dbmetrics.CountAndAge(pool, now, pending, lag, `SELECT count(*), min(created_at) FROM river_job
+		WHERE kind = $1 AND state IN ('available', 'running', 'retryable', 'scheduled', 'pending')`,
+		DeliverArgs{}.Kind())
 }

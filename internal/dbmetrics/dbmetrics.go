@@ -7,6 +7,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -60,4 +61,28 @@ func Age(now time.Time, t *time.Time) float64 {
 		return 0
 	}
 	return max(now.Sub(*t).Seconds(), 0)
+}
+
+// Querier runs the query of a CountAndAge collector (a pgx pool).
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// CountAndAge returns a collector of two gauges read by one query that
+// returns a count and the oldest time among what it counted (NULL for
+// none): count gets the count, age how long before now the oldest was
+// (0 for none). It is the shape of every backlog gauge: how many wait,
+// and since when.
+func CountAndAge(db Querier, now func() time.Time, count, age *prometheus.Desc, query string, args ...any) prometheus.Collector {
+	return New(func(ctx context.Context, emit Emit) error {
+		at := now()
+		var n int64
+		var oldest *time.Time
+		if err := db.QueryRow(ctx, query, args...).Scan(&n, &oldest); err != nil {
+			return err
+		}
+		emit(count, float64(n))
+		emit(age, Age(at, oldest))
+		return nil
+	}, count, age)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -54,5 +55,65 @@ func TestAge(t *testing.T) {
 		if got := dbmetrics.Age(now, tc.t); got != tc.want {
 			t.Errorf("Age(%v) = %v, want %v", tc.t, got, tc.want)
 		}
+	}
+}
+
+// row is a query's answer for TestCountAndAge: a count and the oldest
+// time, or an error.
+type row struct {
+	n      int64
+	oldest *time.Time
+	err    error
+}
+
+func (r row) Scan(dest ...any) error {
+	if r.err != nil {
+		return r.err
+	}
+	*dest[0].(*int64) = r.n
+	*dest[1].(**time.Time) = r.oldest
+	return nil
+}
+
+type querier struct {
+	row  row
+	args []any
+}
+
+func (q *querier) QueryRow(_ context.Context, _ string, args ...any) pgx.Row {
+	q.args = args
+	return q.row
+}
+
+// TestCountAndAge: the count and the oldest's age, 0 for none; the
+// query's arguments are passed; a failed query exports nothing.
+func TestCountAndAge(t *testing.T) {
+	now := time.Date(2026, 12, 6, 2, 0, 0, 0, time.UTC)
+	oldest := now.Add(-45 * time.Second)
+	count := prometheus.NewDesc("test_waiting", "Waiting.", nil, nil)
+	age := prometheus.NewDesc("test_waiting_oldest_seconds", "Oldest.", nil, nil)
+	q := &querier{row: row{n: 4, oldest: &oldest}}
+	c := dbmetrics.CountAndAge(q, func() time.Time { return now }, count, age, "SELECT", "kind")
+	want := `# HELP test_waiting Waiting.
+# TYPE test_waiting gauge
+test_waiting 4
+# HELP test_waiting_oldest_seconds Oldest.
+# TYPE test_waiting_oldest_seconds gauge
+test_waiting_oldest_seconds 45
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+	if len(q.args) != 1 || q.args[0] != "kind" {
+		t.Errorf("the query got %v", q.args)
+	}
+	q.row = row{}
+	want = strings.NewReplacer("test_waiting 4", "test_waiting 0", "seconds 45", "seconds 0").Replace(want)
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+	q.row = row{err: errors.New("down")}
+	if n := testutil.CollectAndCount(c); n != 0 {
+		t.Errorf("a failed query exported %d values", n)
 	}
 }
