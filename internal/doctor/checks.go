@@ -70,9 +70,12 @@ type asMetadata struct {
 }
 
 // checkTLS passes when an HTTPS connection to the domain is made and
-// verified, whatever the status of the answer.
+// verified, whatever the status of the answer. The answer is poppy.json's,
+// kept for checkPoppyJSON, so the document is fetched once.
 func checkTLS(ctx context.Context, s *state) (bool, error) {
-	_, err := s.client.Get(ctx, safehttp.Request{URL: s.origin + "/.well-known/poppy.json", FollowRedirects: true})
+	resp, err := s.client.Get(ctx, safehttp.Request{URL: s.origin + "/.well-known/poppy.json",
+		Accept: []string{"application/json"}, FollowRedirects: true})
+	s.poppy, s.poppyErr = resp, err
 	for _, answered := range []error{safehttp.ErrStatus, safehttp.ErrContentType, safehttp.ErrTooLarge, safehttp.ErrRedirect} {
 		if errors.Is(err, answered) {
 			return false, nil
@@ -81,12 +84,11 @@ func checkTLS(ctx context.Context, s *state) (bool, error) {
 	return false, err
 }
 
-// checkPoppyJSON fetches poppy.json as spec 3 says and checks its
-// required members, that every URL in it is HTTPS, and that
-// organization.domain is the host that served it.
-func checkPoppyJSON(ctx context.Context, s *state) (bool, error) {
-	resp, err := s.client.Get(ctx, safehttp.Request{URL: s.origin + "/.well-known/poppy.json",
-		Accept: []string{"application/json"}, FollowRedirects: true})
+// checkPoppyJSON reads poppy.json, as checkTLS fetched it the way spec 3
+// says, and checks its required members, that every URL in it is HTTPS,
+// and that organization.domain is the host that served it.
+func checkPoppyJSON(_ context.Context, s *state) (bool, error) {
+	resp, err := s.poppy, s.poppyErr
 	if err != nil {
 		return false, err
 	}

@@ -61,8 +61,12 @@ type state struct {
 	client *safehttp.Client
 	domain string // host[:port] as given
 	origin string // https://domain
-	doc    *poppyJSON
-	issuer string
+	// poppy and poppyErr are the answer to checkTLS's fetch of
+	// poppy.json, which checkPoppyJSON reads.
+	poppy    *safehttp.Response
+	poppyErr error
+	doc      *poppyJSON
+	issuer   string
 	// resourceChecked says the protected resource metadata was read, or
 	// its absence seen.
 	resourceChecked bool

@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -150,9 +151,16 @@ func TestDoctorNamesAnUnroutedPath(t *testing.T) {
 	shop(t, env, "proxied", "proxied.doctor.example")
 	domain := "proxied.doctor.example"
 
-	routed := proxy(t, env, func(string) bool { return false }, nil)
+	var fetched atomic.Int32
+	routed := proxy(t, env, func(p string) bool {
+		if p == "/.well-known/poppy.json" {
+			fetched.Add(1)
+		}
+		return false
+	}, nil)
 	rep := run(t, env, domain+":"+routed.Port)
 	require.True(t, rep.OK, "failed: %v", rep.Failed())
+	require.EqualValues(t, 1, fetched.Load(), "one run fetches poppy.json once")
 
 	noWellKnown := proxy(t, env, func(p string) bool { return p == "/.well-known/poppy.json" }, nil)
 	rep = run(t, env, domain+":"+noWellKnown.Port)
