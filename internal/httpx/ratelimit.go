@@ -63,7 +63,7 @@ func (l *Limiter) Share(limit int) int {
 // Allow counts a request against key with a budget of limit a minute. Over
 // the limit it writes 429 with Retry-After (spec 5.6) and returns false.
 func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request, key string, limit int) bool {
-	if l.Exceeded(w, r, key, limit) {
+	if l.Exceeded(w, key, limit) {
 		WriteError(w, r, Errorf(CodeRateLimited, "too many requests; wait for Retry-After seconds (spec 5.6)"))
 		return false
 	}
@@ -74,7 +74,7 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request, key string, limi
 // and reports whether it is over; over the limit it sets Retry-After and
 // leaves the answer to the caller, such as an HTML page's 429. A request
 // over the limit is not counted.
-func (l *Limiter) Exceeded(w http.ResponseWriter, _ *http.Request, key string, limit int) bool {
+func (l *Limiter) Exceeded(w http.ResponseWriter, key string, limit int) bool {
 	if !l.count(key, l.Share(limit), time.Now().UTC()) {
 		w.Header().Set("Retry-After", retryAfter)
 		return true

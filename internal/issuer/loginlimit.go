@@ -37,11 +37,11 @@ func (l LoginRates) withDefaults() LoginRates {
 // rates as the issuer's pages.
 func (s *Server) LoginAllowed(w http.ResponseWriter, r *http.Request) bool {
 	id := strconv.FormatInt(tenant.FromContext(r.Context()).ID, 10)
-	if s.limiter.Exceeded(w, r, "login address "+id+" "+loginAddr(r), s.rates.PerAddress) {
+	if s.limiter.Exceeded(w, "login address "+id+" "+loginAddr(r), s.rates.PerAddress) {
 		s.metrics.limited.WithLabelValues("address").Inc()
 		return false
 	}
-	if s.limiter.Exceeded(w, r, "login company "+id, s.rates.PerCompany) {
+	if s.limiter.Exceeded(w, "login company "+id, s.rates.PerCompany) {
 		s.metrics.limited.WithLabelValues("company").Inc()
 		return false
 	}

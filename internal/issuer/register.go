@@ -39,8 +39,8 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	}
 	// Counted before anything is read from the database.
 	id := strconv.FormatInt(c.ID, 10)
-	if s.limiter.Exceeded(w, r, "register address "+id+" "+loginAddr(r), registerPerAddress) ||
-		s.limiter.Exceeded(w, r, "register company "+id, registerPerCompany) {
+	if s.limiter.Exceeded(w, "register address "+id+" "+loginAddr(r), registerPerAddress) ||
+		s.limiter.Exceeded(w, "register company "+id, registerPerCompany) {
 		httpx.WriteError(w, r, httpx.Errorf(httpx.CodeRateLimited, "too many registrations; wait for Retry-After seconds"))
 		return
 	}

@@ -40,7 +40,7 @@ func (*traced) InsertMany(ctx context.Context, params []*rivertype.JobInsertPara
 	}
 	carrier := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(ctx, carrier)
-	parent := carrier.Get("traceparent")
+	value, _ := json.Marshal(carrier.Get("traceparent"))
 	for _, p := range params {
 		meta := map[string]json.RawMessage{}
 		if len(p.Metadata) > 0 {
@@ -49,7 +49,6 @@ func (*traced) InsertMany(ctx context.Context, params []*rivertype.JobInsertPara
 				continue
 			}
 		}
-		value, _ := json.Marshal(parent)
 		meta[traceKey] = value
 		b, err := json.Marshal(meta)
 		if err != nil {

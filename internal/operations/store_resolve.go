@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"mime"
 	"net/http"
 	"strings"
 	"time"
@@ -90,6 +91,9 @@ type ResolveResponse struct {
 	Body        json.RawMessage `json:"body"`
 }
 
+// maxContentType bounds the content_type of a resolution's response.
+const maxContentType = 255
+
 // check lists every field of req that is wrong, as *httpx.Error.
 func (req *ResolveRequest) check() error {
 	var f httpx.Fields
@@ -101,6 +105,13 @@ func (req *ResolveRequest) check() error {
 	f.Text("note", req.Note, false, 2000, true)
 	if req.Response != nil && (req.Response.Status < 200 || req.Response.Status > 499) {
 		f.Add("response.status", "must be 200 to 499")
+	}
+	// Replayed as the Content-Type of every later retry: a media type,
+	// as an origin's would be.
+	if req.Response != nil && req.Response.ContentType != "" {
+		if _, _, err := mime.ParseMediaType(req.Response.ContentType); err != nil || len(req.Response.ContentType) > maxContentType {
+			f.Add("response.content_type", "must be a media type of at most %d characters", maxContentType)
+		}
 	}
 	return f.Err()
 }
