@@ -402,12 +402,7 @@ func (c *Console) take(w http.ResponseWriter, r *http.Request) {
 
 // reply posts the member's message (Company API messages).
 func (c *Console) reply(w http.ResponseWriter, r *http.Request) {
-	// The CSRF check read the form, unless the token came as a header.
-	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
-	if err := r.ParseForm(); err != nil {
-		c.renderError(w, r, http.StatusBadRequest, "The form could not be read.")
-		return
-	}
+	// The csrf middleware has read the form, within maxForm bytes.
 	// Browsers send a textarea's line breaks as CRLF; a message's are
 	// newlines.
 	text := strings.ReplaceAll(r.PostForm.Get("text"), "\r\n", "\n")

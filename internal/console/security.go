@@ -120,7 +120,8 @@ var crossOrigin = http.NewCrossOriginProtection()
 // csrf refuses an unsafe request (403, nothing done) unless it carries
 // the CSRF token of its cookie, as form field "csrf" or header
 // X-CSRF-Token, and comes from the console's own origin. It reads forms
-// of at most maxForm bytes.
+// of at most maxForm bytes, and refuses (400) one that is not text
+// PostgreSQL takes.
 func (c *Console) csrf(next http.Handler) http.Handler {
 	forbidden := func(w http.ResponseWriter, r *http.Request) {
 		c.renderError(w, r, http.StatusForbidden, "This form has expired or did not come from the console. Reload the page and try again.")
@@ -138,7 +139,10 @@ func (c *Console) csrf(next http.Handler) http.Handler {
 		// Bounded whether the token comes in the form or the header: a
 		// handler's r.PostFormValue would otherwise read any size.
 		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
-		if err := r.ParseForm(); err != nil {
+		// A form's text goes on to the database: refuse what PostgreSQL
+		// does not take (a NUL byte, bytes that are not UTF-8) here, for
+		// every form, as c.text does for the query.
+		if err := r.ParseForm(); err != nil || !validText(r.PostForm) {
 			c.renderError(w, r, http.StatusBadRequest, "The form could not be read.")
 			return
 		}

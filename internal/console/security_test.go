@@ -48,6 +48,23 @@ func TestNULInQuery(t *testing.T) {
 	}
 }
 
+// TestNULInForm: a form with a NUL byte or bytes that are not UTF-8,
+// which PostgreSQL refuses in text, is refused 400 with nothing done
+// rather than failing 500 (a reply's text went to the database as it was).
+func TestNULInForm(t *testing.T) {
+	t.Parallel()
+	r := newConvRig(t)
+	id := r.handedOff(t, r.ID, "A person, please")
+	c := r.signIn(t, console.RoleOwner)
+	resp := r.post(t, c, "/conversations/"+id+"/take", url.Values{})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	for _, form := range []url.Values{{"text": {"a\x00b"}}, {"text": {"a\xffb"}}, {"text": {"ab"}, "k\x00": {"v"}}} {
+		resp := r.post(t, c, "/conversations/"+id+"/reply", form)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%q", form)
+	}
+	require.Equal(t, "A person, please", r.lastMessage(t, r.ID, id)["text"], "nothing is posted")
+}
+
 // TestTOTPGuessesThrottled: someone with a member's password cannot guess
 // TOTP codes without end by signing in again each time a pending session
 // ends: wrong codes are counted across sessions and soon refused 429.

@@ -69,20 +69,6 @@ func (c *Console) settingsRoutes(r chi.Router) {
 	r.With(c.allow(RoleAdmin, RoleAuditor)).Get("/audit", c.auditPage)
 }
 
-// postedForm returns the request's form, read within maxForm bytes: the
-// csrf middleware has read it unless the token came in a header. It
-// answers 400 itself when the form cannot be read.
-func (c *Console) postedForm(w http.ResponseWriter, r *http.Request) (formValues, bool) {
-	if r.PostForm == nil {
-		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
-		if err := r.ParseForm(); err != nil {
-			c.renderError(w, r, http.StatusBadRequest, "The form could not be read.")
-			return nil, false
-		}
-	}
-	return formValues(r.PostForm), true
-}
-
 // settingsNav is the Settings pages' own navigation, with current marked.
 func (c *Console) settingsNav(r *http.Request, current string) []navItem {
 	m := memberFrom(r.Context())
@@ -261,10 +247,8 @@ func (c *Console) saveSettings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m := memberFrom(r.Context())
-	values, ok := c.postedForm(w, r)
-	if !ok {
-		return
-	}
+	// The csrf middleware has read the form, within maxForm bytes.
+	values := formValues(r.PostForm)
 	version := values.get("version")
 	again := func(status int, stale bool, errs []httpx.FieldError) {
 		fields, summary := fieldViews(sec, values, errs)

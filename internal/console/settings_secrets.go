@@ -76,11 +76,7 @@ func (c *Console) showAPIKeys(w http.ResponseWriter, r *http.Request, status int
 // createAPIKey makes a Company API key named as the form says, with the
 // admin API's rule for names, and shows its secret once.
 func (c *Console) createAPIKey(w http.ResponseWriter, r *http.Request) {
-	form, ok := c.postedForm(w, r)
-	if !ok {
-		return
-	}
-	name := form.get("name")
+	name := r.PostForm.Get("name")
 	if err := tenant.CheckKeyName(name); err != nil {
 		c.showAPIKeys(w, r, http.StatusBadRequest, apiKeysData{Name: name, NameError: httpx.AsError(err).Fields[0].Message})
 		return

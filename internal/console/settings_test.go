@@ -255,9 +255,12 @@ func TestSettingsAPIKeys(t *testing.T) {
 		resp := r.postRaw(t, c, "/settings/api-keys", form)
 		require.Equal(t, http.StatusForbidden, resp.StatusCode)
 	}
-	resp, body := r.postPage(t, c, "/settings/api-keys", url.Values{"name": {"bad\x00name"}})
+	resp, body := r.postPage(t, c, "/settings/api-keys", url.Values{"name": {"bad\x01name"}})
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	require.Contains(t, body, `id="key-name-error"`)
+	// A NUL byte, which PostgreSQL refuses, is refused with the form.
+	resp, _ = r.postPage(t, c, "/settings/api-keys", url.Values{"name": {"bad\x00name"}})
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	keys, err := r.env.Platform.Tenants.ListAPIKeys(ctx, r.ID)
 	require.NoError(t, err)
 	require.Empty(t, keys)
