@@ -162,6 +162,10 @@ func (c *Console) Mount(r chi.Router) {
 	})
 }
 
+// Staff is the console's store of staff members, for what creates them
+// outside the console (dev mode's demo owner).
+func (c *Console) Staff() *Store { return c.staff }
+
 // Sweeps delete the sessions, invites and ceremonies that can no longer
 // be used.
 func (c *Console) Sweeps() []jobs.Sweep {

@@ -288,7 +288,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		return nil, err
 	}
 	queue.AddSweeps(consoleApp.Sweeps()...)
-	p.Staff = console.NewStore(opts.Pool, p.Accounts)
+	p.Staff = consoleApp.Staff()
 	apiRates := opts.APIRates.WithDefaults()
 	admin.LimitOperators(limits, apiRates.PerOperatorToken)
 
