@@ -55,3 +55,6 @@ const WaitCap = defaultWaitCap
 
 // Carried is the events the notifications of news carried.
 func (n News) Carried() []Event { return n.carried }
+
+// InboxSQL is Inbox's query.
+const InboxSQL = inboxSQL

@@ -9,12 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/conversations"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/notify"
 	"github.com/poppyhost/poppyhost/internal/tenant"
+	"github.com/poppyhost/poppyhost/internal/testkit/testdb"
 )
 
 // The staff console's side of the store (store_staff.go, feed.go): the
@@ -298,4 +300,30 @@ func TestFeedLines(t *testing.T) {
 	_, err = bufio.NewReader(resp.Body).WriteTo(raw)
 	require.NoError(t, err)
 	require.Equal(t, "event: update\ndata: one\ndata: event: evil\ndata: id: 7\ndata: two\n\n", raw.String())
+}
+
+// TestInboxUsesWaitingIndex: the inbox's query repeats the predicate and
+// the order of the partial index conversations_company_waiting
+// (migration 00037), so the planner can answer it from the index alone
+// without a sort; a change to one that the other does not follow fails
+// here rather than turning the inbox into a scan of the Company's
+// conversations.
+func TestInboxUsesWaitingIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.NewPool(t)
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `SET LOCAL enable_seqscan = off`)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SET LOCAL enable_bitmapscan = off`)
+	require.NoError(t, err)
+	rows, err := tx.Query(ctx, `EXPLAIN `+conversations.InboxSQL, int64(1), 11)
+	require.NoError(t, err)
+	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	text := strings.Join(plan, "\n")
+	require.Contains(t, text, "conversations_company_waiting", text)
+	require.NotContains(t, text, "Sort", text)
 }

@@ -41,6 +41,12 @@ const (
 	waitingSince = `coalesce(queued_at, created_at)`
 )
 
+// inboxSQL lists a Company's ($1) waiting conversations, at most $2, on
+// the index conversations_company_waiting.
+const inboxSQL = `SELECT ` + viewColumns + `, ` + waitingSince + ` FROM conversations
+	WHERE company_id = $1 AND ` + waitingWhere + `
+	ORDER BY ` + waitingSince + `, id LIMIT $2`
+
 // MaxInbox is the most conversations Inbox returns.
 const MaxInbox = 100
 
@@ -49,9 +55,7 @@ const MaxInbox = 100
 // are waiting.
 func (s *Store) Inbox(ctx context.Context, companyID int64, limit int) ([]*Waiting, bool, error) {
 	limit = min(max(limit, 1), MaxInbox)
-	rows, err := s.pool.Query(ctx, `SELECT `+viewColumns+`, `+waitingSince+` FROM conversations
-		WHERE company_id = $1 AND `+waitingWhere+`
-		ORDER BY `+waitingSince+`, id LIMIT $2`, companyID, limit+1)
+	rows, err := s.pool.Query(ctx, inboxSQL, companyID, limit+1)
 	if err != nil {
 		return nil, false, err
 	}

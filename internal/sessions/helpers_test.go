@@ -100,6 +100,11 @@ func (k *kit) handler() http.Handler {
 			s := sessions.FromContext(r.Context())
 			httpx.WriteJSON(w, http.StatusOK, map[string]any{"sid": s.SID, "new": s.New, "operator": s.Operator})
 		})
+		// deferred defers its jti (sessions.DeferReplay) and never records
+		// it itself: Require must record it when the route returns.
+		r.With(sessions.DeferReplay, sess.Require(limits)).Post("/deferred", func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusNoContent)
+		})
 	})
 	return tenant.HostRouter(tenants, publicHost, platform, newRouter())
 }

@@ -259,6 +259,11 @@ func (m *Manager) Require(limits *httpx.Limiter) func(http.Handler) http.Handler
 				_ = Settle(ctx)
 				return
 			}
+			// A DeferReplay route records its jti and settles it before
+			// answering; one that did not (it forgot, or panicked) has it
+			// recorded here all the same, so that the JWT cannot be used
+			// again. Settled, this reads nothing.
+			defer func() { _ = Settle(ctx) }()
 			next.ServeHTTP(w, r.WithContext(ctx))
 		})
 	}

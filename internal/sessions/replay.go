@@ -32,7 +32,8 @@ type deferKey struct{}
 
 // DeferReplay is middleware for a route that records its Session JWT's
 // jti itself, in the transaction of its write (ReplayFrom, Replay.Queue),
-// and calls Settle before answering; it runs before Require.
+// and calls Settle before answering; it runs before Require, which
+// records the jti when the route returns without having done so.
 func DeferReplay(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), deferKey{}, true)))

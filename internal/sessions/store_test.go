@@ -497,3 +497,21 @@ func TestBindAccountConcurrent(t *testing.T) {
 	require.ErrorIs(t, err, sessions.ErrNotFound)
 	require.False(t, ok)
 }
+
+// TestDeferredReplayRecorded sends one Session JWT twice to a route that
+// defers its jti (sessions.DeferReplay) and never records it: Require
+// records it when the route returns, so the second is refused (spec 5.3
+// "Replayed JWTs").
+func TestDeferredReplayRecorded(t *testing.T) {
+	t.Parallel()
+	env := setup(t)
+	a := env.StartAgent(t, "")
+	c := newCompany(t, env, nil)
+	cl := c.claims(newSID())
+	cl.URL = env.PublicURL("/t/" + c.Slug + "/deferred")
+
+	h := sessionHeader(t, a, cl, peers.SessionOptions{})
+	requireStatus(t, post(t, env, cl.URL, h), http.StatusNoContent)
+	desc := requireError(t, post(t, env, cl.URL, h), http.StatusBadRequest, "invalid_session")
+	require.Contains(t, desc, "already used")
+}

@@ -133,7 +133,7 @@ func (v *Verifier) Verify(ctx context.Context, token string, req Request) (*Clai
 	if len(token) > maxJWT {
 		return nil, fail("the Session JWT is too large")
 	}
-	parts, hdr, err := v.split(token)
+	parts, hdr, cached, err := v.split(token)
 	switch {
 	case errors.Is(err, jose.ErrNotCompact):
 		return nil, fail("the Session JWT is not a compact JWS")
@@ -182,6 +182,11 @@ func (v *Verifier) Verify(ctx context.Context, token string, req Request) (*Clai
 	// checked on those parts, not parsed again (docs/decisions.md).
 	if !jose.VerifyES256(token, parts, d.pub) {
 		return nil, fail("the Session JWT's signature does not verify with the delegated key")
+	}
+	if !cached {
+		// Only a header a delegated key signed is kept: anyone can send
+		// headers, and 4096 of 16 KB each would be memory held for them.
+		v.headers.put(parts[0], hdr)
 	}
 	// Step 4 of "Delegated keys" and the rest of 5.3 step 2.
 	if hdr.Typ == nil || *hdr.Typ != TypSession {
@@ -451,30 +456,30 @@ type sessionHeader struct {
 }
 
 // split splits token into its segments, as jose.Split does, and returns
-// its decoded header: from the cache when this exact header segment was
-// decoded before. A Personal Agent signs every request's JWT under the
+// its decoded header: from the cache, and cached true, when a JWT with
+// this exact header segment verified before (Verify caches it then). A
+// Personal Agent signs every request's JWT under the
 // same header until its next delegation, and the header, the delegation
 // inside it, is most of the JWT: about 1 KB of base64 and JSON a request
 // need not decode again, nor hash for the delegation cache.
-func (v *Verifier) split(token string) ([]string, *sessionHeader, error) {
+func (v *Verifier) split(token string) ([]string, *sessionHeader, bool, error) {
 	seg, _, _ := strings.Cut(token, ".")
 	if h := v.headers.get(seg); h != nil {
 		parts := strings.Split(token, ".")
 		if len(parts) != 3 {
-			return nil, nil, jose.ErrNotCompact
+			return nil, nil, false, jose.ErrNotCompact
 		}
-		return parts, h, nil
+		return parts, h, true, nil
 	}
 	parts, hdr, err := jose.Split(token)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	h := &sessionHeader{Header: hdr}
 	if hdr.PapDlg != nil {
 		h.dlgSum = sha256.Sum256([]byte(*hdr.PapDlg))
 	}
-	v.headers.put(seg, h)
-	return parts, h, nil
+	return parts, h, false, nil
 }
 
 // headerCache holds decoded Session JWT headers by their encoded segment.

@@ -2,8 +2,11 @@ package sessions_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -216,4 +219,30 @@ func TestVerifyHeaderDecodedOnce(t *testing.T) {
 	requireInvalidSession(t, err, "kid must be the RFC 7638 thumbprint")
 	_, err = v.Verify(ctx, seen, unitRequest)
 	require.NoError(t, err)
+}
+
+// TestVerifyUnsignedHeadersNotCached: anyone can send a Session header,
+// so only a header whose JWT's signature verified is kept; headers of
+// JWTs refused are decoded and forgotten, and cannot fill the cache.
+func TestVerifyUnsignedHeadersNotCached(t *testing.T) {
+	v, _, _ := newUnitVerifier(t)
+	ctx := context.Background()
+	for i := range 20 {
+		hdr := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"ES256","n":` + strconv.Itoa(i) + `}`))
+		_, err := v.Verify(ctx, hdr+".e30.c2ln", unitRequest)
+		require.Error(t, err)
+	}
+	// Headers that decode, refused later for their signature.
+	dlg := delegationFor(t, tokenSpec{})
+	good := unitToken(t, tokenSpec{delegation: dlg})
+	for i := range 20 {
+		tok := unitToken(t, tokenSpec{delegation: dlg, mutateHeader: func(h map[string]any) { h["n"] = i }})
+		forged := tok[:strings.LastIndexByte(tok, '.')] + good[strings.LastIndexByte(good, '.'):]
+		_, err := v.Verify(ctx, forged, unitRequest)
+		requireInvalidSession(t, err, "signature does not verify")
+	}
+	require.Zero(t, v.CachedHeaders())
+	_, err := v.Verify(ctx, good, unitRequest)
+	require.NoError(t, err)
+	require.Equal(t, 1, v.CachedHeaders())
 }
