@@ -39,8 +39,7 @@ func (r *rig) operation(t *testing.T, companyID int64, key, terms string, unknow
 	}
 	a := &operations.Approval{OperationID: op.OperationID, Revision: op.Revision, Approver: operations.ApproverUser,
 		ApprovedAt: now.Unix(), InputType: "tap"}
-	c, err := store.Claim(ctx, companyID, a, &verified.Facts{}, time.Minute, now,
-		func(context.Context, pgx.Tx, *operations.Claim) error { return nil })
+	c, err := store.Claim(ctx, companyID, a, &verified.Facts{}, time.Minute, now)
 	require.NoError(t, err)
 	require.NotNil(t, c)
 	ok, err := store.GiveUp(ctx, companyID, op.OperationID, c.ID, now)

@@ -1,13 +1,11 @@
 package crosstenant_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/httpx"
@@ -37,8 +35,7 @@ func (r *opsRig) propose(t *testing.T, companyID int64, iface, key string) (*ope
 
 func (r *opsRig) claim(t *testing.T, a *operations.Approval) *operations.Claim {
 	t.Helper()
-	c, err := r.store.Claim(r.w.ctx, r.w.a.ID, a, &verified.Facts{}, time.Minute, r.t0,
-		func(context.Context, pgx.Tx, *operations.Claim) error { return nil })
+	c, err := r.store.Claim(r.w.ctx, r.w.a.ID, a, &verified.Facts{}, time.Minute, r.t0)
 	require.NoError(t, err)
 	require.NotNil(t, c)
 	return c
@@ -166,8 +163,7 @@ func TestOperations(t *testing.T) {
 			return err == nil && checked.Verdict != operations.Stale, err
 		}},
 		{"Claim", func() (bool, error) {
-			c, err := store.Claim(ctx, b, freeApproval, &verified.Facts{}, time.Minute, later,
-				func(context.Context, pgx.Tx, *operations.Claim) error { return nil })
+			c, err := store.Claim(ctx, b, freeApproval, &verified.Facts{}, time.Minute, later)
 			return c != nil, err
 		}},
 		{"DeclineUnclaimed", func() (bool, error) {

@@ -63,8 +63,9 @@ type EngineOptions struct {
 	// Origins sends approved requests and approval-hook calls with
 	// Poppy-Verified (origin.Caller, the one way to reach an origin).
 	Origins Sender
-	// Jobs inserts settle jobs (the platform's River client); Companies
-	// finds a settle job's Company.
+	// Jobs inserts settle jobs (the platform's River client): the sweeps
+	// do, for claims whose send lease lapsed (SettleDue, Rescue);
+	// Companies finds a settle job's Company.
 	Jobs      Inserter
 	Companies interface {
 		GetByID(ctx context.Context, id int64) (*tenant.Company, error)
@@ -93,7 +94,7 @@ type Sender interface {
 // Inserter inserts River jobs: the platform's River client, which works
 // the settle job (AddWorkers).
 type Inserter interface {
-	InsertTx(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
+	InsertManyTx(ctx context.Context, tx pgx.Tx, params []river.InsertManyParams) ([]*rivertype.JobInsertResult, error)
 	InsertMany(ctx context.Context, params []river.InsertManyParams) ([]*rivertype.JobInsertResult, error)
 }
 
@@ -175,7 +176,7 @@ func (e *Engine) claimAtOnce(ctx context.Context, act *Action, a *Approval) (*se
 	}
 	lease := route.Timeout + leaseMargin
 	checked, claim, err := e.opts.Store.ClaimChecked(ctx, co.ID, act.Owner, act.Interface, act.Target, a, act.Request,
-		act.Facts, lease, e.opts.Now(), func(ctx context.Context, tx pgx.Tx, c *Checked, claim *Claim) error {
+		act.Facts, lease, e.opts.Now(), func(ctx context.Context, c *Checked) error {
 			if !c.Request.sameTarget(act.Request) {
 				// The revision's own request is what is performed; routed
 				// afresh, under the lease already taken.
@@ -188,7 +189,7 @@ func (e *Engine) claimAtOnce(ctx context.Context, act *Action, a *Approval) (*se
 				}
 				route = again
 			}
-			return e.settleLater(ctx, tx, co.ID, a, claim)
+			return nil
 		})
 	if errors.Is(err, errRouteChanged) || errors.Is(err, ErrGone) {
 		return nil, nil
@@ -204,14 +205,6 @@ func (e *Engine) claimAtOnce(ctx context.Context, act *Action, a *Approval) (*se
 // errRouteChanged: the route of a claim made at once changed under it;
 // the claim is undone and made the long way.
 var errRouteChanged = errors.New("operations: the route changed while claiming")
-
-// settleLater schedules, with claim, the settle job that finishes the
-// operation should the request that claimed it not.
-func (e *Engine) settleLater(ctx context.Context, tx pgx.Tx, companyID int64, a *Approval, claim *Claim) error {
-	_, err := e.opts.Jobs.InsertTx(ctx, tx, SettleArgs{CompanyID: companyID, OperationID: a.OperationID, Claim: claim.ID},
-		&river.InsertOpts{ScheduledAt: claim.LeaseUntil})
-	return err
-}
 
 // checkThenClaim makes the checks of approval a one by one (Store.Check),
 // asks the approval hook between them and the claim, and claims the
@@ -269,9 +262,7 @@ func (e *Engine) checkThenClaim(ctx context.Context, act *Action, a *Approval) (
 		}
 	}
 	lease := route.Timeout + leaseMargin
-	claim, err := store.Claim(ctx, co.ID, a, act.Facts, lease, e.opts.Now(), func(ctx context.Context, tx pgx.Tx, c *Claim) error {
-		return e.settleLater(ctx, tx, co.ID, a, c)
-	})
+	claim, err := store.Claim(ctx, co.ID, a, act.Facts, lease, e.opts.Now())
 	if err != nil {
 		return nil, nil, err
 	}

@@ -30,7 +30,7 @@ import (
 // The engine harness runs the operations engine through many randomized
 // schedules against real PostgreSQL, a fake origin and approval hook
 // (harness_fakes_test.go), a fake clock and a fake River (it runs the
-// settle jobs the engine queued itself), and checks after each schedule
+// settle jobs the engine's sweeps queued), and checks after each schedule
 // that the engine kept its promises (extension 3, 6, 7):
 //
 //	(a) the origin performed each operation at most once, and never had
@@ -592,6 +592,7 @@ func (s *schedule) play(ctx context.Context) {
 		{10, s.stepRace},
 		{12, s.stepSettle},
 		{8, s.stepSettleDuringSend},
+		{8, s.stepSettleDue},
 		{10, s.stepAdvance},
 		{4, s.stepSweep},
 		{4, s.stepResolve},
@@ -1400,6 +1401,9 @@ func (s *schedule) stepSettleDuringSend(ctx context.Context) {
 		case 1:
 			s.proposeDuringSend(ctx, h)
 		}
+		// The settle sweep, on a replica whose clock runs ahead, may give
+		// the claim its job while the send is out.
+		s.settleDue(ctx, time.Duration(s.rng.IntN(5))*10*time.Second)
 		if j, ok := s.jobOf(ctx, h.op); ok {
 			s.runJob(ctx, j, s.rng.IntN(4) == 0, s.randomOrigin())
 		}
@@ -1458,6 +1462,26 @@ func (s *schedule) stepSettle(ctx context.Context) {
 		s.advance(sendTimeout + 6*time.Second)
 	}
 	s.runJob(ctx, j, s.rng.IntN(6) == 0, s.randomOrigin())
+}
+
+// stepSettleDue: the settle sweep (Engine.SettleDue), sometimes after
+// the clock passed every lease, sometimes on a replica whose clock runs
+// up to a lease ahead.
+func (s *schedule) stepSettleDue(ctx context.Context) {
+	if s.rng.IntN(3) == 0 {
+		s.advance(sendTimeout + 6*time.Second)
+	}
+	s.settleDue(ctx, time.Duration(s.rng.IntN(3))*20*time.Second)
+}
+
+// settleDue runs the settle sweep with a clock ahead of the schedule's.
+func (s *schedule) settleDue(ctx context.Context, ahead time.Duration) {
+	n, err := s.eng.SettleDue(ctx, s.now().Add(ahead))
+	if err != nil {
+		s.fail("settle due", err)
+		return
+	}
+	s.logf("settle due (clock ahead %s): %d jobs", ahead, n)
 }
 
 var advances = []time.Duration{time.Second, 10 * time.Second, 36 * time.Second, 5 * time.Minute, 31 * time.Minute,
@@ -1722,6 +1746,7 @@ func (s *schedule) drain(ctx context.Context) {
 		if s.aborted() {
 			return
 		}
+		s.settleDue(ctx, 0)
 		s.advance(2 * time.Hour)
 		jobs := s.liveJobs(ctx)
 		if len(jobs) == 0 && s.countPerforming(ctx) == 0 {

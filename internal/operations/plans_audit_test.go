@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/operations"
@@ -37,8 +36,7 @@ func TestAuditPlans(t *testing.T) {
 		&operations.Request{Method: "POST", Path: "/a"}, "", now)
 	require.NoError(t, err)
 	a := &operations.Approval{OperationID: op.OperationID, Revision: op.Revision, Approver: operations.ApproverUser}
-	_, err = store.Claim(ctx, companyID, a, &verified.Facts{}, time.Minute, now,
-		func(context.Context, pgx.Tx, *operations.Claim) error { return nil })
+	_, err = store.Claim(ctx, companyID, a, &verified.Facts{}, time.Minute, now)
 	require.NoError(t, err)
 
 	stmts := rec.Record(func() {

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/httpx"
@@ -141,8 +140,7 @@ func TestApprovalsListed(t *testing.T) {
 	require.Empty(t, none)
 	a := &operations.Approval{OperationID: op.OperationID, Revision: op.Revision, Approver: operations.ApproverUser,
 		ApprovedAt: r.t0.Unix() + 5, InputType: "biometric"}
-	_, err = r.store.Claim(ctx, r.companyID, a, &verified.Facts{}, time.Minute, r.t0.Add(10*time.Second),
-		func(context.Context, pgx.Tx, *operations.Claim) error { return nil })
+	_, err = r.store.Claim(ctx, r.companyID, a, &verified.Facts{}, time.Minute, r.t0.Add(10*time.Second))
 	require.NoError(t, err)
 	got, err := r.store.Approvals(ctx, r.companyID, op.OperationID)
 	require.NoError(t, err)

@@ -137,12 +137,11 @@ type Claim struct {
 // revision can no longer be approved. The operation's row is locked first,
 // so a claim and a decline (DeclineUnclaimed) of the same revision never
 // both succeed. The claim holds the send lease for lease from now: no
-// other send of the operation starts before it lapses. settle is called
-// in the same transaction with the claim, to schedule the job that
-// finishes the operation should this request not (DESIGN.md: jobs are
-// inserted with their change).
+// other send of the operation starts before it lapses; should this
+// request not conclude the operation, the settle sweep gives the claim
+// its settle job once the lease lapsed (Engine.SettleDue).
 func (s *Store) Claim(ctx context.Context, companyID int64, a *Approval, facts *verified.Facts, lease time.Duration,
-	now time.Time, settle func(ctx context.Context, tx pgx.Tx, c *Claim) error) (*Claim, error) {
+	now time.Time) (*Claim, error) {
 	var c *Claim
 	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var ok bool
@@ -165,9 +164,8 @@ func (s *Store) Claim(ctx context.Context, companyID int64, a *Approval, facts *
 			companyID, a.OperationID, a.Revision, a, facts, now, c.ID, c.LeaseUntil)
 		if err != nil || tag.RowsAffected() != 1 {
 			c = nil
-			return err
 		}
-		return settle(ctx, tx, c)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -176,9 +174,8 @@ func (s *Store) Claim(ctx context.Context, companyID int64, a *Approval, facts *
 }
 
 // Next is what ClaimChecked does with a claim before it commits: route the
-// revision's request and schedule the settle job (DESIGN.md: jobs are
-// inserted with their change). An error undoes the claim.
-type Next func(ctx context.Context, tx pgx.Tx, c *Checked, claim *Claim) error
+// revision's request. An error undoes the claim.
+type Next func(ctx context.Context, c *Checked) error
 
 // errNotSame: the stored request of a revision ClaimChecked claimed is
 // not the one approved here, so the claim is undone.
@@ -202,17 +199,16 @@ var errNotSame = errors.New("operations: another request than the revision's")
 // row written since makes this claim find nothing.
 func (s *Store) ClaimChecked(ctx context.Context, companyID int64, owner Owner, iface, target string, a *Approval,
 	req *Request, facts *verified.Facts, lease time.Duration, now time.Time, next Next) (*Checked, *Claim, error) {
+	c := &Claim{ID: newID("clm_"), LeaseUntil: now.Add(lease)}
 	var (
-		checked *Checked
-		claim   *Claim
+		checked   *Checked
+		stored    Request
+		actionKey string
+		op        = Operation{OperationID: a.OperationID, Revision: a.Revision}
 	)
-	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		c := &Claim{ID: newID("clm_"), LeaseUntil: now.Add(lease)}
-		var (
-			stored    Request
-			actionKey string
-			op        = Operation{OperationID: a.OperationID, Revision: a.Revision}
-		)
+	// BEGIN and the claim go in one round trip; the transaction stays
+	// open for what only Go can check (check 3's comparison, next).
+	err := db.InTxWith(ctx, s.pool, func(b *pgx.Batch) {
 		// The status is checked on the version seen (seen.status), not in
 		// either scan's conditions: a condition status = 'proposed' on
 		// operations lets the planner read the row through
@@ -220,47 +216,46 @@ func (s *Store) ClaimChecked(ctx context.Context, companyID int64, owner Owner, 
 		// proposed operation of the Company and every entry left by one
 		// proposed before (issue 19). MATERIALIZED keeps that check out of
 		// the CTE's scan; the xmin makes the claim of the version seen.
-		err := tx.QueryRow(ctx, `WITH seen AS MATERIALIZED (
-				SELECT o.xmin AS version, o.status, r.request, r.terms, r.summary, r.expires_at
-				FROM operations o
-				JOIN operation_revisions r ON r.company_id = o.company_id AND r.operation_id = o.id
-					AND r.revision = o.revision
-				WHERE o.company_id = $1 AND o.id = $2 AND o.revision = $3
-					AND o.client_id = $4 AND o.user_id = $5 AND o.account_id = $6 AND o.interface = $7
-					AND o.target = $8 AND r.declined_at IS NULL AND r.replaced_at IS NULL AND r.expires_at > $9)
-			UPDATE operations o SET status = 'performing', approval = $10, facts = $11, performing_since = $9,
-				updated_at = $9, claim = $12, lease_until = $13, sends = 1
-			FROM seen
-			WHERE o.company_id = $1 AND o.id = $2 AND o.revision = $3 AND seen.status = 'proposed'
-				AND o.xmin = seen.version
-			RETURNING o.action_key, seen.request, seen.terms, seen.summary, seen.expires_at`,
-			companyID, a.OperationID, a.Revision, owner.ClientID, owner.UserID, owner.AccountID, iface, target, now,
-			a, facts, c.ID, c.LeaseUntil).Scan(&actionKey, &stored, &op.Terms, &op.Summary, &op.ExpiresAt)
-		if db.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+		b.Queue(claimCheckedSQL, companyID, a.OperationID, a.Revision, owner.ClientID, owner.UserID, owner.AccountID,
+			iface, target, now, a, facts, c.ID, c.LeaseUntil).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&actionKey, &stored, &op.Terms, &op.Summary, &op.ExpiresAt)
+		})
+	}, func(pgx.Tx) error {
 		if iface != InterfaceConversation && !stored.Same(req) {
 			return errNotSame
 		}
 		op.ExpiresAt = op.ExpiresAt.UTC()
 		ch := &Checked{Verdict: Approved, Request: &stored, ActionKey: actionKey, Operation: &op}
-		if err := next(ctx, tx, ch, c); err != nil {
+		if err := next(ctx, ch); err != nil {
 			return err
 		}
-		checked, claim = ch, c
+		checked = ch
 		return nil
 	})
-	if errors.Is(err, errNotSame) {
+	if errors.Is(err, errNotSame) || db.IsNotFound(err) {
 		return nil, nil, nil
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	return checked, claim, nil
+	return checked, c, nil
 }
+
+// claimCheckedSQL makes every check of ClaimChecked and the claim.
+const claimCheckedSQL = `WITH seen AS MATERIALIZED (
+		SELECT o.xmin AS version, o.status, r.request, r.terms, r.summary, r.expires_at
+		FROM operations o
+		JOIN operation_revisions r ON r.company_id = o.company_id AND r.operation_id = o.id
+			AND r.revision = o.revision
+		WHERE o.company_id = $1 AND o.id = $2 AND o.revision = $3
+			AND o.client_id = $4 AND o.user_id = $5 AND o.account_id = $6 AND o.interface = $7
+			AND o.target = $8 AND r.declined_at IS NULL AND r.replaced_at IS NULL AND r.expires_at > $9)
+	UPDATE operations o SET status = 'performing', approval = $10, facts = $11, performing_since = $9,
+		updated_at = $9, claim = $12, lease_until = $13, sends = 1
+	FROM seen
+	WHERE o.company_id = $1 AND o.id = $2 AND o.revision = $3 AND seen.status = 'proposed'
+		AND o.xmin = seen.version
+	RETURNING o.action_key, seen.request, seen.terms, seen.summary, seen.expires_at`
 
 // Lease takes the send lease of claim for lease from now, when no send of
 // it may still be in flight, and reports whether it did. Otherwise it
@@ -424,6 +419,36 @@ func (s *Store) Stalled(ctx context.Context, before time.Time, limit int) ([]Sta
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowToStructByPos[StalledClaim])
+}
+
+// markDue marks up to limit claims still performing whose send lease
+// lapsed in the stalledAfter before now, and that are not marked yet, as
+// having a settle job (settle_claim), and returns them: SettleDue inserts
+// their jobs in tx. Rows another transaction holds are left for the next
+// run. The window keeps each run's scan to the claims that lapsed lately;
+// older ones are Rescue's.
+func (s *Store) markDue(ctx context.Context, tx pgx.Tx, now time.Time, limit int) ([]StalledClaim, error) {
+	rows, err := tx.Query(ctx, `UPDATE operations o SET settle_claim = o.claim
+		FROM (SELECT company_id, id FROM operations
+			WHERE status = 'performing' AND lease_until < $1 AND lease_until >= $2
+				AND settle_claim IS DISTINCT FROM claim
+			ORDER BY lease_until LIMIT $3 FOR UPDATE SKIP LOCKED) d
+		WHERE o.company_id = d.company_id AND o.id = d.id
+		RETURNING o.company_id, o.id, o.claim`, now, now.Add(-stalledAfter), limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[StalledClaim])
+}
+
+// Due counts the claims SettleDue would give a settle job as of now, up to
+// a bound, for the sweep's backlog metric.
+func (s *Store) Due(ctx context.Context, now time.Time) (int64, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT FROM operations
+		WHERE status = 'performing' AND lease_until < $1 AND lease_until >= $2
+			AND settle_claim IS DISTINCT FROM claim LIMIT 10000) d`, now, now.Add(-stalledAfter)).Scan(&n)
+	return n, err
 }
 
 // StalledClaim names one claim for its settle job.

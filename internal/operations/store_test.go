@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/operations"
@@ -28,8 +27,10 @@ func TestProposeWaitsForAClaim(t *testing.T) {
 	claimed, release := make(chan struct{}), make(chan struct{})
 	won := make(chan bool, 1)
 	go func() {
-		c, err := r.store.Claim(ctx, r.companyID, a, &verified.Facts{}, time.Minute, r.t0.Add(time.Minute),
-			func(context.Context, pgx.Tx, *operations.Claim) error {
+		req := &operations.Request{Method: "POST", Path: "/orders/o1/exchange", Body: []byte(`{}`)}
+		_, c, err := r.store.ClaimChecked(ctx, r.companyID, r.owner, operations.InterfaceAPI, "orders-api", a, req,
+			&verified.Facts{}, time.Minute, r.t0.Add(time.Minute),
+			func(context.Context, *operations.Checked) error {
 				close(claimed)
 				<-release // the claim's transaction stays open
 				return nil
@@ -93,8 +94,7 @@ func TestClaimRefusesARetiredRevision(t *testing.T) {
 	ctx := context.Background()
 	claim := func(op *operations.Operation, at time.Duration) bool {
 		a := &operations.Approval{OperationID: op.OperationID, Revision: op.Revision, Approver: operations.ApproverAgent}
-		c, err := r.store.Claim(ctx, r.companyID, a, &verified.Facts{}, time.Minute, r.t0.Add(at),
-			func(context.Context, pgx.Tx, *operations.Claim) error { return nil })
+		c, err := r.store.Claim(ctx, r.companyID, a, &verified.Facts{}, time.Minute, r.t0.Add(at))
 		require.NoError(t, err)
 		return c != nil
 	}
@@ -147,7 +147,7 @@ func (r *sweepRig) claimChecked(t *testing.T, op *operations.Operation, key stri
 	req := &operations.Request{Method: "POST", Path: "/orders/o1/" + key, Body: []byte(`{}`)}
 	checked, c, err := r.store.ClaimChecked(context.Background(), r.companyID, r.owner, operations.InterfaceAPI,
 		"orders-api", a, req, &verified.Facts{}, time.Minute, r.t0.Add(at),
-		func(context.Context, pgx.Tx, *operations.Checked, *operations.Claim) error { return nil })
+		func(context.Context, *operations.Checked) error { return nil })
 	require.NoError(t, err)
 	require.Equal(t, c == nil, checked == nil)
 	return c != nil
@@ -162,7 +162,7 @@ func TestClaimCheckedMakesEveryCheck(t *testing.T) {
 	r := newSweepRig(t)
 	ctx := context.Background()
 	facts := &verified.Facts{}
-	none := func(context.Context, pgx.Tx, *operations.Checked, *operations.Claim) error { return nil }
+	none := func(context.Context, *operations.Checked) error { return nil }
 
 	op := r.propose(t, "exchange", 0, time.Hour)
 	a := &operations.Approval{OperationID: op.OperationID, Revision: op.Revision, Approver: operations.ApproverUser}
@@ -210,7 +210,7 @@ func TestClaimCheckedMakesEveryCheck(t *testing.T) {
 
 	// What next refuses is undone with the claim.
 	_, c, err := r.store.ClaimChecked(ctx, r.companyID, r.owner, operations.InterfaceAPI, "orders-api", a, req, facts,
-		time.Minute, r.t0, func(context.Context, pgx.Tx, *operations.Checked, *operations.Claim) error {
+		time.Minute, r.t0, func(context.Context, *operations.Checked) error {
 			return operations.ErrGone
 		})
 	require.ErrorIs(t, err, operations.ErrGone)
@@ -271,7 +271,7 @@ func TestClaimCheckedSeesARevisionRetiredWhileItWaits(t *testing.T) {
 		req := &operations.Request{Method: "POST", Path: "/orders/o1/exchange", Body: []byte(`{}`)}
 		_, c, err := r.store.ClaimChecked(ctx, r.companyID, r.owner, operations.InterfaceAPI, "orders-api", a, req,
 			&verified.Facts{}, time.Minute, r.t0.Add(time.Minute),
-			func(context.Context, pgx.Tx, *operations.Checked, *operations.Claim) error { return nil })
+			func(context.Context, *operations.Checked) error { return nil })
 		claimed <- err == nil && c != nil
 	}()
 	// The claim's statement has begun and waits for the row.

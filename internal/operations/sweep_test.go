@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -53,8 +52,7 @@ func (r *sweepRig) propose(t *testing.T, key string, at, expiresIn time.Duration
 func (r *sweepRig) claim(t *testing.T, op *operations.Operation, at time.Duration) (*operations.Approval, *operations.Claim) {
 	t.Helper()
 	a := &operations.Approval{OperationID: op.OperationID, Revision: op.Revision, Approver: operations.ApproverUser}
-	c, err := r.store.Claim(context.Background(), r.companyID, a, &verified.Facts{}, time.Minute, r.t0.Add(at),
-		func(context.Context, pgx.Tx, *operations.Claim) error { return nil })
+	c, err := r.store.Claim(context.Background(), r.companyID, a, &verified.Facts{}, time.Minute, r.t0.Add(at))
 	require.NoError(t, err)
 	require.NotNil(t, c)
 	return a, c

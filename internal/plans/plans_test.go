@@ -299,8 +299,7 @@ func (w *world) hotPaths(t *testing.T, c *tenant.Company) []hot {
 			a := &operations.Approval{OperationID: op.OperationID, Revision: op.Revision, Approver: operations.ApproverUser}
 			_, err := ops.Check(w.ctx, c.ID, opsOwner, operations.InterfaceAPI, "orders-api", a, opRequest, now)
 			require.NoError(t, err)
-			cl, err := ops.Claim(w.ctx, c.ID, a, &verified.Facts{}, time.Minute, now,
-				func(context.Context, pgx.Tx, *operations.Claim) error { return nil })
+			cl, err := ops.Claim(w.ctx, c.ID, a, &verified.Facts{}, time.Minute, now)
 			require.NoError(t, err)
 			_, err = ops.Performed(w.ctx, c.ID, op.OperationID, cl.ID, &operations.Response{Status: 201}, now)
 			require.NoError(t, err)
@@ -311,7 +310,7 @@ func (w *world) hotPaths(t *testing.T, c *tenant.Company) []hot {
 			a := &operations.Approval{OperationID: atOnce.OperationID, Revision: atOnce.Revision,
 				Approver: operations.ApproverUser}
 			_, cl, err := ops.ClaimChecked(w.ctx, c.ID, opsOwner, operations.InterfaceAPI, "orders-api", a, opRequest,
-				&verified.Facts{}, time.Minute, now, func(context.Context, pgx.Tx, *operations.Checked, *operations.Claim) error {
+				&verified.Facts{}, time.Minute, now, func(context.Context, *operations.Checked) error {
 					return nil
 				})
 			require.NoError(t, err)
