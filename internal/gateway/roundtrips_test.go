@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/poppyhost/poppyhost/internal/testkit"
@@ -62,6 +63,15 @@ func TestGatewayRoundTrips(t *testing.T) {
 		require.NoError(t, g.env.Pool.QueryRow(t.Context(),
 			`SELECT relpersistence::text FROM pg_class WHERE oid = $1::regclass`, table).Scan(&persistence))
 		require.Equal(t, "u", persistence, "%s is unlogged: its inserts write no WAL", table)
+		// A foreign key would lock the referenced row on every insert, a
+		// WAL-logged write (migration 00042).
+		var keys []string
+		rows, err := g.env.Pool.Query(t.Context(), `SELECT conname FROM pg_constraint
+			WHERE conrelid = $1::regclass AND contype = 'f'`, table)
+		require.NoError(t, err)
+		keys, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		require.Empty(t, keys, "%s has no foreign key", table)
 	}
 }
 
