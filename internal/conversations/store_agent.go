@@ -471,9 +471,9 @@ func (s *Store) send(ctx context.Context, companyID int64, o Owner, id string, m
 // updated only when send's transaction would do just that: the request's
 // owner owns the conversation (binding its account if it has none yet),
 // which is open, has no open Direct Conversation, has had its first event
-// (so that the update leaves the deadlines' trigger out), and whose
-// message ID is new; else the statement writes nothing and returns no
-// row. Its arguments: $1 the Company, $2 the conversation, $3 1, $4 and
+// and an earlier activity (so that the deadlines' trigger is not
+// considered: migration 00043), and whose message ID is new; else the
+// statement writes nothing and returns no row. Its arguments: $1 the Company, $2 the conversation, $3 1, $4 and
 // $5 the owner's client and User IDs, $6 the time, $7 to $9 the event (as
 // appendEventsSQL), $10 and $11 the notification's channel and key, $12
 // the request's account or NULL, $13 the message ID, $14 its content hash.
@@ -495,7 +495,7 @@ func sendAtOnce(jti string) string {
 	return with + `u AS (
 		UPDATE conversations SET last_seq = last_seq + $3, last_activity_at = $6, account_id = coalesce(account_id, $12)
 		WHERE company_id = $1 AND id = $2 AND client_id = $4 AND user_id = $5 AND (account_id IS NULL OR account_id = $12)
-			AND status <> 'closed' AND open_direct_id IS NULL AND first_event_at IS NOT NULL
+			AND status <> 'closed' AND open_direct_id IS NULL AND first_event_at IS NOT NULL AND last_activity_at < $6
 			AND NOT EXISTS (SELECT FROM conversation_message_ids
 				WHERE company_id = $1 AND client_id = $4 AND user_id = $5 AND message_id = $13)` + after + `
 		RETURNING ` + conversationColumns + `
