@@ -104,6 +104,8 @@ func (s *Store) Get(ctx context.Context, companyID int64, id string) (*Conversat
 type newEvent struct {
 	Type string
 	Body map[string]any
+	// Raw is Body as JSON, when already encoded; Body is then nil.
+	Raw []byte
 	// Verified are the facts of the request that added the event, for the
 	// Company Agent's webhook; never part of Body, which agents read.
 	Verified *verified.Facts
@@ -212,9 +214,12 @@ func encodeEvents(events []newEvent) (types, bodies []string, facts []*string, e
 	bodies = make([]string, len(events))
 	facts = make([]*string, len(events))
 	for i, e := range events {
-		body, err := json.Marshal(e.Body)
-		if err != nil {
-			return nil, nil, nil, err
+		body := e.Raw
+		if body == nil {
+			var err error
+			if body, err = json.Marshal(e.Body); err != nil {
+				return nil, nil, nil, err
+			}
 		}
 		types[i], bodies[i] = e.Type, string(body)
 		if e.Verified != nil {

@@ -384,9 +384,13 @@ func (s *Store) send(ctx context.Context, companyID int64, o Owner, id string, m
 	if !validID(id) {
 		return nil, notFound()
 	}
-	hash := contentHash(m, "send", id)
+	canon := canonicalMessage(m)
+	hash := hashContent(canon, "send", id)
 	if check == nil && m.Context == nil && approval == nil && !p.HasAgent && !s.delivers(ctx, companyID) {
-		c, recorded, err := s.sendAtOnce(ctx, companyID, o, id, m, hash, replay)
+		// The event's body is {"message": m} as messageEvent has it.
+		event := newEvent{Type: EventMessage, Raw: append(append([]byte(`{"message":`), canon...), '}'),
+			Verified: o.Verified}
+		c, recorded, err := s.sendAtOnce(ctx, companyID, o, id, m.ID, event, hash, replay)
 		if err == nil && c != nil {
 			s.metrics.message("")
 		}
@@ -507,16 +511,17 @@ func sendAtOnce(jti string) string {
 	) SELECT u.*, ` + appendNotify + ` FROM u, ` + appendNotified
 }
 
-// sendAtOnce adds message m to conversation id with sendAtOnceSQL, for a
-// Company without a Company Agent (the status stays as it is) and a
-// message that needs nothing else of the transaction. It returns the
+// sendAtOnce adds the message messageID, whose event is event, to
+// conversation id with sendAtOnceSQL, for a Company without a Company
+// Agent (the status stays as it is) and a message that needs nothing else
+// of the transaction. It returns the
 // conversation, or nil having written nothing, when the conversation is
 // not one the message is simply added to: send's transaction then
 // decides. recorded says that the request's jti (replay, when not nil)
 // was recorded all the same: the request used it.
-func (s *Store) sendAtOnce(ctx context.Context, companyID int64, o Owner, id string, m *Message, hash []byte,
+func (s *Store) sendAtOnce(ctx context.Context, companyID int64, o Owner, id, messageID string, event newEvent, hash []byte,
 	replay *sessions.Replay) (c *Conversation, recorded bool, err error) {
-	types, bodies, facts, err := encodeEvents([]newEvent{agentMessageEvent(m, o)})
+	types, bodies, facts, err := encodeEvents([]newEvent{event})
 	if err != nil {
 		return nil, false, err
 	}
@@ -525,7 +530,7 @@ func (s *Store) sendAtOnce(ctx context.Context, companyID int64, o Owner, id str
 		account = &o.AccountID
 	}
 	sql, args := sendAtOnceSQL, []any{companyID, id, 1, o.ClientID, o.UserID, s.now(), types, bodies, facts,
-		eventsChannel, hubKey(companyID, id), account, m.ID, hash}
+		eventsChannel, hubKey(companyID, id), account, messageID, hash}
 	if replay != nil {
 		sql, args = sendAtOnceReplaySQL, append(args, replay.Values()...)
 	}
