@@ -61,8 +61,9 @@ func TestMessageRoundTrips(t *testing.T) {
 	resp := a.send(t, id, paMsg("m2", "Where is my order?"), paReq{SID: sid})
 	require.Equal(t, http.StatusAccepted, resp.Status, "%s", resp.Body)
 	require.Equal(t, map[string]any{"conversation_id": id, "status": "idle", "responder": "agent"}, resp.JSON(t))
-	var events int
-	require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM conversation_events
-		WHERE company_id = $1 AND conversation_id = $2 AND type = 'message'`, a.companyID, id).Scan(&events))
+	var events, verified int
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*), count(verified -> 'client_id') FROM conversation_events
+		WHERE company_id = $1 AND conversation_id = $2 AND type = 'message'`, a.companyID, id).Scan(&events, &verified))
 	require.Equal(t, 3, events, "the retry added nothing")
+	require.Equal(t, 3, verified, "each message keeps its request's verified facts for the webhook")
 }

@@ -477,8 +477,10 @@ func (s *Store) send(ctx context.Context, companyID int64, o Owner, id string, m
 // which is open, has no open Direct Conversation, has had its first event
 // and an earlier activity (so that the deadlines' trigger is not
 // considered: migration 00043), and whose message ID is new; else the
-// statement writes nothing and returns no row. Its arguments: $1 the Company, $2 the conversation, $3 1, $4 and
-// $5 the owner's client and User IDs, $6 the time, $7 to $9 the event (as
+// statement writes nothing and returns no row. Its arguments: $1 the
+// Company, $2 the conversation, $3 1, $4 and $5 the owner's client and
+// User IDs, $6 the time, $7 to $9 the event's type, body and verified
+// facts (text, the facts NULL for none; one event, so no arrays as in
 // appendEventsSQL), $10 and $11 the notification's channel and key, $12
 // the request's account or NULL, $13 the message ID, $14 its content hash.
 var sendAtOnceSQL = sendAtOnce("")
@@ -503,7 +505,11 @@ func sendAtOnce(jti string) string {
 			AND NOT EXISTS (SELECT FROM conversation_message_ids
 				WHERE company_id = $1 AND client_id = $4 AND user_id = $5 AND message_id = $13)` + after + `
 		RETURNING ` + conversationColumns + `
-	)` + appendEventsSQL + `, m AS (
+	), e AS (
+		INSERT INTO conversation_events (company_id, conversation_id, seq, type, body, created_at, verified)
+		SELECT $1, $2, u.last_seq, $7, $8::text::jsonb, $6, $9::text::jsonb FROM u
+		RETURNING seq, type, body, created_at
+	), m AS (
 		INSERT INTO conversation_message_ids
 			(company_id, client_id, user_id, message_id, conversation_id, content_hash, response)
 		SELECT $1, $4, $5, $13, $2, $14, jsonb_build_object('conversation_id', id, 'status', status, 'responder', responder)
@@ -529,7 +535,7 @@ func (s *Store) sendAtOnce(ctx context.Context, companyID int64, o Owner, id, me
 	if o.AccountID != 0 {
 		account = &o.AccountID
 	}
-	sql, args := sendAtOnceSQL, []any{companyID, id, 1, o.ClientID, o.UserID, s.now(), types, bodies, facts,
+	sql, args := sendAtOnceSQL, []any{companyID, id, 1, o.ClientID, o.UserID, s.now(), types[0], bodies[0], facts[0],
 		eventsChannel, hubKey(companyID, id), account, messageID, hash}
 	if replay != nil {
 		sql, args = sendAtOnceReplaySQL, append(args, replay.Values()...)
