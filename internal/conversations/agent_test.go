@@ -34,7 +34,12 @@ type agentSide struct {
 
 func newAgentSide(t testing.TB) *agentSide {
 	t.Helper()
-	env := newRig(t)
+	return newAgentSideOn(t, newRig(t))
+}
+
+// newAgentSideOn is newAgentSide on env.
+func newAgentSideOn(t testing.TB, env *rig) *agentSide {
+	t.Helper()
 	env.CreateCompany(t, map[string]any{
 		"slug":         paSlug,
 		"organization": map[string]any{"name": "Shop", "domain": "shop.example"},

@@ -416,3 +416,26 @@ func TestMessageKeepsDeadlines(t *testing.T) {
 	j.run(t, "conversations_idle_close")
 	require.Equal(t, "closed", j.get(t, j.acme, id).Status)
 }
+
+// A message whose time is not after the conversation's last activity (a
+// replica whose clock is behind another's) has the deadlines computed
+// again from it, as the trigger's WHEN has done since migration 00032:
+// the message's one statement, which the trigger does not consider
+// (migration 00043), leaves such a conversation to send's transaction.
+func TestMessageBeforeActivityMovesDeadlines(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	j := newSweepSide(t, tenant.Conversations{IdleCloseSeconds: 3600})
+	j.clock.advance(50 * time.Minute)
+	id := j.start(t, j.acme, "msg_1", "Hello")
+
+	j.clock.advance(20 * time.Minute)
+	text := "Still there?"
+	_, err := j.store.Send(ctx, j.acme.ID, owner, id, &conversations.Message{ID: "msg_2",
+		Author: conversations.Author{Type: conversations.ResponderAgent}, Text: &text}, conversations.Policy{})
+	require.NoError(t, err)
+	var left float64
+	require.NoError(t, j.pool.QueryRow(ctx, `SELECT extract(epoch FROM idle_due_at - last_activity_at)
+		FROM conversations WHERE id = $1`, id).Scan(&left))
+	require.Equal(t, float64(3600), left, "the idle deadline is an hour after the message, the last activity")
+}

@@ -67,12 +67,18 @@ type rig struct {
 // newRig starts the rig.
 func newRig(t testing.TB) *rig {
 	t.Helper()
+	return newRigOn(t, testdb.NewPool(t))
+}
+
+// newRigOn is newRig on pool, a fresh database's.
+func newRigOn(t testing.TB, pool *pgxpool.Pool) *rig {
+	t.Helper()
 	ca, err := devca.New()
 	require.NoError(t, err)
 	// The public URL names the port the server gets, so listen first.
 	ln := peers.Listen(t)
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	r := &rig{Pool: testdb.NewPool(t), CA: ca, Hosts: &peers.Hosts{},
+	r := &rig{Pool: pool, CA: ca, Hosts: &peers.Hosts{},
 		URLs: tenant.URLs{Public: &url.URL{Scheme: "https", Host: publicHost + ":" + port}}}
 	require.NoError(t, tenant.NewStore(r.Pool).EnsureOperatorToken(context.Background(), "test", adminToken))
 	h, hub, queue := r.replica(t)

@@ -212,12 +212,23 @@ func checkContext(ctx map[string]json.RawMessage) error {
 // as written), so a retry that serializes the same JSON differently is
 // still the same message (spec 8.3).
 func contentHash(m *Message, extra ...string) []byte {
+	return hashContent(canonicalMessage(m), extra...)
+}
+
+// canonicalMessage is m as JSON in contentHash's canonical form, which is
+// also the text of a message event's "message" (messageEvent).
+func canonicalMessage(m *Message) []byte {
 	raw, _ := json.Marshal(m)
 	if v, err := decodeNumbers(raw); err == nil {
 		raw, _ = json.Marshal(v)
 	}
+	return raw
+}
+
+// hashContent is contentHash of a message in canonical form.
+func hashContent(canon []byte, extra ...string) []byte {
 	h := sha256.New()
-	h.Write(raw)
+	h.Write(canon)
 	for _, e := range extra {
 		fmt.Fprintf(h, "\x00%s", e)
 	}

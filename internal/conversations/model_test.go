@@ -122,6 +122,18 @@ func TestContentHashIsCanonical(t *testing.T) {
 	require.NotEqual(t, contentHash(a, "send", "x"), contentHash(a, "send", "y"))
 }
 
+// A message's canonical form, which its content hash hashes, is the text
+// of its event's "message": send's one statement stores the event from it
+// without encoding the message again.
+func TestCanonicalMessageIsTheEvent(t *testing.T) {
+	t.Parallel()
+	m := decodeMessage(t, `{"id":"m1","author":{"type":"agent"},"text":"<b>&</b> é \u2028",
+		"data":{"z":1,"a":[1.50,2e3],"n":12345678901234567890}}`)
+	body, err := json.Marshal(messageEvent(m).Body)
+	require.NoError(t, err)
+	require.Equal(t, string(body), `{"message":`+string(canonicalMessage(m))+`}`)
+}
+
 func TestMessageEventKeepsNumbers(t *testing.T) {
 	t.Parallel()
 	m := decodeMessage(t, `{"id":"m1","author":{"type":"agent"},"data":{"n":12345678901234567890,"f":0.1}}`)

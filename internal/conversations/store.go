@@ -104,6 +104,8 @@ func (s *Store) Get(ctx context.Context, companyID int64, id string) (*Conversat
 type newEvent struct {
 	Type string
 	Body map[string]any
+	// Raw is Body as JSON, when already encoded; Body is then nil.
+	Raw []byte
 	// Verified are the facts of the request that added the event, for the
 	// Company Agent's webhook; never part of Body, which agents read.
 	Verified *verified.Facts
@@ -130,14 +132,19 @@ type remembered struct {
 
 // appendSQL is appendEvents' one statement: the conversation's row, its
 // events and the notification, and with remember the message ID, in one
-// round trip. Its arguments are those of appendArgs.
+// round trip. Its arguments are those of appendRemembering.
 const appendSQL = `WITH u AS (
 		UPDATE conversations SET last_seq = last_seq + $3, status = $4, responder = $5,
 			last_activity_at = $6, first_event_at = coalesce(first_event_at, $6),
 			queued_at = CASE WHEN $4 = 'queued' THEN coalesce(queued_at, $6) ELSE NULL END,
 			closed_at = CASE WHEN $4 = 'closed' THEN coalesce(closed_at, $6) ELSE NULL END
 		WHERE company_id = $1 AND id = $2 RETURNING last_seq
-	), e AS (
+	)` + appendEventsSQL
+
+// appendEventsSQL inserts the events $7, $8 and $9 (types, bodies and
+// verified facts as text, of equal length $3) after the updated row u's
+// new last_seq, at time $6, as the CTE e.
+const appendEventsSQL = `, e AS (
 		INSERT INTO conversation_events (company_id, conversation_id, seq, type, body, created_at, verified)
 		SELECT $1, $2, u.last_seq - $3 + t.n, t.type, t.body::jsonb, $6, t.verified::jsonb
 		FROM u, unnest($7::text[], $8::text[], $9::text[]) WITH ORDINALITY AS t(type, body, verified, n)
@@ -151,12 +158,18 @@ const appendRememberSQL = `, m AS (
 		SELECT $1, $12, $13, $14, $2, $15, $16 FROM u
 	)`
 
-// appendEnd ends appendSQL: the new last event's seq, and the
-// notification sent on commit (Hub), with the events as stored, read back
-// as a read reads them, when they fit.
-var appendEnd = ` SELECT last_seq, pg_notify($10, CASE WHEN octet_length(x.p) <= ` + strconv.Itoa(maxPayload) + ` THEN x.p ELSE $11 END)
-	FROM u, (SELECT $11 || ' ' || json_agg(json_build_object('seq', seq, 'type', type, 'body', body, 'created_at', created_at)
+// appendNotify is the notification sent on commit (Hub) on channel $10
+// for the conversation's key $11, with the events e as stored, read back
+// as a read reads them, when they fit; it reads appendNotified.
+var appendNotify = `pg_notify($10, CASE WHEN octet_length(x.p) <= ` + strconv.Itoa(maxPayload) + ` THEN x.p ELSE $11 END)`
+
+// appendNotified is appendNotify's payload, x.p.
+const appendNotified = `(SELECT $11 || ' ' || json_agg(json_build_object('seq', seq, 'type', type, 'body', body, 'created_at', created_at)
 		ORDER BY seq) AS p FROM e) x`
+
+// appendEnd ends appendSQL: the new last event's seq, and the
+// notification.
+var appendEnd = ` SELECT last_seq, ` + appendNotify + ` FROM u, ` + appendNotified
 
 // appendRemembering is appendEvents, recording remember's message ID with
 // its reply, when not nil, in the same statement.
@@ -169,23 +182,9 @@ func (s *Store) appendRemembering(ctx context.Context, tx pgx.Tx, c *Conversatio
 		return nil
 	}
 	now := s.now()
-	types := make([]string, len(events))
-	bodies := make([]string, len(events))
-	facts := make([]*string, len(events))
-	for i, e := range events {
-		body, err := json.Marshal(e.Body)
-		if err != nil {
-			return err
-		}
-		types[i], bodies[i] = e.Type, string(body)
-		if e.Verified != nil {
-			raw, err := json.Marshal(e.Verified)
-			if err != nil {
-				return err
-			}
-			f := string(raw)
-			facts[i] = &f
-		}
+	types, bodies, facts, err := encodeEvents(events)
+	if err != nil {
+		return err
 	}
 	sql := appendSQL
 	args := []any{c.CompanyID, c.ID, len(events), status, responder, now, types, bodies, facts,
@@ -208,12 +207,55 @@ func (s *Store) appendRemembering(ctx context.Context, tx pgx.Tx, c *Conversatio
 	return nil
 }
 
+// encodeEvents is events as appendEventsSQL takes them: their types,
+// bodies and verified facts (nil for none) as JSON text.
+func encodeEvents(events []newEvent) (types, bodies []string, facts []*string, err error) {
+	types = make([]string, len(events))
+	bodies = make([]string, len(events))
+	facts = make([]*string, len(events))
+	for i, e := range events {
+		body := e.Raw
+		if body == nil {
+			var err error
+			if body, err = json.Marshal(e.Body); err != nil {
+				return nil, nil, nil, err
+			}
+		}
+		types[i], bodies[i] = e.Type, string(body)
+		if e.Verified != nil {
+			raw, err := json.Marshal(e.Verified)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			f := string(raw)
+			facts[i] = &f
+		}
+	}
+	return types, bodies, facts, nil
+}
+
 // deliver schedules the Company Agent's webhook for c.
 func (s *Store) deliver(ctx context.Context, tx pgx.Tx, c *Conversation) error {
 	if s.enqueue == nil {
 		return nil
 	}
 	return s.enqueue.EnqueueConversation(ctx, tx, c)
+}
+
+// skipper is an Enqueuer that can tell ahead of a transaction that it
+// would schedule nothing for a conversation of the Company.
+type skipper interface {
+	skips(ctx context.Context, companyID int64) bool
+}
+
+// delivers says whether deliver may schedule something for a
+// conversation of the Company.
+func (s *Store) delivers(ctx context.Context, companyID int64) bool {
+	if s.enqueue == nil {
+		return false
+	}
+	sk, ok := s.enqueue.(skipper)
+	return !ok || !sk.skips(ctx, companyID)
 }
 
 // Events returns up to limit events after seq, and whether there are

@@ -384,7 +384,23 @@ func (s *Store) send(ctx context.Context, companyID int64, o Owner, id string, m
 	if !validID(id) {
 		return nil, notFound()
 	}
-	hash := contentHash(m, "send", id)
+	canon := canonicalMessage(m)
+	hash := hashContent(canon, "send", id)
+	if check == nil && m.Context == nil && approval == nil && !p.HasAgent && !s.delivers(ctx, companyID) {
+		// The event's body is {"message": m} as messageEvent has it.
+		event := newEvent{Type: EventMessage, Raw: append(append([]byte(`{"message":`), canon...), '}'),
+			Verified: o.Verified}
+		c, recorded, err := s.sendAtOnce(ctx, companyID, o, id, m.ID, event, hash, replay)
+		if err == nil && c != nil {
+			s.metrics.message("")
+		}
+		if err != nil || c != nil {
+			return c, err
+		}
+		if recorded {
+			replay = nil
+		}
+	}
 	var stored bool
 	c, err := retried(func() (*Conversation, error) {
 		var (
@@ -450,6 +466,95 @@ func (s *Store) send(ctx context.Context, companyID int64, o Owner, id string, m
 		s.metrics.message("")
 	}
 	return c, err
+}
+
+// sendAtOnceSQL adds a message that changes neither the conversation's
+// status nor its responder in one statement: the conversation's row
+// (locked, checked and updated), the event, the message ID with its reply
+// and the notification, in one round trip and one commit. The row is
+// updated only when send's transaction would do just that: the request's
+// owner owns the conversation (binding its account if it has none yet),
+// which is open, has no open Direct Conversation, has had its first event
+// and an earlier activity (so that the deadlines' trigger is not
+// considered: migration 00043), and whose message ID is new; else the
+// statement writes nothing and returns no row. Its arguments: $1 the
+// Company, $2 the conversation, $3 1, $4 and $5 the owner's client and
+// User IDs, $6 the time, $7 to $9 the event's type, body and verified
+// facts (text, the facts NULL for none; one event, so no arrays as in
+// appendEventsSQL), $10 and $11 the notification's channel and key, $12
+// the request's account or NULL, $13 the message ID, $14 its content hash.
+var sendAtOnceSQL = sendAtOnce("")
+
+// sendAtOnceReplaySQL is sendAtOnceSQL recording the request's jti first
+// (sessions.ReplayInsert, $15 to $18): the row then waits for a
+// transaction that used the jti, and the statement fails if it committed.
+var sendAtOnceReplaySQL = sendAtOnce(sessions.ReplayInsert(15))
+
+// sendAtOnce is sendAtOnceSQL, with jti as its first CTE when not "".
+func sendAtOnce(jti string) string {
+	with, after := "WITH ", ""
+	if jti != "" {
+		// Read in u's condition, the insert runs before the row is
+		// locked, in the order of send's transaction (no deadlock).
+		with, after = "WITH j AS ("+jti+" RETURNING true), ", " AND EXISTS (SELECT FROM j)"
+	}
+	return with + `u AS (
+		UPDATE conversations SET last_seq = last_seq + $3, last_activity_at = $6, account_id = coalesce(account_id, $12)
+		WHERE company_id = $1 AND id = $2 AND client_id = $4 AND user_id = $5 AND (account_id IS NULL OR account_id = $12)
+			AND status <> 'closed' AND open_direct_id IS NULL AND first_event_at IS NOT NULL AND last_activity_at < $6
+			AND NOT EXISTS (SELECT FROM conversation_message_ids
+				WHERE company_id = $1 AND client_id = $4 AND user_id = $5 AND message_id = $13)` + after + `
+		RETURNING ` + conversationColumns + `
+	), e AS (
+		INSERT INTO conversation_events (company_id, conversation_id, seq, type, body, created_at, verified)
+		SELECT $1, $2, u.last_seq, $7, $8::text::jsonb, $6, $9::text::jsonb FROM u
+		RETURNING seq, type, body, created_at
+	), m AS (
+		INSERT INTO conversation_message_ids
+			(company_id, client_id, user_id, message_id, conversation_id, content_hash, response)
+		SELECT $1, $4, $5, $13, $2, $14, jsonb_build_object('conversation_id', id, 'status', status, 'responder', responder)
+		FROM u
+	) SELECT u.*, ` + appendNotify + ` FROM u, ` + appendNotified
+}
+
+// sendAtOnce adds the message messageID, whose event is event, to
+// conversation id with sendAtOnceSQL, for a Company without a Company
+// Agent (the status stays as it is) and a message that needs nothing else
+// of the transaction. It returns the
+// conversation, or nil having written nothing, when the conversation is
+// not one the message is simply added to: send's transaction then
+// decides. recorded says that the request's jti (replay, when not nil)
+// was recorded all the same: the request used it.
+func (s *Store) sendAtOnce(ctx context.Context, companyID int64, o Owner, id, messageID string, event newEvent, hash []byte,
+	replay *sessions.Replay) (c *Conversation, recorded bool, err error) {
+	types, bodies, facts, err := encodeEvents([]newEvent{event})
+	if err != nil {
+		return nil, false, err
+	}
+	var account *int64
+	if o.AccountID != 0 {
+		account = &o.AccountID
+	}
+	sql, args := sendAtOnceSQL, []any{companyID, id, 1, o.ClientID, o.UserID, s.now(), types[0], bodies[0], facts[0],
+		eventsChannel, hubKey(companyID, id), account, messageID, hash}
+	if replay != nil {
+		sql, args = sendAtOnceReplaySQL, append(args, replay.Values()...)
+	}
+	c, err = scanConversation(companyID, s.pool.QueryRow(ctx, sql, args...), nil)
+	switch {
+	case replay != nil && sessions.Replayed(err):
+		return nil, false, replay.Refuse()
+	case db.IsConflict(err, ""):
+		// The message ID, used at once by another request: the
+		// transaction finds it.
+		return nil, false, nil
+	case err != nil:
+		return nil, false, err
+	}
+	if replay != nil {
+		replay.Committed()
+	}
+	return c, replay != nil, nil
 }
 
 // messageLock is what a message's transaction reads first: the

@@ -141,13 +141,18 @@ func (d *Delivery) EnqueueConversation(ctx context.Context, tx pgx.Tx, c *Conver
 	return d.enqueue(ctx, tx, c.CompanyID, c.ID, c.ParentID != "")
 }
 
+// skips says that the request's Company is at hand and has no webhook:
+// there is nothing to deliver (Personal Agent messages are the hot path).
+// Events are then left undelivered, and a webhook set later gets at most
+// maxDeliveryAge of them. Platform jobs have no Company in ctx and
+// enqueue as before.
+func (d *Delivery) skips(ctx context.Context, companyID int64) bool {
+	co := tenant.FromContext(ctx)
+	return co != nil && co.ID == companyID && co.Settings.Conversations.AgentWebhook == ""
+}
+
 func (d *Delivery) enqueue(ctx context.Context, tx pgx.Tx, companyID int64, conversationID string, parent bool) error {
-	// A request's Company is at hand: without a webhook there is nothing
-	// to deliver (Personal Agent messages are the hot path). Events are
-	// then left undelivered, and a webhook set later gets at most
-	// maxDeliveryAge of them. Platform jobs have no Company in ctx and
-	// enqueue as before.
-	if co := tenant.FromContext(ctx); co != nil && co.ID == companyID && co.Settings.Conversations.AgentWebhook == "" {
+	if d.skips(ctx, companyID) {
 		return nil
 	}
 	if _, err := d.opts.Jobs.InsertTx(ctx, tx, DeliverArgs{CompanyID: companyID, ConversationID: conversationID}, nil); err != nil {

@@ -2,11 +2,14 @@ package sessions
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/poppyhost/poppyhost/internal/db"
 )
 
 // A Session JWT's jti is recorded once, in session_jtis, and a second use
@@ -81,15 +84,39 @@ const insertJTISQL = `INSERT INTO session_jtis (company_id, client_id, jti, expi
 func (p *Replay) Queue(b *pgx.Batch) {
 	b.Queue(insertJTISQL, p.companyID, p.clientID, p.jti, p.until).Exec(func(tag pgconn.CommandTag) error {
 		if tag.RowsAffected() == 0 {
-			p.settled = true
-			return p.refused()
+			return p.Refuse()
 		}
 		return nil
 	})
 }
 
-// Committed records that the transaction with the jti's insert (Queue)
-// committed.
+// ReplayInsert is the jti's insert for a route that records it in a
+// statement of its own (a data-modifying CTE), its values ($first to
+// $first+3) those of Replay.Values. It has no ON CONFLICT: a used jti
+// fails the statement, and so its transaction, with the error that
+// Replayed recognises; a replay of a transaction not yet committed waits
+// for it there.
+func ReplayInsert(first int) string {
+	return fmt.Sprintf(`INSERT INTO session_jtis (company_id, client_id, jti, expires_at) VALUES ($%d, $%d, $%d, $%d)`,
+		first, first+1, first+2, first+3)
+}
+
+// Values are the values of ReplayInsert's parameters.
+func (p *Replay) Values() []any { return []any{p.companyID, p.clientID, p.jti, p.until} }
+
+// Replayed says whether err is ReplayInsert's failure on a jti already
+// used.
+func Replayed(err error) bool { return db.IsConflict(err, "session_jtis_pkey") }
+
+// Refuse settles the request as a replay, its jti found used, and returns
+// its error (invalid_session).
+func (p *Replay) Refuse() error {
+	p.settled = true
+	return p.refused()
+}
+
+// Committed records that the transaction with the jti's insert (Queue,
+// ReplayInsert) committed.
 func (p *Replay) Committed() { p.settled = true }
 
 // settleTimeout bounds Settle's insert, which outlives the request.
