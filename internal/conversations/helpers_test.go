@@ -6,11 +6,13 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -62,7 +64,27 @@ type rig struct {
 	// Jobs is that replica's River client, with the delivery workers; it
 	// works jobs once started (startJobs).
 	Jobs *jobs.Client
+	// Commits notes when the pool last read a COMMIT's reply, for the
+	// wake-up benchmarks.
+	Commits *commitClock
 }
+
+// commitClock is a pgx tracer that notes when a COMMIT's reply was read:
+// the point from which a bare NOTIFY is timed.
+type commitClock struct{ last atomic.Int64 }
+
+func (*commitClock) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+
+func (c *commitClock) TraceQueryEnd(_ context.Context, _ *pgx.Conn, data pgx.TraceQueryEndData) {
+	if data.Err == nil && data.CommandTag.String() == "COMMIT" {
+		c.last.Store(time.Now().UnixNano())
+	}
+}
+
+// At is when the last COMMIT's reply was read.
+func (c *commitClock) At() time.Time { return time.Unix(0, c.last.Load()) }
 
 // newRig starts the rig.
 func newRig(t testing.TB) *rig {
@@ -72,8 +94,14 @@ func newRig(t testing.TB) *rig {
 	// The public URL names the port the server gets, so listen first.
 	ln := peers.Listen(t)
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	r := &rig{Pool: testdb.NewPool(t), CA: ca, Hosts: &peers.Hosts{},
+	r := &rig{CA: ca, Hosts: &peers.Hosts{}, Commits: &commitClock{},
 		URLs: tenant.URLs{Public: &url.URL{Scheme: "https", Host: publicHost + ":" + port}}}
+	cfg, err := pgxpool.ParseConfig(testdb.NewDatabase(t))
+	require.NoError(t, err)
+	cfg.ConnConfig.Tracer = r.Commits
+	r.Pool, err = pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(r.Pool.Close)
 	require.NoError(t, tenant.NewStore(r.Pool).EnsureOperatorToken(context.Background(), "test", adminToken))
 	h, hub, queue := r.replica(t)
 	r.Hub, r.Jobs = hub, queue.Client

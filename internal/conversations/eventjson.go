@@ -1,0 +1,122 @@
+package conversations
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// appendEvent appends e as JSON as spec 8.5 shows it, byte for byte what
+// encoding/json writes for a map of the body's members with id, type and
+// created_at put in (keys sorted, HTML escaped), without building that
+// map: the values a body decodes to (decodeNumbers) are written here, and
+// anything else by encoding/json.
+func appendEvent(dst []byte, e *Event) ([]byte, error) {
+	keys := make([]string, 0, len(e.Body)+3)
+	for k := range e.Body {
+		if k != "id" && k != "type" && k != "created_at" {
+			keys = append(keys, k)
+		}
+	}
+	keys = append(keys, "id", "type", "created_at")
+	slices.Sort(keys)
+	dst = append(dst, '{')
+	for i, k := range keys {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendJSONString(dst, k)
+		dst = append(dst, ':')
+		var err error
+		switch k {
+		case "id":
+			dst = append(dst, `"`+eventPrefix...)
+			dst = strconv.AppendInt(dst, e.Seq, 10)
+			dst = append(dst, '"')
+		case "type":
+			dst = appendJSONString(dst, e.Type)
+		case "created_at":
+			dst = append(dst, '"')
+			dst = e.CreatedAt.UTC().AppendFormat(dst, time.RFC3339Nano)
+			dst = append(dst, '"')
+		default:
+			dst, err = appendJSONValue(dst, e.Body[k])
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return append(dst, '}'), nil
+}
+
+// appendJSONValue appends v as encoding/json writes it.
+func appendJSONValue(dst []byte, v any) ([]byte, error) {
+	switch v := v.(type) {
+	case nil:
+		return append(dst, "null"...), nil
+	case string:
+		return appendJSONString(dst, v), nil
+	case bool:
+		return strconv.AppendBool(dst, v), nil
+	case json.Number:
+		// A number as decoded; anything else, encoding/json's way.
+		if v != "" && strings.Trim(string(v), "0123456789.eE+-") == "" && json.Valid([]byte(v)) {
+			return append(dst, v...), nil
+		}
+	case map[string]any:
+		if v == nil {
+			return append(dst, "null"...), nil
+		}
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		dst = append(dst, '{')
+		for i, k := range keys {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendJSONString(dst, k)
+			dst = append(dst, ':')
+			var err error
+			if dst, err = appendJSONValue(dst, v[k]); err != nil {
+				return nil, err
+			}
+		}
+		return append(dst, '}'), nil
+	case []any:
+		if v == nil {
+			return append(dst, "null"...), nil
+		}
+		dst = append(dst, '[')
+		for i, x := range v {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			var err error
+			if dst, err = appendJSONValue(dst, x); err != nil {
+				return nil, err
+			}
+		}
+		return append(dst, ']'), nil
+	}
+	raw, err := json.Marshal(v)
+	return append(dst, raw...), err
+}
+
+// appendJSONString appends s quoted: as is when it is printable ASCII
+// that encoding/json does not escape, else as encoding/json writes it.
+func appendJSONString(dst []byte, s string) []byte {
+	if strings.IndexFunc(s, func(r rune) bool {
+		return r < 0x20 || r > 0x7e || r == '"' || r == '\\' || r == '<' || r == '>' || r == '&'
+	}) < 0 {
+		dst = append(dst, '"')
+		dst = append(dst, s...)
+		return append(dst, '"')
+	}
+	raw, _ := json.Marshal(s)
+	return append(dst, raw...)
+}
