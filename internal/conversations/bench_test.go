@@ -361,9 +361,10 @@ func reportAgainstBare(b *testing.B, pool *pgxpool.Pool, wakeP99 float64, n int,
 // BenchmarkWakeLongPoll measures how fast a waiting long-poll (GET events
 // with wait=25) learns of a message: each iteration parks a reader on the
 // conversation, posts a message, and takes the time from the POST's
-// response to the long-poll's response. That path is the commit's NOTIFY,
-// the hub's LISTEN connection, the reader's query of the events, and the
-// JSON answer over HTTP/2. Client and server share the process and one
+// response to the long-poll's response (wake), and from the message's
+// commit (cwake; reportAgainstBare). That path is the commit's NOTIFY,
+// the hub's LISTEN connection, the events it carried, and the JSON answer
+// over HTTP/2. Client and server share the process and one
 // HTTP/2 connection; ns/op also counts waiting for the reader to park, so
 // read the wake-* figures, not ns/op.
 func BenchmarkWakeLongPoll(b *testing.B) {
@@ -441,8 +442,8 @@ func benchWakeLongPoll(b *testing.B, env *rig, reader *http.Client) {
 }
 
 // BenchmarkWakeSSE is BenchmarkWakeLongPoll with one open server-sent
-// events stream: the time from the POST's response to the event's data:
-// line arriving. The stream runs one query per wake (the events).
+// events stream: the time from the POST's response (and from the
+// message's commit) to the event's data: line arriving.
 func BenchmarkWakeSSE(b *testing.B) {
 	env := newRig(b)
 	benchWakeSSE(b, env, env.Client)

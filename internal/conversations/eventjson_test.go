@@ -118,3 +118,30 @@ func TestCarriedEventsEncodedOnce(t *testing.T) {
 	require.LessOrEqual(t, allocs, 2.0, "the stream encoded the event again")
 	require.True(t, strings.HasPrefix(rec.Body.String(), "id: evt_3\ndata: "+string(want)+"\n\n"), "%q", rec.Body.String())
 }
+
+// BenchmarkEventJSON writes a message event as JSON: as an event not
+// carried by a notification is written (event), and as it was before
+// 2026-12-06, through a map (map), in one run.
+func BenchmarkEventJSON(b *testing.B) {
+	events, err := carriedEvents(`[{"seq": 12, "body": {"message": {"id": "m12_abcdef", "text": "Where is my order?",` +
+		` "author": {"type": "agent"}}}, "type": "message", "created_at": "2026-12-06T03:16:03.668551+00:00"}]`)
+	require.NoError(b, err)
+	e := events[0]
+	e.encoded = nil
+	b.Run("event", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := json.Marshal(e); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("map", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := mapEncoded(e); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
