@@ -21,6 +21,26 @@ func appendEvent(dst []byte, e *Event) ([]byte, error) {
 		}
 	}
 	keys = append(keys, "id", "type", "created_at")
+	return appendObject(dst, keys, func(dst []byte, k string) ([]byte, error) {
+		switch k {
+		case "id":
+			dst = append(dst, `"`+eventPrefix...)
+			dst = strconv.AppendInt(dst, e.Seq, 10)
+			return append(dst, '"'), nil
+		case "type":
+			return appendJSONString(dst, e.Type), nil
+		case "created_at":
+			dst = append(dst, '"')
+			dst = e.CreatedAt.UTC().AppendFormat(dst, time.RFC3339Nano)
+			return append(dst, '"'), nil
+		}
+		return appendJSONValue(dst, e.Body[k])
+	})
+}
+
+// appendObject appends an object of keys, sorted as encoding/json sorts
+// a map's, each with the value that value appends.
+func appendObject(dst []byte, keys []string, value func(dst []byte, k string) ([]byte, error)) ([]byte, error) {
 	slices.Sort(keys)
 	dst = append(dst, '{')
 	for i, k := range keys {
@@ -30,21 +50,7 @@ func appendEvent(dst []byte, e *Event) ([]byte, error) {
 		dst = appendJSONString(dst, k)
 		dst = append(dst, ':')
 		var err error
-		switch k {
-		case "id":
-			dst = append(dst, `"`+eventPrefix...)
-			dst = strconv.AppendInt(dst, e.Seq, 10)
-			dst = append(dst, '"')
-		case "type":
-			dst = appendJSONString(dst, e.Type)
-		case "created_at":
-			dst = append(dst, '"')
-			dst = e.CreatedAt.UTC().AppendFormat(dst, time.RFC3339Nano)
-			dst = append(dst, '"')
-		default:
-			dst, err = appendJSONValue(dst, e.Body[k])
-		}
-		if err != nil {
+		if dst, err = value(dst, k); err != nil {
 			return nil, err
 		}
 	}
@@ -73,20 +79,7 @@ func appendJSONValue(dst []byte, v any) ([]byte, error) {
 		for k := range v {
 			keys = append(keys, k)
 		}
-		slices.Sort(keys)
-		dst = append(dst, '{')
-		for i, k := range keys {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendJSONString(dst, k)
-			dst = append(dst, ':')
-			var err error
-			if dst, err = appendJSONValue(dst, v[k]); err != nil {
-				return nil, err
-			}
-		}
-		return append(dst, '}'), nil
+		return appendObject(dst, keys, func(dst []byte, k string) ([]byte, error) { return appendJSONValue(dst, v[k]) })
 	case []any:
 		if v == nil {
 			return append(dst, "null"...), nil
