@@ -2,10 +2,13 @@ package conversations
 
 import (
 	"encoding/json"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/poppyhost/poppyhost/internal/httpx"
 )
 
 // appendEvent appends e as JSON as spec 8.5 shows it, byte for byte what
@@ -112,4 +115,58 @@ func appendJSONString(dst []byte, s string) []byte {
 	}
 	raw, _ := json.Marshal(s)
 	return append(dst, raw...)
+}
+
+// appendRead appends rd as encoding/json writes it (Read's fields in
+// order), its events as appendEvent writes them or as their notification
+// encoded them, without encoding/json's second pass over each event.
+func appendRead(dst []byte, rd *Read) ([]byte, error) {
+	dst = append(dst, `{"conversation_id":`...)
+	dst = appendJSONString(dst, rd.ConversationID)
+	dst = append(dst, `,"events":`...)
+	if rd.Events == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, '[')
+		for i := range rd.Events {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			if e := &rd.Events[i]; e.encoded != nil {
+				dst = append(dst, e.encoded...)
+			} else {
+				var err error
+				if dst, err = appendEvent(dst, e); err != nil {
+					return nil, err
+				}
+			}
+		}
+		dst = append(dst, ']')
+	}
+	dst = append(dst, `,"cursor":`...)
+	dst = appendJSONString(dst, rd.Cursor)
+	dst = append(dst, `,"has_more":`...)
+	dst = strconv.AppendBool(dst, rd.HasMore)
+	dst = append(dst, `,"status":`...)
+	dst = appendJSONString(dst, rd.Status)
+	dst = append(dst, `,"responder":`...)
+	dst = appendJSONString(dst, rd.Responder)
+	return append(dst, '}'), nil
+}
+
+// writeReadJSON answers with rd as httpx.WriteJSON would, written by
+// appendRead.
+func writeReadJSON(w http.ResponseWriter, status int, rd *Read) {
+	size := 160 + len(rd.ConversationID) + len(rd.Cursor)
+	for i := range rd.Events {
+		size += len(rd.Events[i].encoded) + 1
+	}
+	b, err := appendRead(make([]byte, 0, size), rd)
+	if err != nil {
+		httpx.WriteJSON(w, status, rd)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
 }

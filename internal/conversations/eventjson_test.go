@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/notify"
 )
 
@@ -144,4 +145,53 @@ func BenchmarkEventJSON(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestReadJSONAsEncodingJSON: a read is answered byte for byte as
+// httpx.WriteJSON answered it, events carried or read, strings escaped.
+func TestReadJSONAsEncodingJSON(t *testing.T) {
+	t.Parallel()
+	carried, err := carriedEvents(`[{"seq": 3, "body": {"message": {"id": "m3", "text": "a <b> & \u2028 é"}}, "type": "message",` +
+		` "created_at": "2026-12-06T03:16:03.668551+00:00"}, {"seq": 4, "body": {"status": "idle", "responder": "human"},` +
+		` "type": "state", "created_at": "2026-12-06T03:16:03.7+00:00"}]`)
+	require.NoError(t, err)
+	read := carried[1]
+	read.encoded = nil
+	for _, rd := range []*Read{
+		{ConversationID: "cnv_a", Events: carried, Cursor: "evt_4", Status: "idle", Responder: "human"},
+		{ConversationID: "cnv_<a>", Events: []Event{read}, Cursor: "evt_4", HasMore: true, Status: "open", Responder: "agent"},
+		{ConversationID: "cnv_a", Events: []Event{}, Cursor: "", Status: "closed", Responder: "agent"},
+		{ConversationID: "cnv_a", Status: "open", Responder: "agent"},
+	} {
+		want := httptest.NewRecorder()
+		httpx.WriteJSON(want, http.StatusOK, rd)
+		got := httptest.NewRecorder()
+		writeReadJSON(got, http.StatusOK, rd)
+		require.Equal(t, want.Body.String(), got.Body.String())
+		require.Equal(t, want.Header(), got.Header())
+		require.Equal(t, want.Code, got.Code)
+	}
+}
+
+// BenchmarkReadJSON answers a long-poll woken with a carried message: as
+// it is answered (read) and through httpx.WriteJSON (encoding/json), in
+// one run.
+func BenchmarkReadJSON(b *testing.B) {
+	carried, err := carriedEvents(`[{"seq": 3, "body": {"message": {"id": "m3", "text": "Where is my order?", "author": {"type": "agent"}}},` +
+		` "type": "message", "created_at": "2026-12-06T03:16:03.668551+00:00"}]`)
+	require.NoError(b, err)
+	rd := readOf(&Conversation{ID: "cnv_a", Status: "open", Responder: "agent"}, readParams{}, carried, false)
+	for name, write := range map[string]func(http.ResponseWriter, int, any){
+		"read":          func(w http.ResponseWriter, status int, _ any) { writeReadJSON(w, status, rd) },
+		"encoding-json": httpx.WriteJSON,
+	} {
+		b.Run(name, func(b *testing.B) {
+			rec := httptest.NewRecorder()
+			b.ReportAllocs()
+			for b.Loop() {
+				rec.Body.Reset()
+				write(rec, http.StatusOK, rd)
+			}
+		})
+	}
 }
