@@ -267,6 +267,57 @@ func (l *bareListener) once() {
 	l.times = append(l.times, time.Since(sent))
 }
 
+// parkedBare times bare NOTIFYs as the hub hears them: from a pg_notify's
+// commit on the pool (its reply read, as commitClock notes a message's) to
+// a goroutine of its own, already waiting on a LISTENing connection,
+// receiving it.
+type parkedBare struct {
+	b     *testing.B
+	pool  *pgxpool.Pool
+	heard chan time.Time
+	times []time.Duration
+}
+
+// newParkedBare starts listening; it stops when the benchmark ends.
+func newParkedBare(b *testing.B, pool *pgxpool.Pool) *parkedBare {
+	ctx, cancel := context.WithCancel(context.Background())
+	conn, err := pool.Acquire(ctx)
+	require.NoError(b, err)
+	listener := conn.Hijack()
+	_, err = listener.Exec(ctx, "LISTEN bench_parked_notify")
+	require.NoError(b, err)
+	l := &parkedBare{b: b, pool: pool, heard: make(chan time.Time, 1)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			if _, err := listener.WaitForNotification(ctx); err != nil {
+				return
+			}
+			l.heard <- time.Now()
+		}
+	}()
+	b.Cleanup(func() {
+		cancel()
+		<-done
+		listener.Close(context.Background())
+	})
+	return l
+}
+
+// once times one bare NOTIFY.
+func (l *parkedBare) once() {
+	_, err := l.pool.Exec(context.Background(), `SELECT pg_notify('bench_parked_notify', 'x')`)
+	require.NoError(l.b, err)
+	sent := time.Now()
+	select {
+	case at := <-l.heard:
+		l.times = append(l.times, at.Sub(sent))
+	case <-time.After(10 * time.Second):
+		l.b.Fatal("no bare notification after 10s")
+	}
+}
+
 // bareNotify is the floor under a reader's wake-up, measured in the same
 // run: n bare NOTIFYs one after another.
 func bareNotify(b *testing.B, pool *pgxpool.Pool, n int) []time.Duration {
@@ -281,9 +332,23 @@ func bareNotify(b *testing.B, pool *pgxpool.Pool, n int) []time.Duration {
 // after it in the same process (x-bare-p99), and over that of the bare
 // NOTIFYs interleaved with the wake-ups, one after each, which saw the
 // same load (x-ibare-p99).
-func reportAgainstBare(b *testing.B, pool *pgxpool.Pool, wakeP99 float64, n int, interleaved *bareListener) {
+//
+// Those compare unlike points: the wake-up is timed from the POST's answer,
+// which the client reads after the message's commit, the bare NOTIFY from
+// its commit's reply, and the bare listener reads on the timing goroutine
+// itself, often a notification already in its socket. So it also reports
+// the wake-up timed from the message's commit, as the server's pool read
+// its reply (cwake), over a bare NOTIFY timed from its commit's reply to a
+// goroutine already waiting on the LISTENing connection, as the hub's
+// listener waits, one after each wake-up (pbare): x-pbare-p99.
+func reportAgainstBare(b *testing.B, pool *pgxpool.Pool, wakeP99 float64, n int, interleaved *bareListener,
+	cwake []time.Duration, parked *parkedBare) {
 	if ibare := reportLatencies(b, "ibare", interleaved.times); ibare > 0 {
 		b.ReportMetric(wakeP99/ibare, "x-ibare-p99")
+	}
+	cwakeP99 := reportLatencies(b, "cwake", cwake)
+	if pbare := reportLatencies(b, "pbare", parked.times); pbare > 0 {
+		b.ReportMetric(cwakeP99/pbare, "x-pbare-p99")
 	}
 	// One listener at a time, as before the interleaved ones.
 	require.NoError(b, interleaved.listener.Close(context.Background()))
@@ -296,9 +361,10 @@ func reportAgainstBare(b *testing.B, pool *pgxpool.Pool, wakeP99 float64, n int,
 // BenchmarkWakeLongPoll measures how fast a waiting long-poll (GET events
 // with wait=25) learns of a message: each iteration parks a reader on the
 // conversation, posts a message, and takes the time from the POST's
-// response to the long-poll's response. That path is the commit's NOTIFY,
-// the hub's LISTEN connection, the reader's query of the events, and the
-// JSON answer over HTTP/2. Client and server share the process and one
+// response to the long-poll's response (wake), and from the message's
+// commit (cwake; reportAgainstBare). That path is the commit's NOTIFY,
+// the hub's LISTEN connection, the events it carried, and the JSON answer
+// over HTTP/2. Client and server share the process and one
 // HTTP/2 connection; ns/op also counts waiting for the reader to park, so
 // read the wake-* figures, not ns/op.
 func BenchmarkWakeLongPoll(b *testing.B) {
@@ -346,9 +412,9 @@ func benchWakeLongPoll(b *testing.B, env *rig, reader *http.Client) {
 		out <- answer{at: at, cursor: rd.Cursor, events: len(rd.Events), err: err}
 	}
 
-	var wake, post []time.Duration
+	var wake, post, cwake []time.Duration
 	out := make(chan answer, 1)
-	bare := newBareListener(b, env.Pool)
+	bare, parked := newBareListener(b, env.Pool), newParkedBare(b, env.Pool)
 	for b.Loop() {
 		go poll(cursor, out)
 		waitParked(b, "(*reader).read", 1)
@@ -363,19 +429,21 @@ func benchWakeLongPoll(b *testing.B, env *rig, reader *http.Client) {
 			b.Fatalf("long-poll answered %d events, want 1", a.events)
 		}
 		wake = append(wake, a.at.Sub(accepted))
+		cwake = append(cwake, a.at.Sub(env.Commits.At()))
 		post = append(post, accepted.Sub(sent))
 		cursor = a.cursor
 		bare.once()
+		parked.once()
 	}
 	n := len(wake)
 	p99 := reportLatencies(b, "wake", wake)
 	reportLatencies(b, "post", post)
-	reportAgainstBare(b, env.Pool, p99, n, bare)
+	reportAgainstBare(b, env.Pool, p99, n, bare, cwake, parked)
 }
 
 // BenchmarkWakeSSE is BenchmarkWakeLongPoll with one open server-sent
-// events stream: the time from the POST's response to the event's data:
-// line arriving. The stream runs one query per wake (the events).
+// events stream: the time from the POST's response (and from the
+// message's commit) to the event's data: line arriving.
 func BenchmarkWakeSSE(b *testing.B) {
 	env := newRig(b)
 	benchWakeSSE(b, env, env.Client)
@@ -418,8 +486,8 @@ func benchWakeSSE(b *testing.B, env *rig, reader *http.Client) {
 		}
 	}()
 
-	var wake, post []time.Duration
-	bare := newBareListener(b, env.Pool)
+	var wake, post, cwake []time.Duration
+	bare, parked := newBareListener(b, env.Pool), newParkedBare(b, env.Pool)
 	for b.Loop() {
 		waitParked(b, "(*eventStream).wait", 1)
 		sent := time.Now()
@@ -430,13 +498,15 @@ func benchWakeSSE(b *testing.B, env *rig, reader *http.Client) {
 			b.Fatal("the stream ended")
 		}
 		wake = append(wake, at.Sub(accepted))
+		cwake = append(cwake, at.Sub(env.Commits.At()))
 		post = append(post, accepted.Sub(sent))
 		bare.once()
+		parked.once()
 	}
 	n := len(wake)
 	p99 := reportLatencies(b, "wake", wake)
 	reportLatencies(b, "post", post)
-	reportAgainstBare(b, env.Pool, p99, n, bare)
+	reportAgainstBare(b, env.Pool, p99, n, bare, cwake, parked)
 }
 
 // BenchmarkSendMessage posts messages through POST .../messages with

@@ -6,11 +6,14 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -62,12 +65,54 @@ type rig struct {
 	// Jobs is that replica's River client, with the delivery workers; it
 	// works jobs once started (startJobs).
 	Jobs *jobs.Client
+	// Commits notes when the pool last read the reply of a message's
+	// commit, for the wake-up benchmarks (nil on a rig of newRigOn).
+	Commits *commitClock
 }
 
-// newRig starts the rig.
+// commitClock is a pgx tracer that notes when the reply of a commit that
+// sends a notification was read: a COMMIT's, or that of a statement that
+// notifies on its own (a message's one statement commits by itself). It
+// is the point from which a bare NOTIFY is timed.
+type commitClock struct{ last atomic.Int64 }
+
+// notifies marks a statement's context when the statement notifies.
+type notifies struct{}
+
+func (*commitClock) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(data.SQL, "pg_notify(") {
+		return context.WithValue(ctx, notifies{}, true)
+	}
+	return ctx
+}
+
+func (c *commitClock) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryEndData) {
+	if data.Err != nil {
+		return
+	}
+	// Inside a transaction the COMMIT that follows is what delivers.
+	own := ctx.Value(notifies{}) != nil && conn.PgConn().TxStatus() == 'I'
+	if own || data.CommandTag.String() == "COMMIT" {
+		c.last.Store(time.Now().UnixNano())
+	}
+}
+
+// At is when the last such reply was read.
+func (c *commitClock) At() time.Time { return time.Unix(0, c.last.Load()) }
+
+// newRig starts the rig, on a pool that notes its commits (Commits).
 func newRig(t testing.TB) *rig {
 	t.Helper()
-	return newRigOn(t, testdb.NewPool(t))
+	commits := &commitClock{}
+	cfg, err := pgxpool.ParseConfig(testdb.NewDatabase(t))
+	require.NoError(t, err)
+	cfg.ConnConfig.Tracer = commits
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	r := newRigOn(t, pool)
+	r.Commits = commits
+	return r
 }
 
 // newRigOn is newRig on pool, a fresh database's.

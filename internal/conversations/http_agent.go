@@ -139,7 +139,7 @@ func (h *AgentHandler) writeRead(w http.ResponseWriter, r *http.Request, status 
 			ch.SetHeader(w, r)
 		}
 	}
-	httpx.WriteJSON(w, status, rd)
+	writeReadJSON(w, status, rd)
 }
 
 // reply answers a POST: the state, or with wait a read (spec 8.3).

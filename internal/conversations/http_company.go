@@ -145,7 +145,7 @@ func (h *CompanyHandler) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	err = h.serveEvents(w, r, c, func(w http.ResponseWriter, _ *http.Request, status int, rd *Read) {
-		httpx.WriteJSON(w, status, rd)
+		writeReadJSON(w, status, rd)
 	})
 	if err != nil {
 		httpx.WriteError(w, r, err)

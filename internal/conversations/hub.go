@@ -262,28 +262,38 @@ func (w *Waiter) add(events []Event, whole bool) {
 }
 
 // carriedEvents decodes the events an event notification carried, as
-// events reads them; an error when it carried none.
+// events reads them, each written as JSON once for all the readers that
+// answer with it; an error when it carried none.
 func carriedEvents(raw string) ([]Event, error) {
 	if raw == "" {
 		return nil, errNotCarried
 	}
-	var rows []struct {
-		Seq       int64           `json:"seq"`
-		Type      string          `json:"type"`
-		Body      json.RawMessage `json:"body"`
-		CreatedAt time.Time       `json:"created_at"`
-	}
-	if err := json.Unmarshal([]byte(raw), &rows); err != nil {
+	v, err := decodeNumbers([]byte(raw))
+	if err != nil {
 		return nil, err
 	}
+	rows, ok := v.([]any)
+	if !ok {
+		return nil, errNotCarried
+	}
 	events := make([]Event, len(rows))
-	for i, row := range rows {
-		v, err := decodeNumbers(row.Body)
-		if err != nil {
+	for i, r := range rows {
+		row, _ := r.(map[string]any)
+		seq, _ := row["seq"].(json.Number)
+		typ, _ := row["type"].(string)
+		at, _ := row["created_at"].(string)
+		e := &events[i]
+		e.Type = typ
+		e.Body, _ = row["body"].(map[string]any)
+		if e.Seq, err = seq.Int64(); err != nil {
 			return nil, err
 		}
-		events[i] = Event{Seq: row.Seq, Type: row.Type, CreatedAt: row.CreatedAt}
-		events[i].Body, _ = v.(map[string]any)
+		if e.CreatedAt, err = time.Parse(time.RFC3339Nano, at); err != nil {
+			return nil, err
+		}
+		if e.encoded, err = appendEvent(nil, e); err != nil {
+			return nil, err
+		}
 	}
 	return events, nil
 }

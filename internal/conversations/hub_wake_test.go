@@ -34,3 +34,19 @@ func BenchmarkHubWake(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCarriedEvents is what the hub's listener does with an event
+// notification when its replica has a reader on the conversation: decode
+// the events it carried (a message's), once for all the readers, and,
+// since 2026-12-06, write each as JSON for them (docs/benchmarks.md,
+// "Wake-ups near a bare NOTIFY").
+func BenchmarkCarriedEvents(b *testing.B) {
+	const payload = `[{"seq": 12, "body": {"message": {"id": "m12_abcdef", "text": "Where is my order?", "author": {"type": "agent"}}},` +
+		` "type": "message", "created_at": "2026-12-06T03:16:03.668551+00:00"}]`
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := carriedEvents(payload); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

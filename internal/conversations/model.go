@@ -251,6 +251,10 @@ type Event struct {
 	Type      string
 	Body      map[string]any
 	CreatedAt time.Time
+	// encoded is the event as MarshalJSON writes it, when it was written
+	// once for every reader of a notification (carriedEvents); nothing
+	// changes such an event.
+	encoded []byte
 }
 
 // ID is the event's ID (spec 8.5), also a cursor.
@@ -259,12 +263,8 @@ func (e Event) ID() string { return eventID(e.Seq) }
 // MarshalJSON writes the event as spec 8.5 shows it: id, type, created_at
 // and the type's fields.
 func (e Event) MarshalJSON() ([]byte, error) {
-	m := make(map[string]any, len(e.Body)+3)
-	for k, v := range e.Body {
-		m[k] = v
+	if e.encoded != nil {
+		return e.encoded, nil
 	}
-	m["id"] = eventID(e.Seq)
-	m["type"] = e.Type
-	m["created_at"] = e.CreatedAt.UTC().Format(time.RFC3339Nano)
-	return json.Marshal(m)
+	return appendEvent(nil, &e)
 }

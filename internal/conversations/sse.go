@@ -2,10 +2,11 @@ package conversations
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -62,26 +63,48 @@ func (s *eventStream) send(ctx context.Context) bool {
 	}
 }
 
-// write writes events, the next ones after the last one sent; false when
-// the client is gone.
+// write writes events, the next ones after the last one sent, in one
+// write and one flush, each as its notification encoded it when it
+// carried it; false when the client is gone.
 func (s *eventStream) write(events []Event) bool {
-	for _, e := range events {
-		data, err := json.Marshal(e)
-		if err != nil {
-			return false
-		}
-		if _, err := fmt.Fprintf(s.w, "id: %s\ndata: %s\n\n", eventID(e.Seq), data); err != nil {
-			return false
-		}
-		s.after = e.Seq
+	if len(events) == 0 {
+		return true
 	}
-	return len(events) == 0 || s.rc.Flush() == nil
+	size := 0
+	for i := range events {
+		size += len(events[i].encoded) + 48
+	}
+	buf := make([]byte, 0, size)
+	for i := range events {
+		e := &events[i]
+		buf = append(buf, "id: "+eventPrefix...)
+		buf = strconv.AppendInt(buf, e.Seq, 10)
+		buf = append(buf, "\ndata: "...)
+		if e.encoded != nil {
+			buf = append(buf, e.encoded...)
+		} else {
+			var err error
+			if buf, err = appendEvent(buf, e); err != nil {
+				return false
+			}
+		}
+		buf = append(buf, "\n\n"...)
+	}
+	if _, err := s.w.Write(buf); err != nil {
+		return false
+	}
+	s.after = events[len(events)-1].Seq
+	return s.rc.Flush() == nil
 }
 
 // delta writes a text delta; false when the client is gone.
 func (s *eventStream) delta(d *Delta) bool {
-	data, _ := json.Marshal(map[string]string{"message_id": d.MessageID, "text": d.Text})
-	_, err := fmt.Fprintf(s.w, "event: text-delta\ndata: %s\n\n", data)
+	buf := append(make([]byte, 0, 64+len(d.Text)), "event: text-delta\ndata: {\"message_id\":"...)
+	buf = appendJSONString(buf, d.MessageID)
+	buf = append(buf, `,"text":`...)
+	buf = appendJSONString(buf, d.Text)
+	buf = append(buf, "}\n\n"...)
+	_, err := s.w.Write(buf)
 	return err == nil && s.rc.Flush() == nil
 }
 
@@ -135,7 +158,7 @@ func (s *eventStream) wake(ctx context.Context) bool {
 
 // keepAliveComment writes a comment; false when the client is gone.
 func (s *eventStream) keepAliveComment() bool {
-	_, err := fmt.Fprint(s.w, ": keep-alive\n\n")
+	_, err := io.WriteString(s.w, ": keep-alive\n\n")
 	return err == nil && s.rc.Flush() == nil
 }
 
