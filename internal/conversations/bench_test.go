@@ -368,7 +368,7 @@ func reportAgainstBare(b *testing.B, pool *pgxpool.Pool, wakeP99 float64, n int,
 // HTTP/2 connection; ns/op also counts waiting for the reader to park, so
 // read the wake-* figures, not ns/op.
 func BenchmarkWakeLongPoll(b *testing.B) {
-	env := newRig(b)
+	env := newBenchRig(b)
 	benchWakeLongPoll(b, env, env.Client)
 }
 
@@ -376,7 +376,7 @@ func BenchmarkWakeLongPoll(b *testing.B) {
 // a second replica (its own hub, pool and listener, in this process): the
 // message reaches it only by the NOTIFY.
 func BenchmarkWakeLongPollAcross(b *testing.B) {
-	env := newRig(b)
+	env := newBenchRig(b)
 	benchWakeLongPoll(b, env, secondInstance(b, env))
 }
 
@@ -445,14 +445,14 @@ func benchWakeLongPoll(b *testing.B, env *rig, reader *http.Client) {
 // events stream: the time from the POST's response (and from the
 // message's commit) to the event's data: line arriving.
 func BenchmarkWakeSSE(b *testing.B) {
-	env := newRig(b)
+	env := newBenchRig(b)
 	benchWakeSSE(b, env, env.Client)
 }
 
 // BenchmarkWakeSSEAcross is BenchmarkWakeSSE with the stream on a second
 // replica, as BenchmarkWakeLongPollAcross.
 func BenchmarkWakeSSEAcross(b *testing.B) {
-	env := newRig(b)
+	env := newBenchRig(b)
 	benchWakeSSE(b, env, secondInstance(b, env))
 }
 
@@ -525,7 +525,7 @@ func benchWakeSSE(b *testing.B, env *rig, reader *http.Client) {
 //   - webhook=on/new: a goroutine completes the waiting jobs every 10 ms,
 //     as a worker that keeps up would, so each message inserts a new job.
 func BenchmarkSendMessage(b *testing.B) {
-	env := newRig(b)
+	env := newBenchRig(b)
 	agent := env.StartAgent(b, "")
 	agent.Serve("/webhook", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	webhook := map[string]any{"conversations": map[string]any{
@@ -557,7 +557,7 @@ func BenchmarkSendMessage(b *testing.B) {
 // instead of one would slow each round down (issue 24). x-round1 is a
 // round's ns/op over the first round's.
 func BenchmarkSendMessageRounds(b *testing.B) {
-	env := newRig(b)
+	env := newBenchRig(b)
 	agent := env.StartAgent(b, "")
 	c := newBenchCompany(b, env, agent, nil)
 	ids := c.sendConversations(b)
@@ -627,7 +627,7 @@ func (c *benchCompany) post(b *testing.B, id string) error {
 // an Enqueuer; job=waiting and job=new are the Store with River's delivery
 // job, as in BenchmarkSendMessage.
 func BenchmarkStoreSend(b *testing.B) {
-	env := newRig(b)
+	env := newBenchRig(b)
 	agent := env.StartAgent(b, "")
 	c := newBenchCompany(b, env, agent, nil)
 	ctx := context.Background()
@@ -784,7 +784,7 @@ type streamClientConfig struct {
 // middleware chain is the platform's, with conversations.ParkStreams
 // outermost but for the instrumentation.
 func BenchmarkIdleStreams(b *testing.B) {
-	env := newRig(b)
+	env := newBenchRig(b)
 	c := newBenchCompany(b, env, env.StartAgent(b, ""), nil)
 	var ids []string
 	for _, n := range []int{1000, 5000, 20000} {

@@ -65,6 +65,10 @@ type rig struct {
 	// Jobs is that replica's River client, with the delivery workers; it
 	// works jobs once started (startJobs).
 	Jobs *jobs.Client
+	// Cached: the replicas find Companies through tenant.Cache, as the
+	// platform does, rather than reading them for every request
+	// (newBenchRig).
+	Cached bool
 	// Commits notes when the pool last read the reply of a message's
 	// commit, for the wake-up benchmarks (nil on a rig of newRigOn).
 	Commits *commitClock
@@ -103,6 +107,21 @@ func (c *commitClock) At() time.Time { return time.Unix(0, c.last.Load()) }
 // newRig starts the rig, on a pool that notes its commits (Commits).
 func newRig(t testing.TB) *rig {
 	t.Helper()
+	return newCommitsRig(t, false)
+}
+
+// newBenchRig is newRig whose replicas find Companies as the platform's
+// do, through tenant.Cache: what a benchmark of a request measures. The
+// tests' rig reads them for every request, so that a change made through
+// one replica is seen by the next request on another without waiting for
+// the notification.
+func newBenchRig(b *testing.B) *rig {
+	b.Helper()
+	return newCommitsRig(b, true)
+}
+
+func newCommitsRig(t testing.TB, cached bool) *rig {
+	t.Helper()
 	commits := &commitClock{}
 	cfg, err := pgxpool.ParseConfig(testdb.NewDatabase(t))
 	require.NoError(t, err)
@@ -110,20 +129,21 @@ func newRig(t testing.TB) *rig {
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	r := newRigOn(t, pool)
+	r := newRigOn(t, pool, cached)
 	r.Commits = commits
 	return r
 }
 
-// newRigOn is newRig on pool, a fresh database's.
-func newRigOn(t testing.TB, pool *pgxpool.Pool) *rig {
+// newRigOn starts the rig on pool, a fresh database's; cached as in
+// newBenchRig.
+func newRigOn(t testing.TB, pool *pgxpool.Pool, cached bool) *rig {
 	t.Helper()
 	ca, err := devca.New()
 	require.NoError(t, err)
 	// The public URL names the port the server gets, so listen first.
 	ln := peers.Listen(t)
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	r := &rig{Pool: pool, CA: ca, Hosts: &peers.Hosts{},
+	r := &rig{Pool: pool, CA: ca, Hosts: &peers.Hosts{}, Cached: cached,
 		URLs: tenant.URLs{Public: &url.URL{Scheme: "https", Host: publicHost + ":" + port}}}
 	require.NoError(t, tenant.NewStore(r.Pool).EnsureOperatorToken(context.Background(), "test", adminToken))
 	h, hub, queue := r.replica(t)
@@ -156,6 +176,12 @@ func (r *rig) replica(t testing.TB) (http.Handler, *conversations.Hub, *jobs.Que
 	tokens := bearer.New(keys, oauth.Store(), sessionStore, dpop.New(dpop.NewStore(r.Pool), dpop.Options{Now: now}), r.URLs, now)
 	listener := notify.New(r.Pool, logger)
 	hub := conversations.NewHub(listener)
+	var lookup tenant.Lookup = tenants
+	if r.Cached {
+		cache, err := tenant.NewCache(tenants, listener, tenant.CacheOptions{Now: now})
+		require.NoError(t, err)
+		lookup = cache
+	}
 	t.Cleanup(listener.Start(context.Background()))
 	delivery := conversations.NewDelivery(conversations.DeliveryOptions{
 		Pool: r.Pool, Jobs: queue.Client, Companies: tenants, Keys: keys, Sealer: testdb.Sealer(r.Pool), URLs: r.URLs,
@@ -182,12 +208,12 @@ func (r *rig) replica(t testing.TB) (http.Handler, *conversations.Hub, *jobs.Que
 		companies.CompanyAPI(cr)
 	})
 	site.Route("/t/{slug}", func(tr chi.Router) {
-		tr.Use(tenant.BySlug(tenants), tenant.LimitByAddress(limits))
+		tr.Use(tenant.BySlug(lookup), tenant.LimitByAddress(limits))
 		keyRoutes.Public(tr)
 		oauth.Public(tr)
 		agents.Public(tr)
 	})
-	host := tenant.HostRouter(tenants, publicHost, site, newRouter())
+	host := tenant.HostRouter(lookup, publicHost, site, newRouter())
 	h := httpx.Instrument(logger, httpx.NewMetrics(prometheus.NewRegistry()),
 		conversations.ParkStreams(httpx.PaceBodies(httpx.BodyTimeouts{})(host)))
 	return h, hub, queue

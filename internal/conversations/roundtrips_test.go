@@ -21,7 +21,7 @@ import (
 // with its reply, the jti.
 func TestMessageRoundTrips(t *testing.T) {
 	pool, _, rec := plancheck.NewDatabase(t)
-	a := newAgentSideOn(t, newRigOn(t, pool))
+	a := newAgentSideOn(t, newRigOn(t, pool, false))
 	const sid = "sess_trips"
 	id := a.start(t, paMsg("m0", "Hello"), paReq{SID: sid})
 	// Twice: the first prepares the statements on a connection.
