@@ -45,12 +45,17 @@ func actorText(a audit.Actor) string {
 }
 
 // auditPage shows a page of the Company's audit log, older than the entry
-// ?before= names (the newest when absent or not a cursor).
+// ?before= names (the newest when absent); a ?before= that names no entry
+// is a page that does not exist, as on the Feedback and Agents pages.
 func (c *Console) auditPage(w http.ResponseWriter, r *http.Request) {
 	m := memberFrom(r.Context())
-	before, err := strconv.ParseInt(r.URL.Query().Get("before"), 10, 64)
-	if err != nil || before < 0 {
-		before = 0
+	var before int64
+	if s := r.URL.Query().Get("before"); s != "" {
+		var err error
+		if before, err = strconv.ParseInt(s, 10, 64); err != nil || before <= 0 {
+			c.renderError(w, r, http.StatusBadRequest, "That page of the audit log does not exist.")
+			return
+		}
 	}
 	entries, err := audit.NewStore(c.opts.Pool, 0).List(r.Context(), m.CompanyID, before, auditPageSize)
 	if err != nil {

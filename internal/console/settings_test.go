@@ -429,6 +429,14 @@ func TestAuditLogPage(t *testing.T) {
 	require.Equal(t, 10, strings.Count(body, "<code>entry-"))
 	require.Contains(t, body, "<code>entry-1</code>")
 	require.NotContains(t, body, `rel="next"`)
+
+	// A cursor that names no entry is a page that does not exist, not the
+	// first page again.
+	for _, bad := range []string{"x", "-1", "0", "1e3"} {
+		resp, body := r.get(t, c, "/audit?before="+bad)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "before=%s", bad)
+		require.NotContains(t, body, "<code>entry-", "before=%s", bad)
+	}
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

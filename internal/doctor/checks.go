@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -103,10 +104,10 @@ func checkPoppyJSON(_ context.Context, s *state) (bool, error) {
 	if err := json.Unmarshal(resp.Body, &doc); err != nil {
 		return false, fmt.Errorf("not a JSON object: %w", err)
 	}
-	for member, v := range map[string]string{"protocol_version": doc.ProtocolVersion,
-		"organization.name": doc.Organization.Name, "organization.domain": doc.Organization.Domain} {
-		if v == "" {
-			return false, fmt.Errorf("%s is missing", member)
+	for _, m := range []struct{ name, value string }{{"protocol_version", doc.ProtocolVersion},
+		{"organization.name", doc.Organization.Name}, {"organization.domain", doc.Organization.Domain}} {
+		if m.value == "" {
+			return false, fmt.Errorf("%s is missing", m.name)
 		}
 	}
 	if !strings.EqualFold(doc.Organization.Domain, final.Hostname()) {
@@ -129,7 +130,10 @@ func checkPoppyJSON(_ context.Context, s *state) (bool, error) {
 func nonHTTPS(v any, path string) string {
 	switch v := v.(type) {
 	case map[string]any:
-		for k, m := range v {
+		// In the members' order by name, so that of several bad members
+		// every run names the same one.
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			m := v[k]
 			p := strings.TrimPrefix(path+"."+k, ".")
 			if str, ok := m.(string); ok {
 				lk := strings.ToLower(k)
@@ -351,40 +355,51 @@ func invalidSession(u string, resp *safehttp.Response) error {
 	return nil
 }
 
-// checkMCP sends MCP initialize to the MCP server poppy.json lists. A
+// checkMCP sends MCP initialize to each MCP server poppy.json lists. A
 // Session needs the agent's own hosted client metadata and keys, which
 // the doctor does not have, so it checks the spec's answer to a request
 // without credentials, which shows the path reaches poppyhost: 400
 // invalid_session, or, where the server wants an access token, 401 with a
 // challenge naming the server's resource metadata (spec 7, RFC 9728 §5.1).
+// It names the first server that answers otherwise.
 func checkMCP(ctx context.Context, s *state) (bool, error) {
 	if s.doc == nil {
 		return true, errors.New("needs a valid poppy.json")
 	}
-	var u string
+	n := 0
 	for _, api := range s.doc.APIs {
-		if api.Type == "mcp" {
-			u = api.URL
+		if api.Type != "mcp" {
+			continue
+		}
+		n++
+		if err := mcpReached(ctx, s, api.URL); err != nil {
+			return false, err
 		}
 	}
-	if u == "" {
+	if n == 0 {
 		return true, errors.New("poppy.json lists no MCP server")
 	}
+	return false, nil
+}
+
+// mcpReached checks that an MCP initialize without credentials at u gets
+// poppyhost's answer.
+func mcpReached(ctx context.Context, s *state, u string) error {
 	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",` +
 		`"capabilities":{},"clientInfo":{"name":"poppyhost-doctor","version":"1"}}}`)
 	resp, err := s.client.Post(ctx, safehttp.PostRequest{URL: u, AnyStatus: true, Body: body, Header: http.Header{
 		"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}}})
 	if err != nil {
-		return false, err
+		return err
 	}
 	if resp.Status == http.StatusUnauthorized {
 		m := resourceMetadataParam.FindStringSubmatch(resp.Header.Get("WWW-Authenticate"))
 		if m == nil || !isHTTPS(m[1]) {
-			return false, fmt.Errorf("POST %s answered 401 without a resource_metadata https URL in WWW-Authenticate", u)
+			return fmt.Errorf("POST %s answered 401 without a resource_metadata https URL in WWW-Authenticate", u)
 		}
-		return false, nil
+		return nil
 	}
-	return false, invalidSession(u, resp)
+	return invalidSession(u, resp)
 }
 
 // resourceMetadataParam finds a challenge's resource_metadata parameter.

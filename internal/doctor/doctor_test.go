@@ -175,6 +175,49 @@ func TestDoctorNamesAnUnroutedPath(t *testing.T) {
 	})
 	rep = run(t, env, domain+":"+noMCP.Port)
 	require.Equal(t, []string{"mcp"}, rep.Failed())
+
+	// Two MCP servers listed, the unrouted one first: each is checked.
+	var twoMCP *peers.Site
+	twoMCP = proxy(t, env, func(p string) bool { return p == "/mcp" }, func(b []byte) []byte {
+		var doc map[string]any
+		require.NoError(t, json.Unmarshal(b, &doc))
+		apis, _ := doc["apis"].([]any)
+		unrouted := map[string]any{"type": "mcp", "url": "https://" + domain + ":" + twoMCP.Port + "/mcp"}
+		doc["apis"] = append([]any{unrouted}, apis...)
+		out, err := json.Marshal(doc)
+		require.NoError(t, err)
+		return out
+	})
+	rep = run(t, env, domain+":"+twoMCP.Port)
+	require.Equal(t, []string{"mcp"}, rep.Failed())
+}
+
+// Of several bad members of poppy.json, every run names the same one.
+func TestDoctorNamesOneFaultAlways(t *testing.T) {
+	t.Parallel()
+	env := testkit.Setup(t)
+	shop(t, env, "proxied", "proxied.doctor.example")
+	site := proxy(t, env, func(string) bool { return false }, func(b []byte) []byte {
+		var doc map[string]any
+		require.NoError(t, json.Unmarshal(b, &doc))
+		for _, k := range []string{"z_url", "m_uri", "a_endpoint", "k_issuer"} {
+			doc[k] = "http://plain.example/" + k
+		}
+		out, err := json.Marshal(doc)
+		require.NoError(t, err)
+		return out
+	})
+	details := map[string]bool{}
+	for range 8 {
+		rep := run(t, env, "proxied.doctor.example:"+site.Port)
+		for _, r := range rep.Results {
+			if r.Check == "poppy.json" {
+				require.Equal(t, doctor.Fail, r.Status)
+				details[r.Detail] = true
+			}
+		}
+	}
+	require.Equal(t, map[string]bool{"a_endpoint is not an https URL": true}, details)
 }
 
 // fake is a Company served by a test peer, not the platform: poppy.json,
