@@ -498,19 +498,15 @@ func sendAtOnce(jti string) string {
 		// locked, in the order of send's transaction (no deadlock).
 		with, after = "WITH j AS ("+jti+" RETURNING true), ", " AND EXISTS (SELECT FROM j)"
 	}
-	// The owner is checked on the row as the statement's snapshot saw it
-	// (o), not in the UPDATE's own conditions: with client_id and user_id
-	// there the planner may read the row through conversations_owner,
-	// every conversation of the User, rather than by its key (the plans
-	// test found it). A conversation's owner never changes, so the check
-	// holds for the version the UPDATE locks; the columns that do change
-	// are checked on that version.
-	return with + `o (owner_client, owner_user) AS MATERIALIZED (
-		SELECT client_id, user_id FROM conversations WHERE company_id = $1 AND id = $2
-	), u AS (
+	// The owner is compared with IS NOT DISTINCT FROM, which no index
+	// can serve (the columns are NOT NULL, so it means =): with client_id
+	// = $4 AND user_id = $5 the planner may read the row through
+	// conversations_owner, every conversation of the User, rather than by
+	// its key (the plans test found it). The UPDATE rechecks it, with
+	// every other condition, on the version it locks.
+	return with + `u AS (
 		UPDATE conversations SET last_seq = last_seq + $3, last_activity_at = $6, account_id = coalesce(account_id, $12)
-		FROM o
-		WHERE company_id = $1 AND id = $2 AND o.owner_client = $4 AND o.owner_user = $5
+		WHERE company_id = $1 AND id = $2 AND (client_id, user_id) IS NOT DISTINCT FROM ($4, $5)
 			AND (account_id IS NULL OR account_id = $12)
 			AND status <> 'closed' AND open_direct_id IS NULL AND first_event_at IS NOT NULL AND last_activity_at < $6
 			AND NOT EXISTS (SELECT FROM conversation_message_ids
