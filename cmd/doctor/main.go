@@ -13,7 +13,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/url"
 	"os"
 	"os/signal"
@@ -69,7 +68,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return fmt.Errorf("--ca %s: no certificate", ca)
 		}
 	}
-	client := safehttp.New(safehttp.Options{AllowPrivate: allowPrivate || localhost(domain), RootCAs: roots,
+	client := safehttp.New(safehttp.Options{AllowPrivate: allowPrivate || safehttp.IsLocalhost(domain), RootCAs: roots,
 		Resolver: safehttp.LocalhostResolver{}, Timeout: timeout, UserAgent: "poppyhost-doctor"})
 	rep := doctor.Run(ctx, domain, doctor.Options{Client: client, Timeout: timeout})
 	if asJSON {
@@ -97,15 +96,4 @@ func domainOf(company string) (string, error) {
 		return "", fmt.Errorf("--company %q: want a host or an https URL", company)
 	}
 	return u.Host, nil
-}
-
-// localhost reports whether domain is localhost or under .localhost, which
-// resolve to loopback (RFC 6761) and so need private addresses allowed.
-func localhost(domain string) bool {
-	host := domain
-	if h, _, err := net.SplitHostPort(domain); err == nil {
-		host = h
-	}
-	host = strings.ToLower(host)
-	return host == "localhost" || strings.HasSuffix(host, ".localhost")
 }

@@ -22,7 +22,7 @@ func CheckHost(host string, allowPrivate bool) error {
 	}
 	// A trailing dot names the same host; refuse "127.0.0.1." too.
 	name := strings.ToLower(strings.TrimSuffix(host, "."))
-	if name == "localhost" || strings.HasSuffix(name, ".localhost") {
+	if IsLocalhost(name) {
 		// Resolvers answer these with loopback (RFC 6761 §6.3).
 		return fmt.Errorf("%w: %s", ErrBlockedAddress, host)
 	}
