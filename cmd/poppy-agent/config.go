@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/poppyhost/poppyhost/agent"
-	"github.com/poppyhost/poppyhost/internal/safehttp"
 )
 
 // common holds the flags every command takes, and the account flags of
@@ -73,7 +72,12 @@ func (c *common) private() bool {
 	if err != nil {
 		return c.allowPrivate
 	}
-	return c.allowPrivate || safehttp.IsLocalhost(domain)
+	host := domain
+	if h, _, err := net.SplitHostPort(domain); err == nil {
+		host = h
+	}
+	host = strings.ToLower(host)
+	return c.allowPrivate || host == "localhost" || strings.HasSuffix(host, ".localhost")
 }
 
 // domain is the host[:port] of --company.
