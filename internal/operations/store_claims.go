@@ -441,16 +441,6 @@ func (s *Store) markDue(ctx context.Context, tx pgx.Tx, now time.Time, limit int
 	return pgx.CollectRows(rows, pgx.RowToStructByPos[StalledClaim])
 }
 
-// Due counts the claims SettleDue would give a settle job as of now, up to
-// a bound, for the sweep's backlog metric.
-func (s *Store) Due(ctx context.Context, now time.Time) (int64, error) {
-	var n int64
-	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT FROM operations
-		WHERE status = 'performing' AND lease_until < $1 AND lease_until >= $2
-			AND settle_claim IS DISTINCT FROM claim LIMIT 10000) d`, now, now.Add(-stalledAfter)).Scan(&n)
-	return n, err
-}
-
 // StalledClaim names one claim for its settle job.
 type StalledClaim struct {
 	CompanyID   int64

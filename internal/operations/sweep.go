@@ -18,7 +18,7 @@ import (
 // claim stalled for longer than stalledAfter a settle job if it has none
 // (Rescue).
 func (e *Engine) Sweeps() []jobs.Sweep {
-	return []jobs.Sweep{{Name: "operations_settle_due", Every: settleDueEvery, Run: e.SettleDue, Left: e.opts.Store.Due},
+	return []jobs.Sweep{{Name: "operations_settle_due", Every: settleDueEvery, Run: e.SettleDue},
 		{Name: "operations_sweep", Every: time.Hour,
 			Run: func(ctx context.Context, now time.Time) (int64, error) {
 				n, err := e.opts.Store.Sweep(ctx, now)
