@@ -132,13 +132,9 @@ func appendRead(dst []byte, rd *Read) ([]byte, error) {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			if e := &rd.Events[i]; e.encoded != nil {
-				dst = append(dst, e.encoded...)
-			} else {
-				var err error
-				if dst, err = appendEvent(dst, e); err != nil {
-					return nil, err
-				}
+			var err error
+			if dst, err = appendEncoded(dst, &rd.Events[i]); err != nil {
+				return nil, err
 			}
 		}
 		dst = append(dst, ']')
@@ -169,4 +165,13 @@ func writeReadJSON(w http.ResponseWriter, status int, rd *Read) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
+}
+
+// appendEncoded appends e as JSON: as its notification encoded it when it
+// carried it (carriedEvents), else written now.
+func appendEncoded(dst []byte, e *Event) ([]byte, error) {
+	if e.encoded != nil {
+		return append(dst, e.encoded...), nil
+	}
+	return appendEvent(dst, e)
 }

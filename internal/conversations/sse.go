@@ -80,13 +80,9 @@ func (s *eventStream) write(events []Event) bool {
 		buf = append(buf, "id: "+eventPrefix...)
 		buf = strconv.AppendInt(buf, e.Seq, 10)
 		buf = append(buf, "\ndata: "...)
-		if e.encoded != nil {
-			buf = append(buf, e.encoded...)
-		} else {
-			var err error
-			if buf, err = appendEvent(buf, e); err != nil {
-				return false
-			}
+		var err error
+		if buf, err = appendEncoded(buf, e); err != nil {
+			return false
 		}
 		buf = append(buf, "\n\n"...)
 	}
