@@ -338,6 +338,14 @@ func (r *Resolver) ttl(h http.Header) time.Duration {
 	return min(max(ttl, r.opts.MinTTL), r.opts.MaxTTL)
 }
 
+// publicMembers are the members RFC 7517 and RFC 7518 define for a
+// public key; parseKeySet keeps only these.
+var publicMembers = map[string]bool{
+	"kty": true, "use": true, "key_ops": true, "alg": true, "kid": true,
+	"x5u": true, "x5c": true, "x5t": true, "x5t#S256": true,
+	"crv": true, "x": true, "y": true, "n": true, "e": true,
+}
+
 // parseKeySet parses a JWK Set, refusing one with private key members.
 func parseKeySet(body []byte) (jwk.Set, error) {
 	var raw struct {
@@ -349,12 +357,26 @@ func parseKeySet(body []byte) (jwk.Set, error) {
 	if len(raw.Keys) > maxKeys {
 		return nil, invalid("the key set holds more than %d keys", maxKeys)
 	}
-	for _, k := range raw.Keys {
+	for i, k := range raw.Keys {
 		if jose.HasPrivateMembers(k) {
 			return nil, errPrivateKey
 		}
+		// Members a public JWK does not define are ignored (spec 3.3) and
+		// left out of the key we keep: jwx would write their names back
+		// unescaped, so a name holding a control character would make the
+		// kept key unserializable.
+		for m := range k {
+			if !publicMembers[m] {
+				delete(k, m)
+			}
+		}
+		raw.Keys[i] = k
 	}
-	set, err := jwk.Parse(body)
+	clean, err := json.Marshal(raw)
+	if err != nil {
+		return nil, invalid("jwks_uri returned a malformed key set")
+	}
+	set, err := jwk.Parse(clean)
 	if err != nil {
 		return nil, invalid("jwks_uri returned a malformed key set")
 	}
