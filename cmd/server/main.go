@@ -34,6 +34,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/devca"
 	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/issuer"
+	"github.com/poppyhost/poppyhost/internal/overload"
 	"github.com/poppyhost/poppyhost/internal/platform"
 	"github.com/poppyhost/poppyhost/internal/safehttp"
 	"github.com/poppyhost/poppyhost/internal/sealing"
@@ -132,6 +133,7 @@ func run(ctx context.Context, env runEnv) error {
 		LoginRates:     issuer.LoginRates{PerAddress: cfg.LoginRatePerAddress, PerCompany: cfg.LoginRatePerCompany},
 		RequireIfMatch: cfg.RequireIfMatch,
 		AuditRetention: cfg.AuditRetention,
+		Overload:       overload.Options{Delay: cfg.OverloadDelay},
 		APIRates:       tenant.APIRates{PerOperatorToken: cfg.AdminRatePerToken, PerAPIKey: cfg.CompanyAPIRatePerKey},
 	})
 	if err != nil {
@@ -161,6 +163,9 @@ func run(ctx context.Context, env runEnv) error {
 	// on shutdown lets the others count one fewer at their next beat.
 	stopBeat := p.Replicas.Start(context.WithoutCancel(ctx))
 	defer stopBeat()
+	// The scheduler's latency, sampled for shedding while overloaded.
+	stopShedding := p.Overload.Start(context.WithoutCancel(ctx))
+	defer stopShedding()
 
 	tlsConfig, err := serverTLS(cfg)
 	if err != nil {

@@ -57,6 +57,10 @@ type Config struct {
 	// DrainDelay is how long the server keeps serving on shutdown after
 	// /readyz turns 503, before it stops listening.
 	DrainDelay time.Duration
+	// OverloadDelay is the Go scheduler's latency (90th percentile over a
+	// quarter second) above which the public listener sheds new requests
+	// with 503; 0 never sheds (internal/overload).
+	OverloadDelay time.Duration
 	// PasswordHashes is how many Argon2id password hashes (64 MiB each)
 	// run at once; 0 means GOMAXPROCS, at most 2 (accounts.Limits).
 	PasswordHashes int
@@ -103,6 +107,7 @@ var settings = []setting{
 	{env: "POPPYHOST_LOG_LEVEL", flag: "log-level", def: "info", help: "debug, info, warn or error"},
 	{env: "POPPYHOST_SHUTDOWN_TIMEOUT", flag: "shutdown-timeout", def: "20s", help: "how long in-flight requests may drain on shutdown"},
 	{env: "POPPYHOST_DRAIN_DELAY", flag: "drain-delay", def: "0s", help: "how long to keep serving on shutdown after /readyz turns 503, for load balancers that poll it"},
+	{env: "POPPYHOST_OVERLOAD_DELAY", flag: "overload-delay", def: "100ms", help: "shed new public requests with 503 while goroutines wait longer than this for a CPU (0s: never)"},
 	{env: "POPPYHOST_PASSWORD_HASHES", flag: "password-hashes", def: "0", help: "Argon2id password hashes at once, 64 MiB each (0: GOMAXPROCS, at most 2)"},
 	{env: "POPPYHOST_PASSWORD_HASH_QUEUE", flag: "password-hash-queue", def: "0", help: "sign-ins that may wait for a password hash (0: twice the hashes)"},
 	{env: "POPPYHOST_LOGIN_RATE_PER_ADDRESS", flag: "login-rate-per-address", def: "30", help: "sign-in attempts a minute at one Company from one address (an IPv6 /64)"},
@@ -278,6 +283,11 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 		bad("POPPYHOST_DRAIN_DELAY", "must be a duration from 0s to 10m, e.g. 15s")
 	}
 	c.DrainDelay = d
+	d, err = time.ParseDuration(get("POPPYHOST_OVERLOAD_DELAY"))
+	if err != nil || d < 0 || d > time.Minute || d > 0 && d < time.Millisecond {
+		bad("POPPYHOST_OVERLOAD_DELAY", "must be 0s (never shed) or a duration from 1ms to 1m, e.g. 100ms")
+	}
+	c.OverloadDelay = d
 	d, err = time.ParseDuration(get("POPPYHOST_AUDIT_RETENTION"))
 	if err != nil || d < time.Hour {
 		bad("POPPYHOST_AUDIT_RETENTION", "must be a duration of at least 1h, e.g. 2160h (90 days)")

@@ -38,6 +38,7 @@ func TestLoadValid(t *testing.T) {
 	require.Equal(t, slog.LevelInfo, c.LogLevel)
 	require.Equal(t, 20*time.Second, c.ShutdownTimeout)
 	require.Zero(t, c.DrainDelay)
+	require.Equal(t, 100*time.Millisecond, c.OverloadDelay)
 	require.False(t, c.AllowPrivateFetch)
 	require.False(t, c.Dev)
 	// 0: the hashing limits' defaults (accounts.Limits).
@@ -112,6 +113,10 @@ func TestLoadErrors(t *testing.T) {
 		{"negative drain delay", map[string]string{"POPPYHOST_DRAIN_DELAY": "-1s"}, nil, "POPPYHOST_DRAIN_DELAY"},
 		{"drain delay over 10m", map[string]string{"POPPYHOST_DRAIN_DELAY": "11m"}, nil, "POPPYHOST_DRAIN_DELAY"},
 		{"drain delay not a duration", map[string]string{"POPPYHOST_DRAIN_DELAY": "15"}, nil, "POPPYHOST_DRAIN_DELAY"},
+		{"negative overload delay", map[string]string{"POPPYHOST_OVERLOAD_DELAY": "-1ms"}, nil, "POPPYHOST_OVERLOAD_DELAY"},
+		{"overload delay under 1ms", map[string]string{"POPPYHOST_OVERLOAD_DELAY": "500us"}, nil, "POPPYHOST_OVERLOAD_DELAY"},
+		{"overload delay over 1m", map[string]string{"POPPYHOST_OVERLOAD_DELAY": "2m"}, nil, "POPPYHOST_OVERLOAD_DELAY"},
+		{"overload delay not a duration", map[string]string{"POPPYHOST_OVERLOAD_DELAY": "100"}, nil, "POPPYHOST_OVERLOAD_DELAY"},
 		{"negative hashes", map[string]string{"POPPYHOST_PASSWORD_HASHES": "-1"}, nil, "POPPYHOST_PASSWORD_HASHES"},
 		{"bad hash queue", map[string]string{"POPPYHOST_PASSWORD_HASH_QUEUE": "many"}, nil, "POPPYHOST_PASSWORD_HASH_QUEUE"},
 		{"bad require-if-match", map[string]string{"POPPYHOST_REQUIRE_IF_MATCH": "sometimes"}, nil, "POPPYHOST_REQUIRE_IF_MATCH"},

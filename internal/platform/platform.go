@@ -38,6 +38,7 @@ import (
 	"github.com/poppyhost/poppyhost/internal/notify"
 	"github.com/poppyhost/poppyhost/internal/operations"
 	"github.com/poppyhost/poppyhost/internal/origin"
+	"github.com/poppyhost/poppyhost/internal/overload"
 	"github.com/poppyhost/poppyhost/internal/registry"
 	"github.com/poppyhost/poppyhost/internal/replicas"
 	"github.com/poppyhost/poppyhost/internal/safehttp"
@@ -84,6 +85,10 @@ type Options struct {
 	RequireIfMatch bool
 	// AuditRetention is how long audit log entries are kept [90 days].
 	AuditRetention time.Duration
+	// Overload says when the public listener sheds new requests
+	// (overload.Options.Delay; zero: never). Its metrics and logger are
+	// the platform's.
+	Overload overload.Options
 }
 
 // Platform is the assembled server.
@@ -107,6 +112,10 @@ type Platform struct {
 	// Staff keeps the Companies' console staff (dev mode seeds its demo
 	// owner).
 	Staff *console.Store
+	// Overload sheds the public listener's new requests while this
+	// replica is overloaded; the server starts its sampling
+	// (Overload.Start).
+	Overload *overload.Shedder
 
 	ops      http.Handler
 	draining atomic.Bool
@@ -137,6 +146,9 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		pgxpoolprometheus.NewCollector(opts.Pool, map[string]string{"db": "poppyhost"}),
 	)
 	metrics := httpx.NewMetrics(reg)
+	shedding := opts.Overload
+	shedding.Registerer, shedding.Logger = reg, logger
+	p.Overload = overload.New(shedding)
 
 	now := opts.Now
 	if now == nil {
@@ -357,11 +369,12 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	web.Domain(company)
 
 	host := tenant.HostRouter(companies, opts.URLs.Public.Hostname(), platform, company)
-	// Event streams wait outside the rest of the chain
-	// (conversations.ParkStreams); every other request's stack grows once,
-	// while shallow, before the routers (httpx.GrowStack).
-	p.handler = httpx.Instrument(logger, metrics,
-		conversations.ParkStreams(httpx.GrowStack(httpx.PaceBodies(opts.Bodies)(opts.Proxies.Middleware(host)))))
+	// An overloaded replica sheds new requests before anything else runs
+	// (internal/overload). Event streams wait outside the rest of the
+	// chain (conversations.ParkStreams); every other request's stack grows
+	// once, while shallow, before the routers (httpx.GrowStack).
+	p.handler = httpx.Instrument(logger, metrics, p.Overload.Middleware(
+		conversations.ParkStreams(httpx.GrowStack(httpx.PaceBodies(opts.Bodies)(opts.Proxies.Middleware(host))))))
 	return p, nil
 }
 

@@ -122,6 +122,7 @@ func SetupWith(t testing.TB, o Options) *Env {
 
 	t.Cleanup(p.Listener.Start(context.Background()))
 	t.Cleanup(p.Replicas.Start(context.Background()))
+	t.Cleanup(p.Overload.Start(context.Background()))
 	ops := httptest.NewServer(p.OpsHandler())
 	t.Cleanup(ops.Close)
 

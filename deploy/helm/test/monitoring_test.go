@@ -225,7 +225,7 @@ func TestPrometheusRule(t *testing.T) {
 		}
 	}
 	want := []string{"PoppyhostErrorRate", "PoppyhostLatencyP99", "PoppyhostTargetDown", "PoppyhostDatabasePoolSaturated",
-		"PoppyhostJobsWaiting", "PoppyhostWebhookDeliveryLag", "PoppyhostOperationsStuck", "PoppyhostSigningKeyNotRotated"}
+		"PoppyhostJobsWaiting", "PoppyhostWebhookDeliveryLag", "PoppyhostOperationsStuck", "PoppyhostSigningKeyNotRotated", "PoppyhostShedding"}
 	if !slices.Equal(alerts, want) {
 		t.Errorf("alerts = %v, want %v", alerts, want)
 	}

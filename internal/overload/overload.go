@@ -1,0 +1,234 @@
+// Package overload sheds a replica's new requests while the replica is
+// overloaded, so that past its capacity it answers some requests at once
+// with 503 and serves the rest in time, instead of queueing every request
+// until memory and latency run out.
+//
+// Overloaded means that goroutines wait too long for a CPU: the Go
+// scheduler's latency (runtime/metrics, /sched/latencies:seconds), read
+// every quarter second. Requests in flight are not the signal: a request
+// waiting for a slow origin, a long-poll or a parked event stream uses no
+// CPU, and counting them would let one Company's slow origin shed every
+// other Company's requests.
+package overload
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/poppyhost/poppyhost/internal/httpx"
+)
+
+// Options configure a Shedder.
+type Options struct {
+	// Delay is the scheduling latency, the 90th percentile over one
+	// sample, above which the replica is overloaded; 0 never sheds.
+	Delay time.Duration
+	// Every is how often the latency is sampled [250 ms].
+	Every time.Duration
+	// Registerer takes the Shedder's metrics; nil registers none.
+	Registerer prometheus.Registerer
+	// Logger says when shedding starts and ends [slog.Default()].
+	Logger *slog.Logger
+}
+
+// The controller: shedding starts after overSamples samples in a row over
+// Delay, and the share of new requests shed then rises by raise a sample
+// while the replica stays overloaded and falls by lower a sample once it
+// is not, never above maxShare: a few requests are always served.
+const (
+	overSamples = 2
+	raise       = 0.1
+	lower       = 0.05
+	maxShare    = 0.95
+	quantile    = 0.9
+)
+
+// retryAfter is the Retry-After of a shed request, in seconds.
+const retryAfter = "1"
+
+// latencies is the runtime metric read: how long goroutines waited,
+// runnable, for a CPU.
+const latencies = "/sched/latencies:seconds"
+
+// Shedder decides which new requests a replica sheds.
+type Shedder struct {
+	opts  Options
+	share atomic.Uint64 // math.Float64bits of the share of new requests shed
+
+	mu     sync.Mutex
+	sample []metrics.Sample
+	prev   *metrics.Float64Histogram
+	over   int
+
+	shed     prometheus.Counter
+	shareG   prometheus.Gauge
+	latencyG prometheus.Gauge
+	// read returns the latencies counted since the process began
+	// (readRuntime; tests give their own).
+	read func() *metrics.Float64Histogram
+}
+
+// New returns a Shedder; it sheds nothing until Start runs.
+func New(opts Options) *Shedder {
+	if opts.Every <= 0 {
+		opts.Every = 250 * time.Millisecond
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Shedder{
+		opts:   opts,
+		sample: []metrics.Sample{{Name: latencies}},
+		shed: prometheus.NewCounter(prometheus.CounterOpts{Name: "poppyhost_requests_shed_total",
+			Help: "Requests answered 503 at once because the replica was overloaded."}),
+		shareG: prometheus.NewGauge(prometheus.GaugeOpts{Name: "poppyhost_shed_share",
+			Help: "Share of new requests the replica sheds, from 0 to 0.95."}),
+		latencyG: prometheus.NewGauge(prometheus.GaugeOpts{Name: "poppyhost_scheduling_latency_p90_seconds",
+			Help: "90th percentile of the Go scheduler's latency over the last sample, the overload signal."}),
+	}
+	s.read = s.readRuntime
+	if opts.Registerer != nil {
+		opts.Registerer.MustRegister(s.shed, s.shareG, s.latencyG)
+	}
+	return s
+}
+
+// Start samples the scheduler's latency until ctx ends or stop is called.
+// With Delay 0 it does nothing.
+func (s *Shedder) Start(ctx context.Context) (stop func()) {
+	if s.opts.Delay <= 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(s.opts.Every)
+		defer t.Stop()
+		s.step()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				s.step()
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// Share is the share of new requests shed now, from 0 to 0.95.
+func (s *Shedder) Share() float64 { return math.Float64frombits(s.share.Load()) }
+
+// shedBody is a shed request's answer, as httpx.WriteError writes errors.
+type shedBody struct {
+	Error       string `json:"error"`
+	Description string `json:"error_description"`
+	RequestID   string `json:"request_id,omitempty"`
+}
+
+// Middleware answers a request it sheds with 503 unavailable and
+// Retry-After before next runs, so a shed request has no effect.
+func (s *Shedder) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if share := s.Share(); share > 0 && rand.Float64() < share {
+			s.shed.Inc()
+			// Not through httpx.WriteError, which logs every 5xx: while
+			// overloaded that would be a log line for most requests; the
+			// shedding's start and end are logged, and its count is a metric.
+			w.Header().Set("Retry-After", retryAfter)
+			httpx.WriteJSON(w, http.StatusServiceUnavailable, shedBody{Error: httpx.CodeUnavailable,
+				Description: "the server is overloaded; send the request again after Retry-After seconds",
+				RequestID:   httpx.RequestID(r.Context())})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// readRuntime reads the scheduler's latency histogram since the process
+// began, into the sample's own memory (reused, so copied before keeping).
+func (s *Shedder) readRuntime() *metrics.Float64Histogram {
+	metrics.Read(s.sample)
+	if s.sample[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return nil
+	}
+	h := s.sample[0].Value.Float64Histogram()
+	return &metrics.Float64Histogram{Counts: append([]uint64(nil), h.Counts...), Buckets: h.Buckets}
+}
+
+// step reads the latency since the last step and moves the share.
+func (s *Shedder) step() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.read()
+	if cur == nil {
+		return
+	}
+	prev := s.prev
+	s.prev = cur
+	if prev == nil || len(prev.Counts) != len(cur.Counts) {
+		return
+	}
+	p := percentile(prev, cur, quantile)
+	s.latencyG.Set(p.Seconds())
+	share := s.Share()
+	was := share
+	if p > s.opts.Delay {
+		s.over++
+		if s.over >= overSamples {
+			share = min(maxShare, share+raise)
+		}
+	} else {
+		s.over = 0
+		share = max(0, share-lower)
+		if share < lower/2 {
+			share = 0
+		}
+	}
+	s.share.Store(math.Float64bits(share))
+	s.shareG.Set(share)
+	switch {
+	case was == 0 && share > 0:
+		s.opts.Logger.Warn("overloaded: shedding new requests", slog.Duration("scheduling_latency_p90", p),
+			slog.Duration("over", s.opts.Delay), slog.Float64("share", share))
+	case was > 0 && share == 0:
+		s.opts.Logger.Info("no longer overloaded: serving every request", slog.Duration("scheduling_latency_p90", p))
+	}
+}
+
+// percentile is the q-quantile of the latencies counted between prev and
+// cur: the lower bound of the bucket it falls in, so that it never says
+// more than was seen. No latency counted is 0.
+func percentile(prev, cur *metrics.Float64Histogram, q float64) time.Duration {
+	var total uint64
+	for i := range cur.Counts {
+		total += cur.Counts[i] - prev.Counts[i]
+	}
+	if total == 0 {
+		return 0
+	}
+	rank := uint64(math.Ceil(q * float64(total)))
+	var seen uint64
+	for i := range cur.Counts {
+		seen += cur.Counts[i] - prev.Counts[i]
+		if seen >= rank {
+			lo := cur.Buckets[i]
+			if math.IsInf(lo, -1) || lo < 0 {
+				return 0
+			}
+			return time.Duration(lo * float64(time.Second))
+		}
+	}
+	return 0
+}
