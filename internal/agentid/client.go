@@ -122,6 +122,9 @@ func parseMetadata(fetchedURL string, body []byte) (*Client, error) {
 	if doc.ClientID == nil || *doc.ClientID != fetchedURL {
 		return nil, invalid("the client metadata document's client_id must equal the URL it was fetched from (spec 4.1)")
 	}
+	if msg := nameProblem(doc.ClientName); msg != "" {
+		return nil, invalid("the client metadata document's client_name %s", msg)
+	}
 	base, _ := url.Parse(fetchedURL)
 	if doc.AuthMethod == "none" {
 		return parsePublic(fetchedURL, base, &doc)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/poppyhost/poppyhost/internal/httpx"
 	"github.com/poppyhost/poppyhost/internal/jose"
 )
 
@@ -17,6 +18,22 @@ import (
 // finding.
 
 // requireInvalid fails unless err is an *InvalidError that says why.
+// fitName reports whether a kept client_name is fit for the consent
+// page: valid UTF-8, at most maxClientName bytes, no control character
+// (C0, DEL, C1), nothing httpx.Disguising finds.
+func fitName(name string) bool {
+	if !utf8.ValidString(name) || len(name) > maxClientName {
+		return false
+	}
+	for _, r := range name {
+		if r < 0x20 || r >= 0x7f && r <= 0x9f {
+			return false
+		}
+	}
+	_, disguised := httpx.Disguising(name)
+	return !disguised
+}
+
 func requireInvalid(t *testing.T, err error) {
 	t.Helper()
 	var inv *InvalidError
@@ -56,6 +73,9 @@ func FuzzParseMetadata(f *testing.F) {
 		with("extensions", []any{1}),
 		with("logo_uri", "javascript:alert(1)"),
 		with("client_name", "Agent\u202e"),
+		with("client_name", strings.Repeat("a", maxClientName+1)),
+		with("client_name", "Agent\u0085Smith"),
+		with("client_name", "Agent\nSmith"),
 		[]byte(`[]`),
 		[]byte(`{"client_id": "https://agent.test/agent.json", "client_id": "https://agent.test/agent.json"}`),
 	} {
@@ -81,6 +101,8 @@ func FuzzParseMetadata(f *testing.F) {
 			t.Fatalf("client_id %q from %q", c.ClientID, clientID)
 		case c.Extensions == nil:
 			t.Fatal("no extensions map")
+		case !fitName(c.Name):
+			t.Fatalf("kept client_name %q", c.Name)
 		}
 		requireHTTPSOrEmpty(t, "logo_uri", c.LogoURI)
 		requireHTTPSOrEmpty(t, "client_uri", c.ClientURI)
@@ -142,8 +164,7 @@ func FuzzParseRegistration(f *testing.F) {
 		switch {
 		case !c.Public || c.ClientID != "" || c.JWKSURI != "" || c.Extensions == nil:
 			t.Fatalf("registered %+v", c)
-		case len(c.Name) > maxClientName || !utf8.ValidString(c.Name) ||
-			strings.ContainsFunc(c.Name, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		case !fitName(c.Name):
 			t.Fatalf("kept client_name %q", c.Name)
 		case len(c.RedirectURIs) == 0 || len(c.RedirectURIs) > maxRedirectURIs:
 			t.Fatalf("kept %d redirect_uris", len(c.RedirectURIs))

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/poppyhost/poppyhost/internal/httpx"
 )
 
 // Dynamic Client Registration (RFC 7591) of a public MCP client: the
@@ -15,8 +17,22 @@ import (
 // MaxRegistrationBytes bounds a registration request's body.
 const MaxRegistrationBytes = 8 << 10
 
-// maxClientName bounds a registered client_name, shown on the consent page.
+// maxClientName bounds a client_name, registered or in a metadata
+// document: the consent page shows it.
 const maxClientName = 200
+
+// nameProblem says what is wrong with a client_name, or "" when nothing
+// is: the consent page shows it to the User as the Personal Agent's or
+// MCP client's name, so it is at most 200 bytes of text on one line, and
+// holds nothing that makes it read otherwise than it is
+// (httpx.Disguising: "Trojan Source" reordering, invisible characters).
+func nameProblem(name string) string {
+	if !utf8.ValidString(name) || len(name) > maxClientName ||
+		strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r >= 0x7f && r <= 0x9f }) {
+		return "must be at most 200 bytes of text on one line"
+	}
+	return httpx.DisguiseProblem(name)
+}
 
 // registrationDoc is the RFC 7591 §2 metadata we read; other members are
 // ignored (§3.1: the server may ignore what it does not understand).
@@ -69,9 +85,8 @@ func ParseRegistration(body []byte) (*Client, error) {
 			return nil, badMetadata("response_types may hold code only")
 		}
 	}
-	if !utf8.ValidString(doc.ClientName) || len(doc.ClientName) > maxClientName ||
-		strings.ContainsFunc(doc.ClientName, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-		return nil, badMetadata("client_name must be at most 200 bytes of text on one line")
+	if msg := nameProblem(doc.ClientName); msg != "" {
+		return nil, badMetadata("client_name " + msg)
 	}
 	if len(doc.RedirectURIs) == 0 || len(doc.RedirectURIs) > maxRedirectURIs {
 		return nil, &RegistrationError{Code: "invalid_redirect_uri", Description: "redirect_uris needs 1 to 20 URIs"}
