@@ -43,7 +43,7 @@ const HostRule = "localhost or an address that is not public (loopback, private,
 // PathRule says what ValidPath refuses, for error messages.
 const PathRule = "an escaped path starting with / (not //), without . or .. segments " +
 	"(also percent-encoded or with ;parameters), backslashes, encoded slashes, ? or # " +
-	"(encoded or not), or control characters"
+	"(encoded once or twice, or not), or control characters"
 
 // ValidPath reports whether escaped, a request path as sent on the wire,
 // means the same path to every server that may read it, so that
@@ -62,7 +62,10 @@ const PathRule = "an escaped path starting with / (not //), without . or .. segm
 //     fragment; and a literal ? or #, which end a path;
 //   - control characters, encoded or not, such as NUL (%00), which ends
 //     a path for C-string code, and CR or LF;
-//   - a bad percent-encoding.
+//   - a bad percent-encoding;
+//   - any of these once the path is decoded a second time ("%252e%252e",
+//     "%252f", "%2500"), as an origin that decodes again, or sits
+//     behind a proxy that decoded, reads it.
 //
 // Empty segments ("/a//b") are allowed: they are no dot segment, and
 // servers that merge them stay under the base path.
@@ -72,14 +75,25 @@ func ValidPath(escaped string) bool {
 	}
 	for _, seg := range strings.Split(escaped[1:], "/") {
 		dec, err := url.PathUnescape(seg)
-		if err != nil {
+		if err != nil || !plainSegment(dec) {
 			return false
 		}
-		name, _, _ := strings.Cut(dec, ";")
-		if name == "." || name == ".." || strings.ContainsAny(dec, `/\?#`) ||
-			strings.IndexFunc(dec, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
-			return false
+		// Decoded twice, as a server behind another that decoded may
+		// read it; a second decoding that fails reads as the first.
+		if strings.Contains(dec, "%") {
+			if twice, err := url.PathUnescape(dec); err == nil && !plainSegment(twice) {
+				return false
+			}
 		}
 	}
 	return true
+}
+
+// plainSegment reports whether dec, one decoded path segment, is no dot
+// segment (with or without ;parameters) and holds no separator, query,
+// fragment or control character.
+func plainSegment(dec string) bool {
+	name, _, _ := strings.Cut(dec, ";")
+	return name != "." && name != ".." && !strings.ContainsAny(dec, `/\?#`) &&
+		strings.IndexFunc(dec, func(r rune) bool { return r < 0x20 || r == 0x7f }) < 0
 }

@@ -120,6 +120,18 @@ func TestValidPath(t *testing.T) {
 		{"/a%3Fb", "y n y", false},
 		{"/a%23b", "y n y", false},
 		{"/a?b", "y n y", false},
+		// Encoded twice: what a second decoding makes of it.
+		{"/%252e%252e/x", "y y y", false},
+		{"/a/%252E./b", "y y y", false},
+		{"/a%252fb", "y y y", false},
+		{"/a%255cb", "y y y", false},
+		{"/a%2500b", "y y y", false},
+		{"/%252e%252e%253bx/y", "y y y", false},
+		// A literal percent sign, and a name that is an encoded space
+		// (a second decoding gives a plain name), stay allowed.
+		{"/100%25", "y y y", true},
+		{"/a%2520b", "y y y", true},
+		{"/a%25zz", "y y y", true},
 		// A leading // is a host to URL resolution.
 		{"//evil.example/x", "y n n", false},
 		// Not an absolute path.
