@@ -28,6 +28,7 @@ import (
 	_ "time/tzdata"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/net/netutil"
 
 	"github.com/poppyhost/poppyhost/internal/accounts"
 	"github.com/poppyhost/poppyhost/internal/config"
@@ -175,6 +176,11 @@ func run(ctx context.Context, env runEnv) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	// At most MaxConnections open at once: past a replica's capacity,
+	// clients that open a connection whenever theirs are busy would
+	// otherwise have it hold their buffers and goroutines without bound
+	// (docs/operations.md, "Overload"); more wait to be accepted.
+	ln = netutil.LimitListener(ln, cfg.MaxConnections)
 	if tlsConfig != nil {
 		ln = tls.NewListener(ln, tlsConfig)
 	}

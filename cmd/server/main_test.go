@@ -287,3 +287,47 @@ func TestBehindProxy(t *testing.T) {
 		s.stop()
 	}
 }
+
+// TestBoundsConnections: with POPPYHOST_MAX_CONNECTIONS=2 and two
+// connections open, a third is not served (its TLS handshake gets no
+// answer) until one of the two closes; then it is.
+func TestBoundsConnections(t *testing.T) {
+	t.Parallel()
+	settings := tlsSettings(t, testdb.NewDatabase(t))
+	settings["POPPYHOST_MAX_CONNECTIONS"] = "2"
+	s := start(t, settings)
+	pem, err := os.ReadFile(filepath.Join(settings["POPPYHOST_DEV_CA_DIR"], "dev-ca.pem"))
+	require.NoError(t, err)
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pem)
+	dial := func(within time.Duration) (*tls.Conn, error) {
+		d := &net.Dialer{Timeout: within}
+		conn, err := d.Dial("tcp", s.addr)
+		if err != nil {
+			return nil, err
+		}
+		require.NoError(t, conn.SetDeadline(time.Now().Add(within)))
+		c := tls.Client(conn, &tls.Config{RootCAs: roots, ServerName: "poppyhost.test"})
+		if err := c.Handshake(); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		require.NoError(t, conn.SetDeadline(time.Time{}))
+		return c, nil
+	}
+	first, err := dial(30 * time.Second)
+	require.NoError(t, err)
+	second, err := dial(30 * time.Second)
+	require.NoError(t, err)
+	defer second.Close()
+
+	_, err = dial(time.Second)
+	var ne net.Error
+	require.ErrorAs(t, err, &ne, "a third connection waits to be accepted")
+	require.True(t, ne.Timeout(), "%v", err)
+
+	first.Close()
+	third, err := dial(30 * time.Second)
+	require.NoError(t, err, "one closed: the next is accepted")
+	third.Close()
+}

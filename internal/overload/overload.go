@@ -3,12 +3,14 @@
 // with 503 and serves the rest in time, instead of queueing every request
 // until memory and latency run out.
 //
-// Overloaded means that goroutines wait too long for a CPU: the Go
-// scheduler's latency (runtime/metrics, /sched/latencies:seconds), read
-// every quarter second. Requests in flight are not the signal: a request
-// waiting for a slow origin, a long-poll or a parked event stream uses no
-// CPU, and counting them would let one Company's slow origin shed every
-// other Company's requests.
+// Overloaded means that work waits too long for what every request
+// needs: goroutines for a CPU (the Go scheduler's latency, runtime/metrics
+// /sched/latencies:seconds), or requests for a database connection (the
+// pool's acquire time), both read every quarter second. Requests in
+// flight are not the signal: a request waiting for a slow origin, a
+// long-poll or a parked event stream uses neither, and counting them
+// would let one Company's slow origin shed every other Company's
+// requests.
 package overload
 
 import (
@@ -29,9 +31,14 @@ import (
 
 // Options configure a Shedder.
 type Options struct {
-	// Delay is the scheduling latency, the 90th percentile over one
-	// sample, above which the replica is overloaded; 0 never sheds.
+	// Delay is the wait above which the replica is overloaded: the
+	// scheduling latency's 90th percentile over one sample, or the mean
+	// time an acquire of a database connection took; 0 never sheds.
 	Delay time.Duration
+	// Acquires reports the database pool's acquires so far, and the time
+	// they took in all (pgxpool.Stat's AcquireCount and AcquireDuration);
+	// nil leaves the pool out.
+	Acquires func() (n int64, took time.Duration)
 	// Every is how often the latency is sampled [250 ms].
 	Every time.Duration
 	// Registerer takes the Shedder's metrics; nil registers none.
@@ -64,14 +71,17 @@ type Shedder struct {
 	opts  Options
 	share atomic.Uint64 // math.Float64bits of the share of new requests shed
 
-	mu     sync.Mutex
-	sample []metrics.Sample
-	prev   *metrics.Float64Histogram
-	over   int
+	mu       sync.Mutex
+	sample   []metrics.Sample
+	prev     *metrics.Float64Histogram
+	acquires int64
+	took     time.Duration
+	over     int
 
 	shed     prometheus.Counter
 	shareG   prometheus.Gauge
 	latencyG prometheus.Gauge
+	acquireG prometheus.Gauge
 	// read returns the latencies counted since the process began
 	// (readRuntime; tests give their own).
 	read func() *metrics.Float64Histogram
@@ -93,11 +103,13 @@ func New(opts Options) *Shedder {
 		shareG: prometheus.NewGauge(prometheus.GaugeOpts{Name: "poppyhost_shed_share",
 			Help: "Share of new requests the replica sheds, from 0 to 0.95."}),
 		latencyG: prometheus.NewGauge(prometheus.GaugeOpts{Name: "poppyhost_scheduling_latency_p90_seconds",
-			Help: "90th percentile of the Go scheduler's latency over the last sample, the overload signal."}),
+			Help: "90th percentile of the Go scheduler's latency over the last sample, an overload signal."}),
+		acquireG: prometheus.NewGauge(prometheus.GaugeOpts{Name: "poppyhost_db_acquire_mean_seconds",
+			Help: "Mean time an acquire of a database connection took over the last sample, an overload signal."}),
 	}
 	s.read = s.readRuntime
 	if opts.Registerer != nil {
-		opts.Registerer.MustRegister(s.shed, s.shareG, s.latencyG)
+		opts.Registerer.MustRegister(s.shed, s.shareG, s.latencyG, s.acquireG)
 	}
 	return s
 }
@@ -177,14 +189,23 @@ func (s *Shedder) step() {
 	}
 	prev := s.prev
 	s.prev = cur
+	var acquire time.Duration
+	if s.opts.Acquires != nil {
+		n, took := s.opts.Acquires()
+		if prev != nil && n > s.acquires {
+			acquire = (took - s.took) / time.Duration(n-s.acquires)
+		}
+		s.acquires, s.took = n, took
+	}
 	if prev == nil || len(prev.Counts) != len(cur.Counts) {
 		return
 	}
 	p := percentile(prev, cur, quantile)
 	s.latencyG.Set(p.Seconds())
+	s.acquireG.Set(acquire.Seconds())
 	share := s.Share()
 	was := share
-	if p > s.opts.Delay {
+	if p > s.opts.Delay || acquire > s.opts.Delay {
 		s.over++
 		if s.over >= overSamples {
 			share = min(maxShare, share+raise)
@@ -201,9 +222,10 @@ func (s *Shedder) step() {
 	switch {
 	case was == 0 && share > 0:
 		s.opts.Logger.Warn("overloaded: shedding new requests", slog.Duration("scheduling_latency_p90", p),
-			slog.Duration("over", s.opts.Delay), slog.Float64("share", share))
+			slog.Duration("db_acquire_mean", acquire), slog.Duration("over", s.opts.Delay), slog.Float64("share", share))
 	case was > 0 && share == 0:
-		s.opts.Logger.Info("no longer overloaded: serving every request", slog.Duration("scheduling_latency_p90", p))
+		s.opts.Logger.Info("no longer overloaded: serving every request", slog.Duration("scheduling_latency_p90", p),
+			slog.Duration("db_acquire_mean", acquire))
 	}
 }
 

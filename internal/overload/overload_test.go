@@ -170,3 +170,29 @@ func TestZeroDelayNeverSheds(t *testing.T) {
 	require.Nil(t, s.prev, "no sampling at all")
 	require.Zero(t, s.Share())
 }
+
+func TestShedsWhileRequestsWaitForTheDatabase(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	var (
+		n    int64
+		took time.Duration
+	)
+	s := New(Options{Delay: 10 * time.Millisecond, Registerer: reg, Acquires: func() (int64, time.Duration) { return n, took }})
+	f := newFakeLatency()
+	s.read = f.read
+	step := func(acquires int64, each time.Duration) float64 {
+		f.add(1000, 50*time.Microsecond) // the CPU keeps up throughout
+		n += acquires
+		took += time.Duration(acquires) * each
+		s.step()
+		return s.Share()
+	}
+
+	require.Zero(t, step(100, time.Hour), "the first read only sets the start")
+	require.Zero(t, step(500, 20*time.Microsecond), "connections at hand")
+	require.Zero(t, step(0, 0), "no acquire: nothing waited")
+	require.Zero(t, step(50, 40*time.Millisecond))
+	require.InDelta(t, 0.1, step(50, 40*time.Millisecond), 1e-9, "two samples of acquires waiting 40 ms on average")
+	require.InDelta(t, 0.04, testutil.ToFloat64(s.acquireG), 1e-9)
+	require.InDelta(t, 0.05, step(500, 20*time.Microsecond), 1e-9, "connections at hand again")
+}

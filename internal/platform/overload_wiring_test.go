@@ -71,4 +71,5 @@ func TestOverloadShedsBeforeAnySideEffect(t *testing.T) {
 	require.GreaterOrEqual(t, count, 1.0)
 	require.Regexp(t, `(?m)^poppyhost_shed_share 0\.\d+$`, metrics)
 	require.Regexp(t, `(?m)^poppyhost_scheduling_latency_p90_seconds \S+$`, metrics)
+	require.Regexp(t, `(?m)^poppyhost_db_acquire_mean_seconds \S+$`, metrics)
 }

@@ -148,6 +148,10 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	metrics := httpx.NewMetrics(reg)
 	shedding := opts.Overload
 	shedding.Registerer, shedding.Logger = reg, logger
+	shedding.Acquires = func() (int64, time.Duration) {
+		st := opts.Pool.Stat()
+		return st.AcquireCount(), st.AcquireDuration()
+	}
 	p.Overload = overload.New(shedding)
 
 	now := opts.Now
