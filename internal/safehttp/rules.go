@@ -79,14 +79,42 @@ func ValidPath(escaped string) bool {
 			return false
 		}
 		// Decoded twice, as a server behind another that decoded may
-		// read it; a second decoding that fails reads as the first.
-		if strings.Contains(dec, "%") {
-			if twice, err := url.PathUnescape(dec); err == nil && !plainSegment(twice) {
-				return false
-			}
+		// read it, the way lenient decoders do: each valid escape
+		// decoded, any other % kept.
+		if strings.Contains(dec, "%") && !plainSegment(unescapeLenient(dec)) {
+			return false
 		}
 	}
 	return true
+}
+
+// unescapeLenient decodes every valid %XX escape of s and keeps any
+// other % as it is.
+func unescapeLenient(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
+			b.WriteByte(unhex(s[i+1])<<4 | unhex(s[i+2]))
+			i += 2
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c <= 'F':
+		return c - 'A' + 10
+	}
+	return c - 'a' + 10
 }
 
 // plainSegment reports whether dec, one decoded path segment, is no dot

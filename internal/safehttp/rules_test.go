@@ -127,6 +127,11 @@ func TestValidPath(t *testing.T) {
 		{"/a%255cb", "y y y", false},
 		{"/a%2500b", "y y y", false},
 		{"/%252e%252e%253bx/y", "y y y", false},
+		// A second decoding that keeps what it cannot decode, as lenient
+		// decoders do, still decodes the rest.
+		{"/a%252fb%25zz", "y y y", false},
+		{"/a%2500b%25zz", "y y y", false},
+		{"/%252E%252e;%25/x", "y y y", false},
 		// A literal percent sign, and a name that is an encoded space
 		// (a second decoding gives a plain name), stay allowed.
 		{"/100%25", "y y y", true},
