@@ -357,7 +357,7 @@ func parseKeySet(body []byte) (jwk.Set, error) {
 	if len(raw.Keys) > maxKeys {
 		return nil, invalid("the key set holds more than %d keys", maxKeys)
 	}
-	for i, k := range raw.Keys {
+	for _, k := range raw.Keys {
 		if jose.HasPrivateMembers(k) {
 			return nil, errPrivateKey
 		}
@@ -370,7 +370,6 @@ func parseKeySet(body []byte) (jwk.Set, error) {
 				delete(k, m)
 			}
 		}
-		raw.Keys[i] = k
 	}
 	clean, err := json.Marshal(raw)
 	if err != nil {
