@@ -138,6 +138,9 @@ func startServerEnv(t *testing.T, name, dbURL, caDir string, ca *devca.CA, extra
 		"POPPYHOST_KEKS":                testKEKs,
 		"POPPYHOST_ALLOW_PRIVATE_FETCH": "true",
 		"POPPYHOST_SHUTDOWN_TIMEOUT":    "15s",
+		// A loaded test machine must not shed the tests' requests;
+		// shedding has its own tests (internal/overload, internal/platform).
+		"POPPYHOST_OVERLOAD_DELAY": "0s",
 		// The test Personal Agent's certificate comes from the dev CA,
 		// which a server with POPPYHOST_DEV_CA_DIR trusts for fetches too.
 	}

@@ -34,6 +34,8 @@ func TestDevStoriesAgain(t *testing.T) {
 		"POPPYHOST_PUBLIC_URL":   "https://poppyhost.localhost:" + port,
 		"POPPYHOST_LISTEN_ADDR":  "127.0.0.1:" + port,
 		"POPPYHOST_OPS_ADDR":     "127.0.0.1:" + freePort(t),
+		// As startServerEnv: a loaded test machine sheds nothing.
+		"POPPYHOST_OVERLOAD_DELAY": "0s",
 	})
 	out, done := startProcess(t, "dev server", cmd)
 	// The demo's own systems are printed once they serve.

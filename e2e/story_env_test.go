@@ -150,6 +150,7 @@ func startLocalServer(t *testing.T, dbURL, caDir string, ca *devca.CA) *server {
 		"POPPYHOST_ADMIN_TOKEN":         adminToken,
 		"POPPYHOST_KEKS":                testKEKs,
 		"POPPYHOST_ALLOW_PRIVATE_FETCH": "true",
+		"POPPYHOST_OVERLOAD_DELAY":      "0s", // as startServerEnv
 	})
 	s.cmd.Stdout, s.cmd.Stderr = s.stderr, s.stderr
 	require.NoError(t, s.cmd.Start())

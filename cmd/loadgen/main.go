@@ -56,6 +56,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) (failed bool, err
 	serverBin := fs.String("server-bin", "", "the built cmd/server (default: go build it)")
 	migrateBin := fs.String("migrate-bin", "", "the built cmd/migrate (default: go build it)")
 	serverLog := fs.String("server-log", "", "write the servers' logs to this file")
+	serverEnv := fs.String("server-env", "", "more settings for the servers, NAME=value,... (e.g. POPPYHOST_OVERLOAD_DELAY=0s)")
 	pg := fs.String("postgres", defaultPostgres(), "PostgreSQL server URL (postgres://...); each run creates and drops its own database")
 	if err := fs.Parse(args); err != nil {
 		return false, err
@@ -63,6 +64,16 @@ func run(ctx context.Context, args []string, stdout io.Writer) (failed bool, err
 	o := loadgen.Options{Duration: *duration, Warmup: *warmup, Users: *users, Chains: *chains, Sessions: *sessions,
 		Conversations: *convs}
 	o.Replicas = *replicas
+	if *serverEnv != "" {
+		o.ServerEnv = map[string]string{}
+		for _, kv := range strings.Split(*serverEnv, ",") {
+			k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+			if !ok || !strings.HasPrefix(k, "POPPYHOST_") {
+				return false, fmt.Errorf("-server-env: %q is not POPPYHOST_NAME=value", kv)
+			}
+			o.ServerEnv[k] = v
+		}
+	}
 	if *mix != "" {
 		if o.Mix, err = parseMix(*mix); err != nil {
 			return false, err

@@ -176,11 +176,13 @@ func run(ctx context.Context, env runEnv) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	// At most MaxConnections open at once: past a replica's capacity,
-	// clients that open a connection whenever theirs are busy would
-	// otherwise have it hold their buffers and goroutines without bound
-	// (docs/operations.md, "Overload"); more wait to be accepted.
-	ln = netutil.LimitListener(ln, cfg.MaxConnections)
+	// At most MaxConnections open at once, when set: past a replica's
+	// capacity, clients that open a connection whenever theirs are busy
+	// would otherwise have it hold their buffers and goroutines without
+	// bound (docs/operations.md, "Overload"); more wait to be accepted.
+	if cfg.MaxConnections > 0 {
+		ln = netutil.LimitListener(ln, cfg.MaxConnections)
+	}
 	if tlsConfig != nil {
 		ln = tls.NewListener(ln, tlsConfig)
 	}

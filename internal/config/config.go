@@ -57,12 +57,13 @@ type Config struct {
 	// DrainDelay is how long the server keeps serving on shutdown after
 	// /readyz turns 503, before it stops listening.
 	DrainDelay time.Duration
-	// OverloadDelay is the Go scheduler's latency (90th percentile over a
-	// quarter second) above which the public listener sheds new requests
-	// with 503; 0 never sheds (internal/overload).
+	// OverloadDelay is the wait, for a CPU (the Go scheduler's latency,
+	// 90th percentile over a quarter second) or for a database connection
+	// (mean), above which the public listener sheds new requests with
+	// 503; 0 never sheds (internal/overload).
 	OverloadDelay time.Duration
 	// MaxConnections bounds the public listener's open connections; more
-	// wait in the kernel's accept queue.
+	// wait in the kernel's accept queue. 0: no bound.
 	MaxConnections int
 	// PasswordHashes is how many Argon2id password hashes (64 MiB each)
 	// run at once; 0 means GOMAXPROCS, at most 2 (accounts.Limits).
@@ -110,8 +111,8 @@ var settings = []setting{
 	{env: "POPPYHOST_LOG_LEVEL", flag: "log-level", def: "info", help: "debug, info, warn or error"},
 	{env: "POPPYHOST_SHUTDOWN_TIMEOUT", flag: "shutdown-timeout", def: "20s", help: "how long in-flight requests may drain on shutdown"},
 	{env: "POPPYHOST_DRAIN_DELAY", flag: "drain-delay", def: "0s", help: "how long to keep serving on shutdown after /readyz turns 503, for load balancers that poll it"},
-	{env: "POPPYHOST_OVERLOAD_DELAY", flag: "overload-delay", def: "100ms", help: "shed new public requests with 503 while goroutines wait longer than this for a CPU (0s: never)"},
-	{env: "POPPYHOST_MAX_CONNECTIONS", flag: "max-connections", def: "2048", help: "open connections the public listener holds at once; more wait to be accepted"},
+	{env: "POPPYHOST_OVERLOAD_DELAY", flag: "overload-delay", def: "100ms", help: "shed new public requests with 503 while goroutines wait longer than this for a CPU, or requests for a database connection (0s: never)"},
+	{env: "POPPYHOST_MAX_CONNECTIONS", flag: "max-connections", def: "0", help: "open connections the public listener holds at once, idle and streaming ones included; more wait to be accepted (0: no bound)"},
 	{env: "POPPYHOST_PASSWORD_HASHES", flag: "password-hashes", def: "0", help: "Argon2id password hashes at once, 64 MiB each (0: GOMAXPROCS, at most 2)"},
 	{env: "POPPYHOST_PASSWORD_HASH_QUEUE", flag: "password-hash-queue", def: "0", help: "sign-ins that may wait for a password hash (0: twice the hashes)"},
 	{env: "POPPYHOST_LOGIN_RATE_PER_ADDRESS", flag: "login-rate-per-address", def: "30", help: "sign-in attempts a minute at one Company from one address (an IPv6 /64)"},
@@ -304,7 +305,7 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 		}
 		return n
 	}
-	c.MaxConnections = count("POPPYHOST_MAX_CONNECTIONS", 1)
+	c.MaxConnections = count("POPPYHOST_MAX_CONNECTIONS", 0)
 	c.PasswordHashes = count("POPPYHOST_PASSWORD_HASHES", 0)
 	c.PasswordHashQueue = count("POPPYHOST_PASSWORD_HASH_QUEUE", 0)
 	c.LoginRatePerAddress = count("POPPYHOST_LOGIN_RATE_PER_ADDRESS", 1)

@@ -39,7 +39,7 @@ func TestLoadValid(t *testing.T) {
 	require.Equal(t, 20*time.Second, c.ShutdownTimeout)
 	require.Zero(t, c.DrainDelay)
 	require.Equal(t, 100*time.Millisecond, c.OverloadDelay)
-	require.Equal(t, 2048, c.MaxConnections)
+	require.Zero(t, c.MaxConnections, "no bound unless asked")
 	require.False(t, c.AllowPrivateFetch)
 	require.False(t, c.Dev)
 	// 0: the hashing limits' defaults (accounts.Limits).
@@ -118,7 +118,7 @@ func TestLoadErrors(t *testing.T) {
 		{"overload delay under 1ms", map[string]string{"POPPYHOST_OVERLOAD_DELAY": "500us"}, nil, "POPPYHOST_OVERLOAD_DELAY"},
 		{"overload delay over 1m", map[string]string{"POPPYHOST_OVERLOAD_DELAY": "2m"}, nil, "POPPYHOST_OVERLOAD_DELAY"},
 		{"overload delay not a duration", map[string]string{"POPPYHOST_OVERLOAD_DELAY": "100"}, nil, "POPPYHOST_OVERLOAD_DELAY"},
-		{"no connections", map[string]string{"POPPYHOST_MAX_CONNECTIONS": "0"}, nil, "POPPYHOST_MAX_CONNECTIONS"},
+		{"negative connections", map[string]string{"POPPYHOST_MAX_CONNECTIONS": "-1"}, nil, "POPPYHOST_MAX_CONNECTIONS"},
 		{"connections not a number", map[string]string{"POPPYHOST_MAX_CONNECTIONS": "many"}, nil, "POPPYHOST_MAX_CONNECTIONS"},
 		{"negative hashes", map[string]string{"POPPYHOST_PASSWORD_HASHES": "-1"}, nil, "POPPYHOST_PASSWORD_HASHES"},
 		{"bad hash queue", map[string]string{"POPPYHOST_PASSWORD_HASH_QUEUE": "many"}, nil, "POPPYHOST_PASSWORD_HASH_QUEUE"},

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -45,6 +46,10 @@ type Setup struct {
 	Replicas int
 	// Output receives the servers' logs; nil discards them.
 	Output io.Writer
+	// ServerEnv is more configuration for every server, as environment
+	// variables (POPPYHOST_OVERLOAD_DELAY, say); it may not replace what
+	// the run itself sets.
+	ServerEnv map[string]string
 }
 
 // env is the running platform: its processes, the origin behind it, the
@@ -105,7 +110,11 @@ func start(ctx context.Context, s Setup) (_ *env, err error) {
 		}
 		addr, opsAddr := "127.0.0.1:"+port, "127.0.0.1:"+opsPort
 		cmd := exec.Command(s.ServerBin)
-		cmd.Env = subproc.Env(map[string]string{
+		settings := maps.Clone(s.ServerEnv)
+		if settings == nil {
+			settings = map[string]string{}
+		}
+		maps.Copy(settings, map[string]string{
 			"POPPYHOST_PUBLIC_URL":          publicURL,
 			"POPPYHOST_LISTEN_ADDR":         addr,
 			"POPPYHOST_OPS_ADDR":            opsAddr,
@@ -118,6 +127,7 @@ func start(ctx context.Context, s Setup) (_ *env, err error) {
 			// a load balancer on this host would say.
 			"POPPYHOST_TRUSTED_PROXIES": "127.0.0.1/32",
 		})
+		cmd.Env = subproc.Env(settings)
 		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
 			return nil, err

@@ -35,10 +35,8 @@ type Options struct {
 	// scheduling latency's 90th percentile over one sample, or the mean
 	// time an acquire of a database connection took; 0 never sheds.
 	Delay time.Duration
-	// Acquires reports the database pool's acquires so far, and the time
-	// they took in all (pgxpool.Stat's AcquireCount and AcquireDuration);
-	// nil leaves the pool out.
-	Acquires func() (n int64, took time.Duration)
+	// Pool reads the database pool's counters; nil leaves the pool out.
+	Pool func() PoolStats
 	// Every is how often the latency is sampled [250 ms].
 	Every time.Duration
 	// Registerer takes the Shedder's metrics; nil registers none.
@@ -46,6 +44,23 @@ type Options struct {
 	// Logger says when shedding starts and ends [slog.Default()].
 	Logger *slog.Logger
 }
+
+// PoolStats are a database pool's counters since it opened
+// (pgxpool.Stat's AcquireCount, AcquireDuration and NewConnsCount).
+type PoolStats struct {
+	// Acquires is how many connections were acquired, Took how long
+	// those acquires took in all.
+	Acquires int64
+	Took     time.Duration
+	// NewConns is how many connections the pool made: an acquire that
+	// waited for one being made waited for PostgreSQL's handshake, not
+	// for other requests.
+	NewConns int64
+}
+
+// minAcquires is the fewest acquires a sample must have for their mean
+// to say anything: a quiet replica's few acquires say little.
+const minAcquires = 20
 
 // The controller: shedding starts after overSamples samples in a row over
 // Delay, and the share of new requests shed then rises by raise a sample
@@ -71,12 +86,11 @@ type Shedder struct {
 	opts  Options
 	share atomic.Uint64 // math.Float64bits of the share of new requests shed
 
-	mu       sync.Mutex
-	sample   []metrics.Sample
-	prev     *metrics.Float64Histogram
-	acquires int64
-	took     time.Duration
-	over     int
+	mu     sync.Mutex
+	sample []metrics.Sample
+	prev   *metrics.Float64Histogram
+	pool   PoolStats
+	over   int
 
 	shed     prometheus.Counter
 	shareG   prometheus.Gauge
@@ -190,12 +204,14 @@ func (s *Shedder) step() {
 	prev := s.prev
 	s.prev = cur
 	var acquire time.Duration
-	if s.opts.Acquires != nil {
-		n, took := s.opts.Acquires()
-		if prev != nil && n > s.acquires {
-			acquire = (took - s.took) / time.Duration(n-s.acquires)
+	if s.opts.Pool != nil {
+		now := s.opts.Pool()
+		// Only a sample with enough acquires, none of which waited for a
+		// connection being made.
+		if n := now.Acquires - s.pool.Acquires; prev != nil && n >= minAcquires && now.NewConns == s.pool.NewConns {
+			acquire = (now.Took - s.pool.Took) / time.Duration(n)
 		}
-		s.acquires, s.took = n, took
+		s.pool = now
 	}
 	if prev == nil || len(prev.Counts) != len(cur.Counts) {
 		return

@@ -156,6 +156,7 @@ func TestShedsWhileGoroutinesWaitForACPU(t *testing.T) {
 			}
 		}()
 	}
+	t.Cleanup(func() { quit.Store(true) })
 	require.Eventually(t, func() bool { return s.Share() > 0 }, 20*time.Second, 10*time.Millisecond,
 		"eight busy goroutines on one P: each waits about 70 ms for its turn")
 	quit.Store(true)
@@ -173,17 +174,14 @@ func TestZeroDelayNeverSheds(t *testing.T) {
 
 func TestShedsWhileRequestsWaitForTheDatabase(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	var (
-		n    int64
-		took time.Duration
-	)
-	s := New(Options{Delay: 10 * time.Millisecond, Registerer: reg, Acquires: func() (int64, time.Duration) { return n, took }})
+	var pool PoolStats
+	s := New(Options{Delay: 10 * time.Millisecond, Registerer: reg, Pool: func() PoolStats { return pool }})
 	f := newFakeLatency()
 	s.read = f.read
 	step := func(acquires int64, each time.Duration) float64 {
 		f.add(1000, 50*time.Microsecond) // the CPU keeps up throughout
-		n += acquires
-		took += time.Duration(acquires) * each
+		pool.Acquires += acquires
+		pool.Took += time.Duration(acquires) * each
 		s.step()
 		return s.Share()
 	}
@@ -191,6 +189,11 @@ func TestShedsWhileRequestsWaitForTheDatabase(t *testing.T) {
 	require.Zero(t, step(100, time.Hour), "the first read only sets the start")
 	require.Zero(t, step(500, 20*time.Microsecond), "connections at hand")
 	require.Zero(t, step(0, 0), "no acquire: nothing waited")
+	require.Zero(t, step(50, 40*time.Millisecond))
+	require.Zero(t, step(19, time.Second), "too few acquires to say anything: the count starts again")
+	require.Zero(t, step(50, 40*time.Millisecond))
+	pool.NewConns++
+	require.Zero(t, step(50, 40*time.Millisecond), "a connection was made: its acquire waited for PostgreSQL, not for others")
 	require.Zero(t, step(50, 40*time.Millisecond))
 	require.InDelta(t, 0.1, step(50, 40*time.Millisecond), 1e-9, "two samples of acquires waiting 40 ms on average")
 	require.InDelta(t, 0.04, testutil.ToFloat64(s.acquireG), 1e-9)

@@ -86,8 +86,8 @@ type Options struct {
 	// AuditRetention is how long audit log entries are kept [90 days].
 	AuditRetention time.Duration
 	// Overload says when the public listener sheds new requests
-	// (overload.Options.Delay; zero: never). Its metrics and logger are
-	// the platform's.
+	// (overload.Options.Delay; zero: never). Its metrics, logger and
+	// pool are the platform's.
 	Overload overload.Options
 }
 
@@ -148,9 +148,9 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 	metrics := httpx.NewMetrics(reg)
 	shedding := opts.Overload
 	shedding.Registerer, shedding.Logger = reg, logger
-	shedding.Acquires = func() (int64, time.Duration) {
+	shedding.Pool = func() overload.PoolStats {
 		st := opts.Pool.Stat()
-		return st.AcquireCount(), st.AcquireDuration()
+		return overload.PoolStats{Acquires: st.AcquireCount(), Took: st.AcquireDuration(), NewConns: st.NewConnsCount()}
 	}
 	p.Overload = overload.New(shedding)
 
