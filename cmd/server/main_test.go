@@ -127,7 +127,9 @@ func tlsSettings(t *testing.T, dbURL string) map[string]string {
 
 func TestServes(t *testing.T) {
 	t.Parallel()
-	s := start(t, tlsSettings(t, testdb.NewDatabase(t)))
+	settings := tlsSettings(t, testdb.NewDatabase(t))
+	settings["POPPYHOST_OVERLOAD_DELAY"] = "250ms"
+	s := start(t, settings)
 
 	code, body := s.probe(t, "/healthz")
 	require.Equal(t, 200, code, body)
@@ -168,6 +170,8 @@ func TestServes(t *testing.T) {
 		}
 	}
 	require.True(t, sawRequest)
+	// The shedding runs, with the delay configured (internal/overload).
+	require.Regexp(t, `"msg":"overload: [^"]*","delay":250000000`, logs)
 }
 
 // TestDrains stops the server while a request is still arriving: the

@@ -134,6 +134,8 @@ func (s *Shedder) Start(ctx context.Context) (stop func()) {
 	if s.opts.Delay <= 0 {
 		return func() {}
 	}
+	s.opts.Logger.Info("overload: new requests are shed while work waits longer than the delay",
+		slog.Duration("delay", s.opts.Delay))
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
