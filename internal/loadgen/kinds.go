@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -58,8 +59,26 @@ type pools struct {
 	signedIn  []signedIn
 	convs     []*conversation
 	refresh   chan string // refresh tokens not yet used
-	n         atomic.Uint64
-	sent      sentTimes
+	// refreshing are the refresh tokens sent and not yet answered, by
+	// the id their request's URL fragment carries (never sent on the
+	// wire; vegeta's result keeps the URL): a refresh refused before it
+	// was used (429, 503) gives its token back (sentRefresh).
+	refreshing sync.Map
+	refreshes  atomic.Uint64
+	n          atomic.Uint64
+	sent       sentTimes
+}
+
+// sentRefresh returns the refresh token the refresh answered by r sent,
+// and forgets it; "" when there is none.
+func (p *pools) sentRefresh(r *vegeta.Result) string {
+	_, id, ok := strings.Cut(r.URL, "#")
+	if !ok {
+		return ""
+	}
+	rt, _ := p.refreshing.LoadAndDelete(id)
+	s, _ := rt.(string)
+	return s
 }
 
 // signedIn is a signed-in User's Session and access token.
@@ -142,7 +161,9 @@ func (e *env) makers(p *pools) map[Kind]maker {
 			if err != nil {
 				return err
 			}
-			*t = vegeta.Target{Method: http.MethodPost, URL: issuer + "/oauth/token", Body: []byte(form.Encode()),
+			id := strconv.FormatUint(p.refreshes.Add(1), 36)
+			p.refreshing.Store(id, rt)
+			*t = vegeta.Target{Method: http.MethodPost, URL: issuer + "/oauth/token#" + id, Body: []byte(form.Encode()),
 				Header: http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}}
 			return nil
 		},

@@ -142,4 +142,23 @@ func TestFailuresAreCounted(t *testing.T) {
 	require.Zero(t, kr.Requests)
 	require.Empty(t, kr.Errors)
 	require.Equal(t, "r3", <-p.refresh)
+
+	// Refused unused (shed, or over a rate): the token sent goes back;
+	// any other failure loses it, as the server may have used it.
+	kr = newKindReport(Refresh, 1)
+	p.refreshing.Store("a1", "r4")
+	p.refreshing.Store("a2", "r5")
+	p.refreshing.Store("a3", "r6")
+	kr.add(&vegeta.Result{Code: 503, Latency: time.Millisecond, URL: "https://x.test/oauth/token#a1"}, p, true)
+	require.Len(t, p.refresh, 1, "a shed refresh gives its token back")
+	require.Equal(t, "r4", <-p.refresh)
+	kr.add(&vegeta.Result{Code: 429, Latency: time.Millisecond, URL: "https://x.test/oauth/token#a2"}, p, true)
+	require.Len(t, p.refresh, 1, "so does one over a rate")
+	require.Equal(t, "r5", <-p.refresh)
+	kr.add(&vegeta.Result{Code: 400, Latency: time.Millisecond, URL: "https://x.test/oauth/token#a3"}, p, true)
+	kr.close()
+	require.Equal(t, map[string]int{"503": 1, "429": 1, "400": 1}, kr.Errors)
+	require.Empty(t, p.refresh, "a token the server may have used is not sent again")
+	_, left := p.refreshing.Load("a3")
+	require.False(t, left, "every answered refresh is forgotten")
 }

@@ -380,11 +380,19 @@ func (rs *readers) wait() ReaderReport {
 }
 
 // add counts one result of the kind in its figures when measured (after
-// the warm-up); a refresh's new token goes back to the pool either way.
+// the warm-up); a refresh's new token, or the one it sent when it was
+// refused unused, goes back to the pool either way.
 // It reports whether it counted the result, whose Code it leaves 0 when
 // the request failed.
 func (kr *KindReport) add(r *vegeta.Result, p *pools, measured bool) bool {
 	failure := ""
+	if kr.Kind == Refresh {
+		// Refused before it was used (over a rate, or shed): the token
+		// still works, and a Personal Agent sends it again.
+		if rt := p.sentRefresh(r); rt != "" && (r.Code == http.StatusTooManyRequests || r.Code == http.StatusServiceUnavailable) {
+			p.refresh <- rt
+		}
+	}
 	switch {
 	case r.Code == 0 && strings.HasPrefix(r.Error, errNoChain):
 		failure = "no_refresh_token"
