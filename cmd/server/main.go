@@ -187,6 +187,7 @@ func run(ctx context.Context, env runEnv) error {
 		ln = tls.NewListener(ln, tlsConfig)
 	}
 	srv := httpServer(p.Handler(), 64<<10, logger)
+	srv.ConnState = p.ConnState
 	srv.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }
 	// The operations listener: health, readiness and metrics, plain HTTP
 	// on a private address, never on the public one.

@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -155,6 +157,13 @@ func TestServes(t *testing.T) {
 	require.Contains(t, body, `poppyhost_http_requests_total{method="GET",route="/.well-known/poppy.json",status="200"} 1`)
 	require.Contains(t, body, `poppyhost_http_request_duration_seconds_bucket`)
 	require.Contains(t, body, `pgxpool_`)
+	// The client keeps its connections (one per host it asked): the
+	// public listener counts them open.
+	open := regexp.MustCompile(`(?m)^poppyhost_http_connections_open (\d+)$`).FindStringSubmatch(body)
+	require.NotNil(t, open, "the open connections are exported")
+	n, err := strconv.Atoi(open[1])
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, n, 1)
 
 	// Log lines are JSON, carry the request ID, and never the admin token.
 	logs := s.logs.String()

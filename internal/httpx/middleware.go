@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base32"
 	"log/slog"
+	"net"
 	"net/http"
 	"runtime/debug"
 	"strconv"
@@ -128,6 +129,7 @@ func validRequestID(s string) bool {
 type Metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	conns    prometheus.Gauge
 }
 
 // NewMetrics registers the HTTP metrics on reg.
@@ -142,9 +144,24 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time to serve HTTP requests, by route pattern and method.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"route", "method"}),
+		conns: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "poppyhost_http_connections_open",
+			Help: "Connections the public listener holds open, idle ones included.",
+		}),
 	}
-	reg.MustRegister(m.requests, m.duration)
+	reg.MustRegister(m.requests, m.duration, m.conns)
 	return m
+}
+
+// ConnState counts the connections a server holds open in m, as an
+// http.Server's ConnState hook.
+func (m *Metrics) ConnState(_ net.Conn, state http.ConnState) {
+	switch state {
+	case http.StateNew:
+		m.conns.Inc()
+	case http.StateClosed, http.StateHijacked:
+		m.conns.Dec()
+	}
 }
 
 // knownMethod keeps the method label bounded.

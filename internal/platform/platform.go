@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"sync"
@@ -116,6 +117,9 @@ type Platform struct {
 	// replica is overloaded; the server starts its sampling
 	// (Overload.Start).
 	Overload *overload.Shedder
+	// ConnState counts the public listener's open connections; the
+	// server sets it as its http.Server's ConnState.
+	ConnState func(net.Conn, http.ConnState)
 
 	ops      http.Handler
 	draining atomic.Bool
@@ -146,6 +150,7 @@ func New(ctx context.Context, opts Options) (*Platform, error) {
 		pgxpoolprometheus.NewCollector(opts.Pool, map[string]string{"db": "poppyhost"}),
 	)
 	metrics := httpx.NewMetrics(reg)
+	p.ConnState = metrics.ConnState
 	shedding := opts.Overload
 	shedding.Registerer, shedding.Logger = reg, logger
 	shedding.Pool = func() overload.PoolStats {
