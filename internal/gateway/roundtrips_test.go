@@ -108,9 +108,13 @@ func TestApprovedRoundTrips(t *testing.T) {
 			ours = append(ours, s.String())
 		}
 	}
-	// The recorder sees statements, not the claim's BEGIN and COMMIT.
+	// The recorder sees statements (the claim has no BEGIN or COMMIT of
+	// its own: it commits as it ends).
 	require.Len(t, ours, 3, "%q", ours)
 	requireSessionStatement(t, ours[0], "approved")
-	require.True(t, strings.HasPrefix(ours[1], "WITH seen AS") && strings.Contains(ours[1], "UPDATE operations"), "%q", ours)
+	// The request is the revision's byte for byte: the checks, check 3
+	// among them, and the claim are one statement that commits on its own.
+	require.True(t, strings.HasPrefix(ours[1], "WITH seen AS") && strings.Contains(ours[1], "UPDATE operations") &&
+		strings.Contains(ours[1], "seen.request = $14"), "%q", ours)
 	require.True(t, strings.HasPrefix(ours[2], "UPDATE operations SET status = 'performed'"), "%q", ours)
 }

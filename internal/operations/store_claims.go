@@ -173,7 +173,8 @@ func (s *Store) Claim(ctx context.Context, companyID int64, a *Approval, facts *
 	return c, nil
 }
 
-// Next is what ClaimChecked does with a claim before it commits: route the
+// Next is what ClaimChecked does with a claim whose revision's request is
+// not the request's byte for byte, before it commits: route the
 // revision's request. An error undoes the claim.
 type Next func(ctx context.Context, c *Checked) error
 
@@ -185,10 +186,18 @@ var errNotSame = errors.New("operations: another request than the revision's")
 // nothing has to be asked about between them (no approval hook, not a
 // conversation's): it claims operation a.OperationID for the request
 // carrying a when every check of extension 6 passes at once (owner, status,
-// current revision unexpired, neither declined nor replaced, target), and
-// then, in the same transaction, checks that req asks for the revision's
-// request (check 3) and calls next. It returns nil, nil, nil when it did
-// not claim: the caller makes the checks one by one (Check) to learn why.
+// current revision unexpired, neither declined nor replaced, target, and
+// check 3: req asks for the revision's request). It returns nil, nil, nil
+// when it did not claim: the caller makes the checks one by one (Check)
+// to learn why.
+//
+// When req is the revision's request byte for byte, as a Personal
+// Agent's retry of what it was proposed usually is, check 3 is one more
+// condition of the statement, which commits on its own (claimExact).
+// Otherwise the same statement claims in a transaction that stays open
+// for what only Go can tell (Request.Same: another order of the query or
+// of a JSON body's members) and for next, and commits only if both agree
+// (claimInTx).
 //
 // A statement sees what committed before it began, and the revision's
 // state is another row than the one it locks: a revision retired between
@@ -200,6 +209,56 @@ var errNotSame = errors.New("operations: another request than the revision's")
 func (s *Store) ClaimChecked(ctx context.Context, companyID int64, owner Owner, iface, target string, a *Approval,
 	req *Request, facts *verified.Facts, lease time.Duration, now time.Time, next Next) (*Checked, *Claim, error) {
 	c := &Claim{ID: newID("clm_"), LeaseUntil: now.Add(lease)}
+	if iface == InterfaceConversation || req == nil {
+		return s.claimInTx(ctx, companyID, owner, iface, target, a, req, facts, c, now, next)
+	}
+	checked, proposed, err := s.claimExact(ctx, companyID, owner, iface, target, a, req, facts, c, now)
+	switch {
+	case err != nil:
+		return nil, nil, err
+	case checked != nil:
+		return checked, c, nil
+	case !proposed:
+		// Not approvable at once (another owner, revision, status...):
+		// the caller's checks say why.
+		return nil, nil, nil
+	}
+	// Approvable but not claimed: another spelling of the request, or the
+	// row changed since it was read. The transaction decides.
+	return s.claimInTx(ctx, companyID, owner, iface, target, a, req, facts, c, now, next)
+}
+
+// claimExact claims as ClaimChecked does when req is the revision's
+// request byte for byte (their JSON equal), in one statement that commits
+// on its own. It reports the claim's checks, or nil and whether every
+// check but the request's passed on a proposed operation.
+func (s *Store) claimExact(ctx context.Context, companyID int64, owner Owner, iface, target string, a *Approval,
+	req *Request, facts *verified.Facts, c *Claim, now time.Time) (*Checked, bool, error) {
+	var (
+		claimed   bool
+		status    string
+		stored    Request
+		actionKey string
+		op        = Operation{OperationID: a.OperationID, Revision: a.Revision}
+	)
+	err := s.pool.QueryRow(ctx, claimExactSQL, companyID, a.OperationID, a.Revision, owner.ClientID, owner.UserID,
+		owner.AccountID, iface, target, now, a, facts, c.ID, c.LeaseUntil, req).Scan(
+		&claimed, &status, &actionKey, &stored, &op.Terms, &op.Summary, &op.ExpiresAt)
+	if db.IsNotFound(err) {
+		return nil, false, nil
+	}
+	if err != nil || !claimed {
+		return nil, err == nil && status == stateProposed, err
+	}
+	op.ExpiresAt = op.ExpiresAt.UTC()
+	return &Checked{Verdict: Approved, Request: &stored, ActionKey: actionKey, Operation: &op}, true, nil
+}
+
+// claimInTx claims as ClaimChecked does in a transaction, which commits
+// when req is the revision's request as Request.Same compares them and
+// next agrees.
+func (s *Store) claimInTx(ctx context.Context, companyID int64, owner Owner, iface, target string, a *Approval,
+	req *Request, facts *verified.Facts, c *Claim, now time.Time, next Next) (*Checked, *Claim, error) {
 	var (
 		checked   *Checked
 		stored    Request
@@ -240,6 +299,30 @@ func (s *Store) ClaimChecked(ctx context.Context, companyID int64, owner Owner, 
 	}
 	return checked, c, nil
 }
+
+// claimExactSQL is claimCheckedSQL with check 3 as a condition, the
+// stored request's JSON equal to $14's, answering even when it did not
+// claim: whether it claimed, and the operation's status, so that an
+// approvable operation whose request is spelled otherwise is claimed the
+// long way (claimInTx) and any other is left to the checks one by one.
+const claimExactSQL = `WITH seen AS MATERIALIZED (
+		SELECT o.xmin AS version, o.status, o.action_key, r.request, r.terms, r.summary, r.expires_at
+		FROM operations o
+		JOIN operation_revisions r ON r.company_id = o.company_id AND r.operation_id = o.id
+			AND r.revision = o.revision
+		WHERE o.company_id = $1 AND o.id = $2 AND o.revision = $3
+			AND o.client_id = $4 AND o.user_id = $5 AND o.account_id = $6 AND o.interface = $7
+			AND o.target = $8 AND r.declined_at IS NULL AND r.replaced_at IS NULL AND r.expires_at > $9),
+	claimed AS (
+		UPDATE operations o SET status = 'performing', approval = $10, facts = $11, performing_since = $9,
+			updated_at = $9, claim = $12, lease_until = $13, sends = 1
+		FROM seen
+		WHERE o.company_id = $1 AND o.id = $2 AND o.revision = $3 AND seen.status = 'proposed'
+			AND o.xmin = seen.version AND seen.request = $14
+		RETURNING 1)
+	SELECT EXISTS (SELECT FROM claimed), seen.status, seen.action_key, seen.request, seen.terms, seen.summary,
+		seen.expires_at
+	FROM seen`
 
 // claimCheckedSQL makes every check of ClaimChecked and the claim.
 const claimCheckedSQL = `WITH seen AS MATERIALIZED (

@@ -27,7 +27,9 @@ func TestProposeWaitsForAClaim(t *testing.T) {
 	claimed, release := make(chan struct{}), make(chan struct{})
 	won := make(chan bool, 1)
 	go func() {
-		req := &operations.Request{Method: "POST", Path: "/orders/o1/exchange", Body: []byte(`{}`)}
+		// Spelled otherwise than the revision's, so that the claim is made
+		// in a transaction (ClaimChecked), which next holds open.
+		req := &operations.Request{Method: "POST", Path: "/orders/o1/exchange", Body: []byte(`{ }`)}
 		_, c, err := r.store.ClaimChecked(ctx, r.companyID, r.owner, operations.InterfaceAPI, "orders-api", a, req,
 			&verified.Facts{}, time.Minute, r.t0.Add(time.Minute),
 			func(context.Context, *operations.Checked) error {
@@ -208,13 +210,19 @@ func TestClaimCheckedMakesEveryCheck(t *testing.T) {
 		r.companyID, op.OperationID).Scan(&status))
 	require.Equal(t, "proposed", status, "nothing that did not claim changed the operation")
 
-	// What next refuses is undone with the claim.
-	_, c, err := r.store.ClaimChecked(ctx, r.companyID, r.owner, operations.InterfaceAPI, "orders-api", a, req, facts,
-		time.Minute, r.t0, func(context.Context, *operations.Checked) error {
+	// The same request spelled otherwise (check 3 by Request.Same) is
+	// claimed in a transaction, which next may undo: what next refuses is
+	// undone with the claim.
+	respelled := &operations.Request{Method: "POST", Path: "/orders/o1/exchange", Body: []byte(`{ }`)}
+	_, c, err := r.store.ClaimChecked(ctx, r.companyID, r.owner, operations.InterfaceAPI, "orders-api", a, respelled,
+		facts, time.Minute, r.t0, func(context.Context, *operations.Checked) error {
 			return operations.ErrGone
 		})
 	require.ErrorIs(t, err, operations.ErrGone)
 	require.Nil(t, c)
+	require.NoError(t, r.pool.QueryRow(ctx, `SELECT status FROM operations WHERE company_id = $1 AND id = $2`,
+		r.companyID, op.OperationID).Scan(&status))
+	require.Equal(t, "proposed", status, "the claim next refused was undone")
 
 	checked, c, err := r.store.ClaimChecked(ctx, r.companyID, r.owner, operations.InterfaceAPI, "orders-api", a, req,
 		facts, time.Minute, r.t0, none)
@@ -225,6 +233,17 @@ func TestClaimCheckedMakesEveryCheck(t *testing.T) {
 	require.JSONEq(t, `{"order_id": "o1"}`, string(checked.Operation.Terms))
 	require.Equal(t, r.t0.Add(time.Minute), c.LeaseUntil)
 	require.False(t, r.claimChecked(t, op, "exchange", time.Second), "claimed once")
+
+	// Spelled otherwise, the request is still the revision's: claimed.
+	other := r.propose(t, "respelled", 0, time.Hour)
+	b := &operations.Approval{OperationID: other.OperationID, Revision: other.Revision, Approver: operations.ApproverUser}
+	respelledOther := &operations.Request{Method: "POST", Path: "/orders/o1/respelled", Body: []byte(`{ }`)}
+	checked, c, err = r.store.ClaimChecked(ctx, r.companyID, r.owner, operations.InterfaceAPI, "orders-api", b,
+		respelledOther, facts, time.Minute, r.t0, none)
+	require.NoError(t, err)
+	require.NotNil(t, c, "Request.Same takes the other spelling")
+	require.Equal(t, "respelled", checked.ActionKey)
+	require.Equal(t, []byte(`{}`), checked.Request.Body, "the revision's own request is what is performed")
 
 	declined := r.propose(t, "declined", 0, time.Hour)
 	ok, err := r.store.DeclineUnclaimed(ctx, r.companyID, declined.OperationID, declined.Revision, &operations.Decline{}, r.t0)
