@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -209,7 +210,7 @@ var errNotSame = errors.New("operations: another request than the revision's")
 func (s *Store) ClaimChecked(ctx context.Context, companyID int64, owner Owner, iface, target string, a *Approval,
 	req *Request, facts *verified.Facts, lease time.Duration, now time.Time, next Next) (*Checked, *Claim, error) {
 	c := &Claim{ID: newID("clm_"), LeaseUntil: now.Add(lease)}
-	if iface == InterfaceConversation || req == nil {
+	if iface == InterfaceConversation || req == nil || !req.validText() {
 		return s.claimInTx(ctx, companyID, owner, iface, target, a, req, facts, c, now, next)
 	}
 	checked, proposed, err := s.claimExact(ctx, companyID, owner, iface, target, a, req, facts, c, now)
@@ -232,6 +233,12 @@ func (s *Store) ClaimChecked(ctx context.Context, companyID int64, owner Owner, 
 // request byte for byte (their JSON equal), in one statement that commits
 // on its own. It reports the claim's checks, or nil and whether every
 // check but the request's passed on a proposed operation.
+//
+// The claim commits as the statement ends: a context cancelled while it
+// runs may leave it made though an error is returned, as a lost reply to
+// a COMMIT would. The claim's send lease lapses and its settle job
+// concludes it (Engine.SettleDue), as for any claim whose request ended
+// before its send.
 func (s *Store) claimExact(ctx context.Context, companyID int64, owner Owner, iface, target string, a *Approval,
 	req *Request, facts *verified.Facts, c *Claim, now time.Time) (*Checked, bool, error) {
 	var (
@@ -252,6 +259,19 @@ func (s *Store) claimExact(ctx context.Context, companyID int64, owner Owner, if
 	}
 	op.ExpiresAt = op.ExpiresAt.UTC()
 	return &Checked{Verdict: Approved, Request: &stored, ActionKey: actionKey, Operation: &op}, true, nil
+}
+
+// validText reports whether every text of r is valid UTF-8: JSON holds
+// only that, and encoding/json writes U+FFFD for whatever is not, so two
+// requests that differ there have the same JSON. Only for these is JSON
+// equality the same request (claimExact).
+func (r *Request) validText() bool {
+	for _, s := range []string{r.API, r.Method, r.Path, r.Query, r.ContentType, r.Host, r.Accept} {
+		if !utf8.ValidString(s) {
+			return false
+		}
+	}
+	return true
 }
 
 // claimInTx claims as ClaimChecked does in a transaction, which commits

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -269,6 +272,18 @@ func TestClaimCheckedMakesEveryCheck(t *testing.T) {
 // saw it approvable: the claim is made only on the row version it checked.
 func TestClaimCheckedSeesARevisionRetiredWhileItWaits(t *testing.T) {
 	t.Parallel()
+	// The revision's request byte for byte (one statement, then the
+	// transaction when it did not claim), and spelled otherwise (the
+	// transaction alone).
+	for name, body := range map[string]string{"exact": `{}`, "respelled": `{ }`} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			claimRetiredWhileWaiting(t, body)
+		})
+	}
+}
+
+func claimRetiredWhileWaiting(t *testing.T, body string) {
 	r := newSweepRig(t)
 	ctx := context.Background()
 	op := r.propose(t, "exchange", 0, time.Hour)
@@ -287,7 +302,7 @@ func TestClaimCheckedSeesARevisionRetiredWhileItWaits(t *testing.T) {
 	claimed := make(chan bool, 1)
 	go func() {
 		a := &operations.Approval{OperationID: op.OperationID, Revision: op.Revision, Approver: operations.ApproverUser}
-		req := &operations.Request{Method: "POST", Path: "/orders/o1/exchange", Body: []byte(`{}`)}
+		req := &operations.Request{Method: "POST", Path: "/orders/o1/exchange", Body: []byte(body)}
 		_, c, err := r.store.ClaimChecked(ctx, r.companyID, r.owner, operations.InterfaceAPI, "orders-api", a, req,
 			&verified.Facts{}, time.Minute, r.t0.Add(time.Minute),
 			func(context.Context, *operations.Checked) error { return nil })
@@ -307,4 +322,59 @@ func TestClaimCheckedSeesARevisionRetiredWhileItWaits(t *testing.T) {
 	require.NoError(t, r.pool.QueryRow(ctx, `SELECT status FROM operations WHERE company_id = $1 AND id = $2`,
 		r.companyID, op.OperationID).Scan(&status))
 	require.Equal(t, "proposed", status)
+}
+
+// TestClaimCheckedTellsInvalidTextApart: a query that is not UTF-8 is
+// stored as JSON with U+FFFD in its place, so the JSON of two such
+// queries can be equal though they differ; neither is claimed as the
+// revision's, since Request.Same compares their bytes.
+func TestClaimCheckedTellsInvalidTextApart(t *testing.T) {
+	t.Parallel()
+	r := newSweepRig(t)
+	ctx := context.Background()
+	p := &operations.Proposal{ActionKey: "exchange", Terms: json.RawMessage(`{"order_id": "o1"}`), ExpiresIn: 3600}
+	op, err := r.store.Propose(ctx, r.companyID, r.owner, operations.InterfaceAPI, "orders-api", p,
+		&operations.Request{Method: "POST", Path: "/orders/o1/exchange", Query: "a=\xff", Body: []byte(`{}`)}, "", r.t0)
+	require.NoError(t, err)
+	a := &operations.Approval{OperationID: op.OperationID, Revision: op.Revision, Approver: operations.ApproverUser}
+	other := &operations.Request{Method: "POST", Path: "/orders/o1/exchange", Query: "a=\xfe", Body: []byte(`{}`)}
+	_, c, err := r.store.ClaimChecked(ctx, r.companyID, r.owner, operations.InterfaceAPI, "orders-api", a, other,
+		&verified.Facts{}, time.Minute, r.t0, func(context.Context, *operations.Checked) error { return nil })
+	require.NoError(t, err)
+	require.Nil(t, c, "another query whose JSON is the same was claimed")
+}
+
+// TestClaimCheckedOnceAmongMany: many requests carrying one approval at
+// once, each the revision's request byte for byte or spelled otherwise,
+// make exactly one claim.
+func TestClaimCheckedOnceAmongMany(t *testing.T) {
+	t.Parallel()
+	r := newSweepRig(t)
+	ctx := context.Background()
+	for round := range 5 {
+		op := r.propose(t, fmt.Sprintf("many%d", round), 0, time.Hour)
+		a := &operations.Approval{OperationID: op.OperationID, Revision: op.Revision, Approver: operations.ApproverUser}
+		var (
+			wg     sync.WaitGroup
+			claims atomic.Int32
+		)
+		for i := range 12 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				body := `{}`
+				if i%3 == 0 {
+					body = `{ }`
+				}
+				req := &operations.Request{Method: "POST", Path: fmt.Sprintf("/orders/o1/many%d", round), Body: []byte(body)}
+				_, c, err := r.store.ClaimChecked(ctx, r.companyID, r.owner, operations.InterfaceAPI, "orders-api", a, req,
+					&verified.Facts{}, time.Minute, r.t0, func(context.Context, *operations.Checked) error { return nil })
+				if err == nil && c != nil {
+					claims.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		require.EqualValues(t, 1, claims.Load(), "round %d", round)
+	}
 }
