@@ -173,6 +173,16 @@ type errorBody struct {
 	RequestID   string       `json:"request_id,omitempty"`
 }
 
+// WriteUnavailable answers 503 unavailable with Retry-After (seconds)
+// and desc: a wait the server asks for (it is overloaded, an operation is
+// being performed), not a failure, so, unlike WriteError's 5xx, it is not
+// logged.
+func WriteUnavailable(w http.ResponseWriter, r *http.Request, retryAfter, desc string) {
+	w.Header().Set("Retry-After", retryAfter)
+	WriteJSON(w, http.StatusServiceUnavailable, errorBody{Error: CodeUnavailable, Description: desc,
+		RequestID: RequestID(r.Context())})
+}
+
 // WriteError writes err as the JSON error body. An error that is not an
 // *Error becomes internal_error; its text is logged with the request ID and
 // never sent. Whatever err is, a request whose client has gone gets

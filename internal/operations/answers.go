@@ -44,26 +44,25 @@ func Declined(a *Approval, d *Decline) *httpx.Error {
 // whose outcome is unknown: 503 with Retry-After, never a failure
 // (extension 7), so not logged as one.
 func WritePerforming(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Retry-After", RetryAfter)
-	httpx.WriteJSON(w, http.StatusServiceUnavailable, PerformingBody(r.Context()))
+	httpx.WriteUnavailable(w, r, RetryAfter, performingDesc)
 }
 
 // WriteRetry answers an approval whose origin performed nothing and asked
 // for the request again later: the Personal Agent sends the same request
 // with the same approval again (extension 7), which can perform it.
 func WriteRetry(w http.ResponseWriter, r *http.Request, after int) {
-	w.Header().Set("Retry-After", strconv.Itoa(after))
-	httpx.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"error": httpx.CodeUnavailable,
-		"error_description": "nothing was performed yet: the Company asks for the request again later; send the same request with the same approval after Retry-After seconds",
-		"request_id":        httpx.RequestID(r.Context())})
+	httpx.WriteUnavailable(w, r, strconv.Itoa(after), "nothing was performed yet: the Company asks for the request "+
+		"again later; send the same request with the same approval after Retry-After seconds")
 }
 
 // PerformingBody is the body of a 503 while an operation is performed.
 func PerformingBody(ctx context.Context) map[string]string {
-	return map[string]string{"error": httpx.CodeUnavailable,
-		"error_description": "the operation is being performed; send the same request again after Retry-After seconds",
-		"request_id":        httpx.RequestID(ctx)}
+	return map[string]string{"error": httpx.CodeUnavailable, "error_description": performingDesc,
+		"request_id": httpx.RequestID(ctx)}
 }
+
+// performingDesc describes the 503 of an operation being performed.
+const performingDesc = "the operation is being performed; send the same request again after Retry-After seconds"
 
 // WriteStored answers with the origin's stored answer to an approved
 // request (extension 7).

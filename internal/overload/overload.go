@@ -158,26 +158,16 @@ func (s *Shedder) Start(ctx context.Context) (stop func()) {
 // Share is the share of new requests shed now, from 0 to 0.95.
 func (s *Shedder) Share() float64 { return math.Float64frombits(s.share.Load()) }
 
-// shedBody is a shed request's answer, as httpx.WriteError writes errors.
-type shedBody struct {
-	Error       string `json:"error"`
-	Description string `json:"error_description"`
-	RequestID   string `json:"request_id,omitempty"`
-}
-
 // Middleware answers a request it sheds with 503 unavailable and
 // Retry-After before next runs, so a shed request has no effect.
 func (s *Shedder) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if share := s.Share(); share > 0 && rand.Float64() < share {
+			// Not logged each: shedding's start and end are, and its
+			// count is a metric.
 			s.shed.Inc()
-			// Not through httpx.WriteError, which logs every 5xx: while
-			// overloaded that would be a log line for most requests; the
-			// shedding's start and end are logged, and its count is a metric.
-			w.Header().Set("Retry-After", retryAfter)
-			httpx.WriteJSON(w, http.StatusServiceUnavailable, shedBody{Error: httpx.CodeUnavailable,
-				Description: "the server is overloaded; send the request again after Retry-After seconds",
-				RequestID:   httpx.RequestID(r.Context())})
+			httpx.WriteUnavailable(w, r, retryAfter,
+				"the server is overloaded; send the request again after Retry-After seconds")
 			return
 		}
 		next.ServeHTTP(w, r)
