@@ -164,7 +164,8 @@ func run(ctx context.Context, env runEnv) error {
 	// on shutdown lets the others count one fewer at their next beat.
 	stopBeat := p.Replicas.Start(context.WithoutCancel(ctx))
 	defer stopBeat()
-	// The scheduler's latency, sampled for shedding while overloaded.
+	// The waits for a CPU and for a database connection, sampled for
+	// shedding while overloaded.
 	stopShedding := p.Overload.Start(context.WithoutCancel(ctx))
 	defer stopShedding()
 

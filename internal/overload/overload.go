@@ -20,7 +20,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"runtime/metrics"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -86,14 +85,13 @@ type Shedder struct {
 	opts  Options
 	share atomic.Uint64 // math.Float64bits of the share of new requests shed
 
-	mu     sync.Mutex
+	// What the last step read; only step, on Start's goroutine, uses them.
 	sample []metrics.Sample
 	prev   *metrics.Float64Histogram
 	pool   PoolStats
 	over   int
 
 	shed     prometheus.Counter
-	shareG   prometheus.Gauge
 	latencyG prometheus.Gauge
 	acquireG prometheus.Gauge
 	// read returns the latencies counted since the process began
@@ -114,8 +112,6 @@ func New(opts Options) *Shedder {
 		sample: []metrics.Sample{{Name: latencies}},
 		shed: prometheus.NewCounter(prometheus.CounterOpts{Name: "poppyhost_requests_shed_total",
 			Help: "Requests answered 503 at once because the replica was overloaded."}),
-		shareG: prometheus.NewGauge(prometheus.GaugeOpts{Name: "poppyhost_shed_share",
-			Help: "Share of new requests the replica sheds, from 0 to 0.95."}),
 		latencyG: prometheus.NewGauge(prometheus.GaugeOpts{Name: "poppyhost_scheduling_latency_p90_seconds",
 			Help: "90th percentile of the Go scheduler's latency over the last sample, an overload signal."}),
 		acquireG: prometheus.NewGauge(prometheus.GaugeOpts{Name: "poppyhost_db_acquire_mean_seconds",
@@ -123,13 +119,15 @@ func New(opts Options) *Shedder {
 	}
 	s.read = s.readRuntime
 	if opts.Registerer != nil {
-		opts.Registerer.MustRegister(s.shed, s.shareG, s.latencyG, s.acquireG)
+		opts.Registerer.MustRegister(s.shed, s.latencyG, s.acquireG,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "poppyhost_shed_share",
+				Help: "Share of new requests the replica sheds, from 0 to 0.95."}, s.Share))
 	}
 	return s
 }
 
-// Start samples the scheduler's latency until ctx ends or stop is called.
-// With Delay 0 it does nothing.
+// Start samples the scheduler's latency and the pool's acquires until ctx
+// ends or stop is called; call it once. With Delay 0 it does nothing.
 func (s *Shedder) Start(ctx context.Context) (stop func()) {
 	if s.opts.Delay <= 0 {
 		return func() {}
@@ -187,8 +185,6 @@ func (s *Shedder) readRuntime() *metrics.Float64Histogram {
 
 // step reads the latency since the last step and moves the share.
 func (s *Shedder) step() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	cur := s.read()
 	if cur == nil {
 		return
@@ -226,7 +222,6 @@ func (s *Shedder) step() {
 		}
 	}
 	s.share.Store(math.Float64bits(share))
-	s.shareG.Set(share)
 	switch {
 	case was == 0 && share > 0:
 		s.opts.Logger.Warn("overloaded: shedding new requests", slog.Duration("scheduling_latency_p90", p),

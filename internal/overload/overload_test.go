@@ -77,13 +77,13 @@ func TestShareFollowsTheSchedulersLatency(t *testing.T) {
 		step(0, 10)
 	}
 	require.Equal(t, maxShare, s.Share(), "never more than the cap")
-	require.Equal(t, maxShare, testutil.ToFloat64(s.shareG))
+	require.Equal(t, maxShare, gauge(t, reg, "poppyhost_shed_share"), "the gauge is the share")
 	require.InDelta(t, maxShare-lower, step(1000, 0), 1e-9, "falls by less than it rose")
 	for range 18 {
 		step(1000, 0)
 	}
 	require.Zero(t, s.Share(), "back to nothing once the latency stays low")
-	require.Zero(t, testutil.ToFloat64(s.shareG))
+	require.Zero(t, gauge(t, reg, "poppyhost_shed_share"))
 	require.Contains(t, logs.String(), "no longer overloaded")
 }
 
@@ -198,4 +198,18 @@ func TestShedsWhileRequestsWaitForTheDatabase(t *testing.T) {
 	require.InDelta(t, 0.1, step(50, 40*time.Millisecond), 1e-9, "two samples of acquires waiting 40 ms on average")
 	require.InDelta(t, 0.04, testutil.ToFloat64(s.acquireG), 1e-9)
 	require.InDelta(t, 0.05, step(500, 20*time.Microsecond), 1e-9, "connections at hand again")
+}
+
+// gauge reads the gauge name from reg.
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() == name {
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no gauge %s", name)
+	return 0
 }
