@@ -1,11 +1,11 @@
 package operations
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -210,10 +210,11 @@ var errNotSame = errors.New("operations: another request than the revision's")
 func (s *Store) ClaimChecked(ctx context.Context, companyID int64, owner Owner, iface, target string, a *Approval,
 	req *Request, facts *verified.Facts, lease time.Duration, now time.Time, next Next) (*Checked, *Claim, error) {
 	c := &Claim{ID: newID("clm_"), LeaseUntil: now.Add(lease)}
-	if iface == InterfaceConversation || req == nil || !req.validText() {
+	exact, ok := exactJSON(req)
+	if iface == InterfaceConversation || !ok {
 		return s.claimInTx(ctx, companyID, owner, iface, target, a, req, facts, c, now, next)
 	}
-	checked, proposed, err := s.claimExact(ctx, companyID, owner, iface, target, a, req, facts, c, now)
+	checked, proposed, err := s.claimExact(ctx, companyID, owner, iface, target, a, exact, facts, c, now)
 	switch {
 	case err != nil:
 		return nil, nil, err
@@ -240,38 +241,58 @@ func (s *Store) ClaimChecked(ctx context.Context, companyID int64, owner Owner, 
 // concludes it (Engine.SettleDue), as for any claim whose request ended
 // before its send.
 func (s *Store) claimExact(ctx context.Context, companyID int64, owner Owner, iface, target string, a *Approval,
-	req *Request, facts *verified.Facts, c *Claim, now time.Time) (*Checked, bool, error) {
-	var (
-		claimed   bool
-		status    string
-		stored    Request
-		actionKey string
-		op        = Operation{OperationID: a.OperationID, Revision: a.Revision}
-	)
-	err := s.pool.QueryRow(ctx, claimExactSQL, companyID, a.OperationID, a.Revision, owner.ClientID, owner.UserID,
-		owner.AccountID, iface, target, now, a, facts, c.ID, c.LeaseUntil, req).Scan(
-		&claimed, &status, &actionKey, &stored, &op.Terms, &op.Summary, &op.ExpiresAt)
+	exact json.RawMessage, facts *verified.Facts, c *Claim, now time.Time) (*Checked, bool, error) {
+	var row claimRow
+	err := row.scan(s.pool.QueryRow(ctx, claimSQL, claimArgs(companyID, owner, iface, target, a, facts, c, now, exact)...))
 	if db.IsNotFound(err) {
 		return nil, false, nil
 	}
-	if err != nil || !claimed {
-		return nil, err == nil && status == stateProposed, err
+	if err != nil || !row.claimed {
+		return nil, err == nil && row.status == stateProposed, err
 	}
-	op.ExpiresAt = op.ExpiresAt.UTC()
-	return &Checked{Verdict: Approved, Request: &stored, ActionKey: actionKey, Operation: &op}, true, nil
+	return row.checked(a), true, nil
 }
 
-// validText reports whether every text of r is valid UTF-8: JSON holds
-// only that, and encoding/json writes U+FFFD for whatever is not, so two
-// requests that differ there have the same JSON. Only for these is JSON
-// equality the same request (claimExact).
-func (r *Request) validText() bool {
-	for _, s := range []string{r.API, r.Method, r.Path, r.Query, r.ContentType, r.Host, r.Accept} {
-		if !utf8.ValidString(s) {
-			return false
-		}
+// exactJSON is req's JSON, as the revision's request was stored, when
+// equal JSON means the same bytes: not when encoding/json wrote U+FFFD
+// for text that is not UTF-8 (so that two requests differing there would
+// have one JSON), nor for no request.
+func exactJSON(req *Request) (json.RawMessage, bool) {
+	if req == nil {
+		return nil, false
 	}
-	return true
+	b, err := json.Marshal(req)
+	if err != nil || bytes.Contains(b, []byte(`\ufffd`)) {
+		return nil, false
+	}
+	return b, true
+}
+
+// claimArgs are claimSQL's arguments; exact nil leaves check 3 to Go.
+func claimArgs(companyID int64, owner Owner, iface, target string, a *Approval, facts *verified.Facts, c *Claim,
+	now time.Time, exact json.RawMessage) []any {
+	return []any{companyID, a.OperationID, a.Revision, owner.ClientID, owner.UserID, owner.AccountID, iface, target,
+		now, a, facts, c.ID, c.LeaseUntil, exact}
+}
+
+// claimRow is what claimSQL answers.
+type claimRow struct {
+	claimed   bool
+	status    string
+	actionKey string
+	stored    Request
+	op        Operation
+}
+
+func (r *claimRow) scan(row pgx.Row) error {
+	return row.Scan(&r.claimed, &r.status, &r.actionKey, &r.stored, &r.op.Terms, &r.op.Summary, &r.op.ExpiresAt)
+}
+
+// checked is the claimed row's Checked for approval a.
+func (r *claimRow) checked(a *Approval) *Checked {
+	op := r.op
+	op.OperationID, op.Revision, op.ExpiresAt = a.OperationID, a.Revision, op.ExpiresAt.UTC()
+	return &Checked{Verdict: Approved, Request: &r.stored, ActionKey: r.actionKey, Operation: &op}
 }
 
 // claimInTx claims as ClaimChecked does in a transaction, which commits
@@ -280,31 +301,18 @@ func (r *Request) validText() bool {
 func (s *Store) claimInTx(ctx context.Context, companyID int64, owner Owner, iface, target string, a *Approval,
 	req *Request, facts *verified.Facts, c *Claim, now time.Time, next Next) (*Checked, *Claim, error) {
 	var (
-		checked   *Checked
-		stored    Request
-		actionKey string
-		op        = Operation{OperationID: a.OperationID, Revision: a.Revision}
+		row     claimRow
+		checked *Checked
 	)
 	// BEGIN and the claim go in one round trip; the transaction stays
 	// open for what only Go can check (check 3's comparison, next).
 	err := db.InTxWith(ctx, s.pool, func(b *pgx.Batch) {
-		// The status is checked on the version seen (seen.status), not in
-		// either scan's conditions: a condition status = 'proposed' on
-		// operations lets the planner read the row through
-		// operations_action, whose prefix company_id matches every
-		// proposed operation of the Company and every entry left by one
-		// proposed before (issue 19). MATERIALIZED keeps that check out of
-		// the CTE's scan; the xmin makes the claim of the version seen.
-		b.Queue(claimCheckedSQL, companyID, a.OperationID, a.Revision, owner.ClientID, owner.UserID, owner.AccountID,
-			iface, target, now, a, facts, c.ID, c.LeaseUntil).QueryRow(func(row pgx.Row) error {
-			return row.Scan(&actionKey, &stored, &op.Terms, &op.Summary, &op.ExpiresAt)
-		})
+		b.Queue(claimSQL, claimArgs(companyID, owner, iface, target, a, facts, c, now, nil)...).QueryRow(row.scan)
 	}, func(pgx.Tx) error {
-		if iface != InterfaceConversation && !stored.Same(req) {
+		if !row.claimed || iface != InterfaceConversation && !row.stored.Same(req) {
 			return errNotSame
 		}
-		op.ExpiresAt = op.ExpiresAt.UTC()
-		ch := &Checked{Verdict: Approved, Request: &stored, ActionKey: actionKey, Operation: &op}
+		ch := row.checked(a)
 		if err := next(ctx, ch); err != nil {
 			return err
 		}
@@ -320,12 +328,21 @@ func (s *Store) claimInTx(ctx context.Context, companyID int64, owner Owner, ifa
 	return checked, c, nil
 }
 
-// claimExactSQL is claimCheckedSQL with check 3 as a condition, the
-// stored request's JSON equal to $14's, answering even when it did not
-// claim: whether it claimed, and the operation's status, so that an
-// approvable operation whose request is spelled otherwise is claimed the
-// long way (claimInTx) and any other is left to the checks one by one.
-const claimExactSQL = `WITH seen AS MATERIALIZED (
+// claimSQL makes every check of ClaimChecked and the claim, check 3 too
+// when $14 is the request's JSON (claimExact; NULL leaves it to Go,
+// claimInTx), and answers even when it did not claim: whether it claimed,
+// and the operation's status, so that an approvable operation whose
+// request is spelled otherwise is claimed the long way and any other is
+// left to the checks one by one.
+//
+// The status is checked on the version seen (seen.status), not in either
+// scan's conditions: a condition status = 'proposed' on operations lets
+// the planner read the row through operations_action, whose prefix
+// company_id matches every proposed operation of the Company and every
+// entry left by one proposed before (issue 19). MATERIALIZED keeps that
+// check out of the CTE's scan; the xmin makes the claim of the version
+// seen.
+const claimSQL = `WITH seen AS MATERIALIZED (
 		SELECT o.xmin AS version, o.status, o.action_key, r.request, r.terms, r.summary, r.expires_at
 		FROM operations o
 		JOIN operation_revisions r ON r.company_id = o.company_id AND r.operation_id = o.id
@@ -338,27 +355,11 @@ const claimExactSQL = `WITH seen AS MATERIALIZED (
 			updated_at = $9, claim = $12, lease_until = $13, sends = 1
 		FROM seen
 		WHERE o.company_id = $1 AND o.id = $2 AND o.revision = $3 AND seen.status = 'proposed'
-			AND o.xmin = seen.version AND seen.request = $14
+			AND o.xmin = seen.version AND ($14::jsonb IS NULL OR seen.request = $14)
 		RETURNING 1)
 	SELECT EXISTS (SELECT FROM claimed), seen.status, seen.action_key, seen.request, seen.terms, seen.summary,
 		seen.expires_at
 	FROM seen`
-
-// claimCheckedSQL makes every check of ClaimChecked and the claim.
-const claimCheckedSQL = `WITH seen AS MATERIALIZED (
-		SELECT o.xmin AS version, o.status, r.request, r.terms, r.summary, r.expires_at
-		FROM operations o
-		JOIN operation_revisions r ON r.company_id = o.company_id AND r.operation_id = o.id
-			AND r.revision = o.revision
-		WHERE o.company_id = $1 AND o.id = $2 AND o.revision = $3
-			AND o.client_id = $4 AND o.user_id = $5 AND o.account_id = $6 AND o.interface = $7
-			AND o.target = $8 AND r.declined_at IS NULL AND r.replaced_at IS NULL AND r.expires_at > $9)
-	UPDATE operations o SET status = 'performing', approval = $10, facts = $11, performing_since = $9,
-		updated_at = $9, claim = $12, lease_until = $13, sends = 1
-	FROM seen
-	WHERE o.company_id = $1 AND o.id = $2 AND o.revision = $3 AND seen.status = 'proposed'
-		AND o.xmin = seen.version
-	RETURNING o.action_key, seen.request, seen.terms, seen.summary, seen.expires_at`
 
 // Lease takes the send lease of claim for lease from now, when no send of
 // it may still be in flight, and reports whether it did. Otherwise it
