@@ -119,6 +119,27 @@ func TestWriteErrorHidesInternals(t *testing.T) {
 	require.Contains(t, logs.String(), rec.Header().Get("X-Request-ID"))
 }
 
+// TestWriteUnavailableIsNoFailure: a wait the server asks for is 503
+// unavailable with Retry-After and the request ID, and no error in the
+// log, where WriteError logs every 5xx.
+func TestWriteUnavailableIsNoFailure(t *testing.T) {
+	t.Parallel()
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h := Instrument(logger, NewMetrics(prometheus.NewRegistry()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		WriteUnavailable(w, r, "7", "wait a little")
+	}))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/x", nil))
+	require.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	require.Equal(t, "7", rec.Header().Get("Retry-After"))
+	m := decodeBody(t, rec)
+	require.Equal(t, CodeUnavailable, m["error"])
+	require.Equal(t, "wait a little", m["error_description"])
+	require.Equal(t, rec.Header().Get("X-Request-ID"), m["request_id"])
+	require.NotContains(t, logs.String(), `"level":"ERROR"`)
+}
+
 func TestErrorStatuses(t *testing.T) {
 	t.Parallel()
 	for code, status := range statusOf {
